@@ -1,0 +1,115 @@
+"""The pins file (components/pins.toml): one table per upstream repository.
+
+Validation happens here, once, so every rule that reads a pin can trust it and every
+error names the file, the table and the field.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Mapping, Optional
+
+import toml
+from pydantic import BaseModel, Extra, ValidationError, validator
+
+FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+HEX = re.compile(r"^[0-9a-fA-F]+$")
+
+
+class PinsError(Exception):
+    """A pins file that cannot be used; the message names file, table, field and fix."""
+
+
+class Pin(BaseModel):
+    url: str
+    track: str
+    commit: str
+    submodules: bool = False
+    # "torch:cmake/External/aotriton.cmake": update-pins derives this pin from a file in
+    # another component's tree instead of following `track`.
+    derived_from: Optional[str] = None
+
+    class Config:
+        extra = Extra.forbid
+        allow_mutation = False
+
+    @validator("url")
+    def _url_has_scheme(cls, url: str) -> str:
+        if not re.match(r"^(https?|file|ssh|git)://", url):
+            raise ValueError(
+                f"{url!r} is not a git URL; use https://host/owner/repo.git or file:///path"
+            )
+        return url
+
+    @validator("commit")
+    def _commit_is_full_sha(cls, commit: str) -> str:
+        if FULL_SHA.match(commit):
+            return commit
+        if HEX.match(commit) and len(commit) < 40:
+            raise ValueError(
+                f"{commit!r} is a short SHA ({len(commit)} hex digits); pins need the full "
+                "40-digit commit so the source can be verified. Find it with "
+                "`git rev-parse <short>` or `pants run rules:update-pins`"
+            )
+        if HEX.match(commit):
+            raise ValueError(f"{commit!r} is not a 40-digit lowercase hex commit SHA")
+        raise ValueError(
+            f"{commit!r} looks like a branch or tag name; `commit` must be a full 40-digit "
+            "SHA (put the branch in `track` and run `pants run rules:update-pins`)"
+        )
+
+
+def parse_pins(path: str, text: str) -> Dict[str, Pin]:
+    try:
+        raw = toml.loads(text)
+    except toml.TomlDecodeError as e:
+        raise PinsError(f"{path}: TOML syntax error at line {e.lineno}, column {e.colno}: {e.msg}")
+    pins: Dict[str, Pin] = {}
+    for name, table in raw.items():
+        if not isinstance(table, Mapping):
+            raise PinsError(f"{path}: `{name}` must be a table like [{name}] with url, track and commit")
+        try:
+            pins[name] = Pin(**table)
+        except ValidationError as e:
+            problems = "; ".join(
+                f"field `{'.'.join(str(p) for p in err['loc'])}`: {_describe(err)}"
+                for err in e.errors()
+            )
+            raise PinsError(f"{path}: [{name}] {problems}") from None
+    return pins
+
+
+def _describe(err: Mapping) -> str:
+    if err["type"] == "value_error.missing":
+        return "missing (every pin needs url, track and commit)"
+    if err["type"] == "value_error.extra":
+        return "unknown field (allowed: url, track, commit, submodules, derived_from)"
+    return str(err["msg"])
+
+
+def lookup_pin(pins: Mapping[str, Pin], name: str, path: str, owner: str) -> Pin:
+    try:
+        return pins[name]
+    except KeyError:
+        known = ", ".join(sorted(pins)) or "none"
+        raise PinsError(
+            f"{owner}: pin `{name}` is not in {path} (known pins: {known}); add a [{name}] "
+            "table with url, track and commit, or fix the `pin` field"
+        ) from None
+
+
+def set_commit_in_text(text: str, name: str, commit: str) -> str:
+    """Rewrites one table's `commit` line in place, keeping comments, order and layout."""
+    lines = text.splitlines(keepends=True)
+    in_table = False
+    for i, line in enumerate(lines):
+        header = re.match(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$", line)
+        if header:
+            in_table = header.group(1).strip().strip('"') == name
+            continue
+        if in_table:
+            m = re.match(r'^(\s*commit\s*=\s*)(["\'])([^"\']*)\2(.*)$', line, re.S)
+            if m:
+                lines[i] = f"{m.group(1)}{m.group(2)}{commit}{m.group(2)}{m.group(4)}"
+                return "".join(lines)
+    raise PinsError(f"cannot find `commit = ...` in table [{name}] to rewrite")

@@ -1,0 +1,12 @@
+"""Wires the rocm_build target types and rules into Pants."""
+
+from rocm_build import patching, sources, tools, upstream
+from rocm_build.target_types import target_types as _target_types
+
+
+def target_types():
+    return _target_types()
+
+
+def rules():
+    return [*tools.rules(), *sources.rules(), *patching.rules(), *upstream.rules()]

@@ -1,0 +1,297 @@
+"""Target types of the rocm_build plugin: upstream_repo, patch_set, rocm_toolchain, rocm_wheel."""
+
+from __future__ import annotations
+
+from pants.engine.target import (
+    COMMON_TARGET_FIELDS,
+    BoolField,
+    Dependencies,
+    DictStringToStringField,
+    IntField,
+    MultipleSourcesField,
+    SingleSourceField,
+    SpecialCasedDependencies,
+    StringField,
+    StringSequenceField,
+    Target,
+)
+from pants.util.strutil import softwrap
+
+# --------------------------------------------------------------------------- patch_set
+
+
+class PatchSourcesField(MultipleSourcesField):
+    default = ("*.patch", "*.diff", "*.edit.toml")
+    expected_file_extensions = (".patch", ".diff", ".toml")
+    help = softwrap(
+        """
+        Patch files, applied in file-name order (prefix them 0001-, 0002-, ...).
+
+        `*.patch` / `*.diff` are unified diffs applied with `git apply` (paths relative to
+        the repository root, `a/` `b/` prefixes as `git format-patch` writes them).
+
+        `*.edit.toml` are anchored edits, for places where upstream context lines drift:
+        one or more `[[edit]]` tables with `path`, `pattern` (a Python regex), `replace`
+        (its replacement, `\\1` for groups) and `count` (how many times `pattern` must
+        match, default 1). An optional `applied` regex tells that the edit is already in
+        the tree. Both kinds are idempotent: a patch that is already applied is skipped.
+        """
+    )
+
+
+class PatchSetTarget(Target):
+    alias = "patch_set"
+    core_fields = (*COMMON_TARGET_FIELDS, PatchSourcesField)
+    help = "An ordered set of patches (unified diffs and anchored edits) for one upstream."
+
+
+# ----------------------------------------------------------------------- upstream_repo
+
+
+class PinField(StringField):
+    alias = "pin"
+    required = True
+    help = "The name of the table in the pins file that says which URL and commit to fetch."
+
+
+class PinsFileField(StringField):
+    alias = "pins_file"
+    default = "components/pins.toml"
+    help = "Path of the pins file, relative to the build root."
+
+
+class PatchSetsField(SpecialCasedDependencies):
+    alias = "patches"
+    help = softwrap(
+        """
+        Addresses of `patch_set` targets applied, in this order, on top of the pinned
+        commit, e.g. `["patches/vllm:gfx1151"]`.
+        """
+    )
+
+
+class UpstreamRepoTarget(Target):
+    alias = "upstream_repo"
+    core_fields = (*COMMON_TARGET_FIELDS, PinField, PinsFileField, PatchSetsField)
+    help = softwrap(
+        """
+        A pinned upstream git repository plus our patches: fetches exactly the pinned commit
+        (a shallow fetch by SHA, submodules when the pin asks), verifies it and applies the
+        patch sets. `pants package` writes the patched tree to dist/ as a tarball.
+        """
+    )
+
+
+# ---------------------------------------------------------------------- rocm_toolchain
+
+TOOLCHAIN_PROVIDERS = ("therock", "path", "llvm")
+
+
+class ToolchainProviderField(StringField):
+    alias = "provider"
+    required = True
+    valid_choices = TOOLCHAIN_PROVIDERS
+    help = softwrap(
+        """
+        Where the ROCm SDK comes from.
+        `therock`: TheRock's `rocm[libraries,devel]` pip packages at `version` from
+        `index_url`, installed into a cached venv (root from `python -m rocm_sdk path --root`).
+        `path`: an existing install at `path` (e.g. /opt/rocm).
+        `llvm`: only a clang with the AMDGPU target (e.g. Debian's clang-19): compiles device
+        code, has no HIP runtime; the miniature chain uses it.
+        """
+    )
+
+
+class ToolchainVersionField(StringField):
+    alias = "version"
+    help = "therock: the pinned `rocm` package version, e.g. `7.10.0`. It names the wheel label."
+
+
+class ToolchainIndexUrlField(StringField):
+    alias = "index_url"
+    help = softwrap(
+        """
+        therock: the per-GPU-family package index, e.g.
+        `https://rocm.nightlies.amd.com/v2/gfx1151/`.
+        """
+    )
+
+
+class ToolchainPathField(StringField):
+    alias = "path"
+    help = "path: the ROCm root (contains bin/hipcc and lib/llvm). Not part of any cache key."
+
+
+class ToolchainClangField(StringField):
+    alias = "clang"
+    default = "clang-19"
+    help = "llvm: the clang binary name looked up in `search_path`."
+
+
+class ToolchainSearchPathField(StringSequenceField):
+    alias = "search_path"
+    default = ("/usr/lib/llvm-19/bin", "/usr/bin")
+    help = "llvm: directories searched for `clang`. Not part of any cache key."
+
+
+class ToolchainLabelField(StringField):
+    alias = "label"
+    help = softwrap(
+        """
+        The toolchain part of the wheels' PEP 440 local label. Default: `rocm<version>`
+        (therock, path) or `llvm<major>` (llvm).
+        """
+    )
+
+
+class RocmToolchainTarget(Target):
+    alias = "rocm_toolchain"
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        ToolchainProviderField,
+        ToolchainVersionField,
+        ToolchainIndexUrlField,
+        ToolchainPathField,
+        ToolchainClangField,
+        ToolchainSearchPathField,
+        ToolchainLabelField,
+    )
+    help = softwrap(
+        """
+        A ROCm toolchain. Its identity (provider, version, compiler `--version`) is part of
+        every wheel build's cache key; the place where it is installed is not, so machines
+        with the toolchain at different paths share cache entries.
+        """
+    )
+
+
+# -------------------------------------------------------------------------- rocm_wheel
+
+
+class WheelSourceField(StringField):
+    alias = "source"
+    required = True
+    help = "Address of the `upstream_repo` whose patched tree is built, e.g. `:src`."
+
+
+class WheelToolchainField(StringField):
+    alias = "toolchain"
+    required = True
+    help = "Address of the `rocm_toolchain` to build with, e.g. `//components:therock`."
+
+
+class GpuTargetsField(StringSequenceField):
+    alias = "gpu_targets"
+    default = ("gfx1151",)
+    help = "AMD GPU architectures to compile for, e.g. `[\"gfx1151\"]`. Checked against known gfx names."
+
+
+class WheelDependenciesField(Dependencies):
+    help = softwrap(
+        """
+        Other `rocm_wheel` targets whose wheels are installed into this build's environment
+        (e.g. torch for vllm). A change in any of them rebuilds this wheel.
+        """
+    )
+
+
+class WheelEnvField(DictStringToStringField):
+    alias = "env"
+    help = softwrap(
+        """
+        Extra environment variables for the build, on top of the ROCm environment the rule
+        sets. Nothing else from the host reaches the build; to pass a host variable name it
+        here with the value `$NAME` (it then becomes part of the cache key).
+        """
+    )
+
+
+class WheelKindField(StringField):
+    alias = "kind"
+    default = "generic"
+    help = softwrap(
+        """
+        Which component's environment extras apply (see rules/rocm_build/rocm_env.py):
+        generic, aotriton, torch, triton, flash_attention, vllm, aiter.
+        """
+    )
+
+
+class WheelBuildCommandField(StringSequenceField):
+    alias = "build_command"
+    help = softwrap(
+        """
+        Shell commands run in order in the source tree before the wheel build, e.g.
+        `["python use_existing_torch.py"]`. `python` is the build venv's interpreter.
+        """
+    )
+
+
+class WheelCommandField(StringField):
+    alias = "wheel_command"
+    default = "python -m pip wheel . --no-deps --no-build-isolation --no-index -w \"$WHEEL_OUT\""
+    help = "The command that builds the wheel into `$WHEEL_OUT`."
+
+
+class WheelBuildRequirementsField(StringSequenceField):
+    alias = "build_requirements"
+    help = softwrap(
+        """
+        Extra build-time requirements (e.g. `setuptools-scm>=8`), installed from
+        `[rocm-build].index_url` into the build venv. Pin them (`==`) for reproducible builds.
+        """
+    )
+
+
+class WheelOptionalField(BoolField):
+    alias = "optional"
+    default = False
+    help = softwrap(
+        """
+        If true (AITER), a failed build is reported as a warning and dependents are built
+        without this wheel.
+        """
+    )
+
+
+class WheelTimeoutField(IntField):
+    alias = "timeout"
+    default = 6 * 3600
+    help = "Seconds after which the build is killed and fails."
+
+
+class WheelMaxJobsField(IntField):
+    alias = "max_jobs"
+    help = "MAX_JOBS for the build. Default: fits the machine (cores, and 4 GiB of memory per job)."
+
+
+class RocmWheelTarget(Target):
+    alias = "rocm_wheel"
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        WheelSourceField,
+        WheelToolchainField,
+        GpuTargetsField,
+        WheelDependenciesField,
+        WheelEnvField,
+        WheelKindField,
+        WheelBuildCommandField,
+        WheelCommandField,
+        WheelBuildRequirementsField,
+        WheelOptionalField,
+        WheelTimeoutField,
+        WheelMaxJobsField,
+    )
+    help = softwrap(
+        """
+        A wheel built from an `upstream_repo` in a sandbox with the ROCm environment for
+        `gpu_targets`, with the wheels of its `rocm_wheel` dependencies installed. The wheel
+        gets a local label naming toolchain and arch (e.g. `+rocm7.10gfx1151`) and a
+        `rocm_build_info.json` listing pins, patch digests, toolchain and dependency wheels.
+        """
+    )
+
+
+def target_types():
+    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget]

@@ -1,0 +1,170 @@
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import pytest
+from pants.core.goals.package import BuiltPackage
+from pants.core.util_rules import archive, system_binaries
+from pants.engine.addresses import Address
+from pants.engine.fs import DigestContents, RemovePrefix
+from pants.engine.internals.scheduler import ExecutionError
+from pants.testutil.rule_runner import QueryRule, RuleRunner
+
+from rocm_build import register
+from rocm_build.git_fixtures import commit_files, init_repo, pins_toml
+from rocm_build.upstream import ResolvedUpstream, UpstreamRepoFieldSet, UpstreamRequest
+
+SETUP = "print('hello')\nARCHS = ['gfx90a']\n"
+PATCH = """\
+--- a/setup.py
++++ b/setup.py
+@@ -1,2 +1,2 @@
+ print('hello')
+-ARCHS = ['gfx90a']
++ARCHS = ['gfx90a', 'gfx1151']
+"""
+EDIT = """\
+[[edit]]
+path = "setup.py"
+pattern = "^print\\\\('hello'\\\\)$"
+replace = "print('hello gfx1151')"
+count = 1
+"""
+
+
+@pytest.fixture
+def upstream(tmp_path: Path) -> tuple[Path, str]:
+    repo = init_repo(tmp_path / "upstream")
+    first = commit_files(repo, {"setup.py": SETUP, "pkg/__init__.py": ""}, "first")
+    commit_files(repo, {"later.txt": "x"}, "second")  # the pin is not the branch tip
+    return repo, first
+
+
+@pytest.fixture
+def rule_runner() -> RuleRunner:
+    return RuleRunner(
+        rules=[
+            *register.rules(),
+            *archive.rules(),
+            *system_binaries.rules(),
+            QueryRule(ResolvedUpstream, [UpstreamRequest]),
+            QueryRule(BuiltPackage, [UpstreamRepoFieldSet]),
+            QueryRule(DigestContents, [RemovePrefix]),
+        ],
+        target_types=register.target_types(),
+        isolated_local_store=True,
+    )
+
+
+def setup_files(rule_runner: RuleRunner, repo: Path, commit: str, patches: dict[str, str]) -> None:
+    rule_runner.write_files(
+        {
+            "components/pins.toml": pins_toml(mini={"url": f"file://{repo}", "track": "main", "commit": commit}),
+            "components/mini/BUILD": "upstream_repo(name='src', pin='mini', patches=['patches/mini:gfx1151'])",
+            "patches/mini/BUILD": "patch_set(name='gfx1151')",
+            **{f"patches/mini/{name}": text for name, text in patches.items()},
+        }
+    )
+
+
+def resolve(rule_runner: RuleRunner) -> tuple[ResolvedUpstream, dict[str, bytes]]:
+    up = rule_runner.request(
+        ResolvedUpstream, [UpstreamRequest(Address("components/mini", target_name="src"), "test")]
+    )
+    files = rule_runner.request(DigestContents, [RemovePrefix(up.tree, "tree")])
+    return up, {fc.path: fc.content for fc in files}
+
+
+def test_fetches_exact_commit_and_applies_patches_in_order(rule_runner, upstream) -> None:
+    repo, first = upstream
+    setup_files(rule_runner, repo, first, {"0001-archs.patch": PATCH, "0002-hello.edit.toml": EDIT})
+    up, files = resolve(rule_runner)
+    assert sorted(files) == ["pkg/__init__.py", "setup.py"]  # no later.txt, no .git
+    assert files["setup.py"] == b"print('hello gfx1151')\nARCHS = ['gfx90a', 'gfx1151']\n"
+    assert [p.path for p in up.patches] == [
+        "patches/mini/0001-archs.patch",
+        "patches/mini/0002-hello.edit.toml",
+    ]
+    assert "applied patches/mini/0001-archs.patch" in up.patch_log
+
+
+def test_already_applied_patch_is_skipped(rule_runner, upstream) -> None:
+    repo, _ = upstream
+    patched = commit_files(repo, {"setup.py": SETUP.replace("['gfx90a']", "['gfx90a', 'gfx1151']")})
+    setup_files(rule_runner, repo, patched, {"0001-archs.patch": PATCH})
+    up, files = resolve(rule_runner)
+    assert b"gfx1151" in files["setup.py"]
+    assert "already applied, skipped patches/mini/0001-archs.patch" in up.patch_log
+
+
+def test_package_writes_tarball(rule_runner, upstream) -> None:
+    repo, first = upstream
+    setup_files(rule_runner, repo, first, {"0001-archs.patch": PATCH})
+    tgt = rule_runner.get_target(Address("components/mini", target_name="src"))
+    built = rule_runner.request(BuiltPackage, [UpstreamRepoFieldSet.create(tgt)])
+    name = f"components.mini/mini-{first[:12]}-patched.tar.gz"
+    assert built.artifacts[0].relpath == name
+    (content,) = rule_runner.request(DigestContents, [built.digest])
+    with tarfile.open(fileobj=io.BytesIO(content.content)) as tar:
+        setup = tar.extractfile(f"mini-{first[:12]}-patched/setup.py").read()
+    assert b"gfx1151" in setup
+
+
+def error_of(rule_runner: RuleRunner) -> str:
+    with pytest.raises(ExecutionError) as e:
+        resolve(rule_runner)
+    return str(e.value)
+
+
+def test_commit_not_upstream(rule_runner, upstream) -> None:
+    repo, _ = upstream
+    missing = "1" * 40
+    setup_files(rule_runner, repo, missing, {})
+    msg = error_of(rule_runner)
+    assert (
+        f"components/mini:src: pin `mini` in components/pins.toml: commit {missing} was not "
+        f"found at file://{repo}" in msg
+    )
+    assert "rules:update-pins -- --only mini" in msg
+
+
+def test_unreachable_url(rule_runner, upstream, tmp_path) -> None:
+    setup_files(rule_runner, tmp_path / "nowhere", upstream[1], {})
+    msg = error_of(rule_runner)
+    assert f"pin `mini` in components/pins.toml: cannot fetch from file://{tmp_path}/nowhere" in msg
+
+
+def test_patch_that_does_not_apply_names_file_and_hunk(rule_runner, upstream) -> None:
+    repo, first = upstream
+    setup_files(rule_runner, repo, first, {"0001-archs.patch": PATCH.replace("gfx90a']\n+", "gfx942']\n+")})
+    msg = error_of(rule_runner)
+    assert "components/mini:src: patches/mini/0001-archs.patch: the hunk at setup.py line 1 does not match" in msg
+
+
+@pytest.mark.parametrize(
+    "name, text, expected",
+    [
+        ("0001-empty.patch", "\n", "patches/mini/0001-empty.patch: the patch file is empty"),
+        (
+            "0001-escape.patch",
+            PATCH.replace("a/setup.py", "a/../setup.py").replace("b/setup.py", "b/../setup.py"),
+            "patches/mini/0001-escape.patch: touches `../setup.py`, which is outside the source tree",
+        ),
+        (
+            "0001-zero.edit.toml",
+            EDIT.replace("hello", "bye"),
+            "patches/mini/0001-zero.edit.toml: edit 1 on setup.py: pattern \"^print\\\\('bye'\\\\)$\" matched 0 time(s), expected exactly 1",
+        ),
+        (
+            "0001-two.edit.toml",
+            '[[edit]]\npath = "setup.py"\npattern = "hello|ARCHS"\nreplace = "x"\n',
+            "patches/mini/0001-two.edit.toml: edit 1 on setup.py: pattern 'hello|ARCHS' matched 2 time(s), expected exactly 1",
+        ),
+    ],
+)
+def test_bad_patches(rule_runner, upstream, name, text, expected) -> None:
+    repo, first = upstream
+    setup_files(rule_runner, repo, first, {name: text})
+    assert expected in error_of(rule_runner)
