@@ -1,6 +1,6 @@
 """Wires the rocm_build target types and rules into Pants."""
 
-from rocm_build import patching, sources, tools, upstream
+from rocm_build import patching, sources, toolchain, tools, upstream, wheel
 from rocm_build.target_types import target_types as _target_types
 
 
@@ -9,4 +9,11 @@ def target_types():
 
 
 def rules():
-    return [*tools.rules(), *sources.rules(), *patching.rules(), *upstream.rules()]
+    return [
+        *tools.rules(),
+        *sources.rules(),
+        *patching.rules(),
+        *upstream.rules(),
+        *toolchain.rules(),
+        *wheel.rules(),
+    ]

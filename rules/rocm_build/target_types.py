@@ -201,8 +201,9 @@ class WheelEnvField(DictStringToStringField):
     help = softwrap(
         """
         Extra environment variables for the build, on top of the ROCm environment the rule
-        sets. Nothing else from the host reaches the build; to pass a host variable name it
-        here with the value `$NAME` (it then becomes part of the cache key).
+        sets (they win over it). Values may refer to `$ROCM_PATH`, `$HIP_DEVICE_LIB_PATH` and
+        `$ROCM_BUILD_DEPS_PREFIX` (the build venv), expanded inside the sandbox. Nothing from
+        the host environment reaches the build; every value here is part of the cache key.
         """
     )
 

@@ -1,0 +1,73 @@
+"""The build environment the seed documents prescribe, as data.
+
+Values may use `{archs}` (semicolon-separated gpu targets) and `{archs_comma}`;
+`$ROCM_PATH` and friends are expanded by the build script inside the sandbox, because the
+toolchain's location must never be part of a cache key.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Dict, Mapping, Sequence
+
+# gfx names the ROCm compilers accept (LLVM AMDGPU processors, gfx9 and later).
+KNOWN_GPU_TARGETS = (
+    "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c",
+    "gfx940", "gfx941", "gfx942", "gfx950",
+    "gfx1010", "gfx1011", "gfx1012", "gfx1013",
+    "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
+    "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
+    "gfx1200", "gfx1201", "gfx1250",
+)  # fmt: skip
+
+# Set for every component (seed 000's tables). ROCM_PATH etc. are filled in the sandbox.
+COMMON_ENV: Dict[str, str] = {
+    "PYTORCH_ROCM_ARCH": "{archs}",
+    "GPU_ARCHS": "{archs}",
+    "AMDGPU_TARGETS": "{archs}",
+    "ROCM_BUILD_GPU_TARGETS": "{archs}",
+}
+
+# Per component kind, on top of COMMON_ENV.
+KIND_ENV: Dict[str, Dict[str, str]] = {
+    "generic": {},
+    "aotriton": {"AOTRITON_TARGET_ARCH": "{archs}"},
+    "torch": {
+        "USE_ROCM": "1",
+        "USE_CUDA": "0",
+        "BUILD_TEST": "0",
+        # FBGEMM GenAI fails to link for gfx11 (seed 001).
+        "USE_FBGEMM_GENAI": "0",
+        "USE_FLASH_ATTENTION": "1",
+        "USE_MEM_EFF_ATTENTION": "1",
+        # The AOTriton wheel we built, not a download during the torch build.
+        "AOTRITON_INSTALLED_PREFIX": "$ROCM_BUILD_DEPS_PREFIX/aotriton",
+    },
+    "triton": {"TRITON_BUILD_WITH_CLANG_LLD": "1"},
+    "flash_attention": {"FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE"},
+    "vllm": {"VLLM_TARGET_DEVICE": "rocm"},
+    "aiter": {"GPU_ARCHS": "{archs}"},
+}
+
+
+def check_gpu_targets(targets: Sequence[str], owner: str) -> None:
+    if not targets:
+        raise ValueError(f"{owner}: `gpu_targets` is empty; list at least one, e.g. [\"gfx1151\"]")
+    for target in targets:
+        if target not in KNOWN_GPU_TARGETS:
+            near = difflib.get_close_matches(target, KNOWN_GPU_TARGETS, n=1, cutoff=0.6)
+            hint = f" Did you mean `{near[0]}`?" if near else ""
+            raise ValueError(
+                f"{owner}: unknown gpu target `{target}` in `gpu_targets`.{hint} "
+                f"Known targets: {', '.join(KNOWN_GPU_TARGETS)}"
+            )
+
+
+def build_env(kind: str, gpu_targets: Sequence[str], extra: Mapping[str, str], owner: str) -> Dict[str, str]:
+    if kind not in KIND_ENV:
+        raise ValueError(f"{owner}: unknown `kind` {kind!r}; use one of {', '.join(KIND_ENV)}")
+    archs = sorted(gpu_targets)
+    values = {"archs": ";".join(archs), "archs_comma": ",".join(archs)}
+    env = {k: v.format(**values) for k, v in {**COMMON_ENV, **KIND_ENV[kind]}.items()}
+    env.update(extra)
+    return env

@@ -1,0 +1,85 @@
+# Builds one wheel inside a Pants sandbox. Everything it reads is in the sandbox or named by
+# an ROCM_BUILD_* variable; paths are derived from $PWD here, at run time, so that no
+# machine path is part of the process's cache key.
+set -euo pipefail
+top="$PWD"
+mkdir -p out .logs
+log="$top/out/build.log"
+
+save_log() {
+  local status=$?
+  # The named cache keeps the last log of each target, also when the build fails.
+  cp "$log" "$top/.logs/$ROCM_BUILD_LOG_NAME.log" 2>/dev/null || true
+  exit "$status"
+}
+trap save_log EXIT
+
+default_max_jobs() {
+  # One job per core, but at most one per 4 GiB of memory: HIP compiles are memory-hungry.
+  local cores mem_gib
+  cores="$(nproc)"
+  mem_gib=$(( $(awk '/MemTotal/ {print $2}' /proc/meminfo) / 1048576 ))
+  local by_mem=$(( mem_gib / 4 ))
+  (( by_mem < 1 )) && by_mem=1
+  echo $(( cores < by_mem ? cores : by_mem ))
+}
+
+build() {
+  echo "== rocm_build: $ROCM_BUILD_TARGET for $ROCM_BUILD_GPU_TARGETS"
+  export ROCM_PATH="$top/.rocm/root" ROCM_HOME="$top/.rocm/root"
+  export HIP_DEVICE_LIB_PATH="$top/$ROCM_BUILD_DEVICE_LIB_DIR"
+  export HIPFLAGS="--rocm-device-lib-path=$HIP_DEVICE_LIB_PATH"
+  export ROCM_BUILD_CLANG="$top/$ROCM_BUILD_CLANG_REL"
+  export HOME="$top/.home" XDG_CACHE_HOME="$top/.home/cache" PIP_CONFIG_FILE=/dev/null
+  export CCACHE_DIR="$top/.ccache" CCACHE_BASEDIR="$top"
+  export MAX_JOBS="${MAX_JOBS:-$(default_max_jobs)}"
+  export ROCM_BUILD_DEPS_PREFIX="$top/.venv"
+  mkdir -p "$HOME"
+
+  echo "== build venv (pip, setuptools, wheel + $(ls deps | wc -l) dependency wheel(s))"
+  "$ROCM_BUILD_PYTHON" -m venv --without-pip "$top/.venv"
+  local pip_wheel=(bootstrap/pip-*.whl)
+  "$top/.venv/bin/python" "${pip_wheel[0]}/pip" install -q --no-index --no-deps \
+    --disable-pip-version-check bootstrap/*.whl $(ls deps/*.whl 2>/dev/null)
+  export PATH="$top/.venv/bin:$ROCM_PATH/bin:/usr/bin:/bin"
+  if [[ -n "${ROCM_BUILD_REQUIREMENTS:-}" ]]; then
+    echo "== build requirements: $ROCM_BUILD_REQUIREMENTS"
+    # shellcheck disable=SC2086
+    python -m pip install -q --disable-pip-version-check --index-url "$ROCM_BUILD_INDEX_URL" \
+      $ROCM_BUILD_REQUIREMENTS
+  fi
+
+  # Seed 000: pip's cmake breaks ROCm/HIP builds; only the system cmake may be used.
+  local cmake_path
+  cmake_path="$(command -v cmake || true)"
+  if [[ "$cmake_path" == "$top/.venv/"* ]]; then
+    echo "rocm_build: refusing to build: \`cmake\` resolves to a pip-installed cmake" \
+      "(${cmake_path#"$top/"}), which comes before the system cmake on PATH. Seed 000: builds use" \
+      "the distribution's cmake (/usr/bin/cmake), never pip's; pip's cmake breaks ROCm/HIP" \
+      "compilation. Remove cmake from build_requirements and from the dependency wheels."
+    exit 42
+  fi
+
+  # Values that refer to the sandbox ($ROCM_PATH, ...) are expanded now that it exists.
+  local var
+  for var in $ROCM_BUILD_EXPAND_VARS; do
+    export "$var=$(eval "printf '%s' \"${!var}\"")"
+  done
+
+  cd "$top/tree"
+  echo "== build steps"
+  # shellcheck source=/dev/null
+  source "$top/__rocm_build/steps.sh"
+  export WHEEL_OUT="$top/out/raw"
+  mkdir -p "$WHEEL_OUT"
+  echo "== wheel: $ROCM_BUILD_WHEEL_COMMAND"
+  eval "$ROCM_BUILD_WHEEL_COMMAND"
+  cd "$top"
+  local wheels=(out/raw/*.whl)
+  [[ -f "${wheels[0]}" ]] || { echo "rocm_build: the wheel command wrote no wheel to \$WHEEL_OUT"; exit 43; }
+  python "$top/__rocm_build/label_wheel.py" "${wheels[0]}" out "$ROCM_BUILD_LABEL" __rocm_build/build_info.json
+  rm -rf out/raw
+  echo "== done: $(cd out && ls *.whl)"
+}
+
+build 2>&1 | tee "$log"

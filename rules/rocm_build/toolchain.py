@@ -1,0 +1,188 @@
+"""rocm_toolchain: locate the ROCm SDK (or an LLVM-only clang) and say what it is.
+
+A build sees the toolchain at `.rocm/root` in its sandbox: that path is a link, kept in a
+Pants named cache, to wherever the toolchain lives on this machine. Named-cache contents
+are not part of cache keys, so the key holds only the toolchain's identity (provider,
+version, compiler `--version`) and machines with the SDK in different places share entries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from pants.engine.addresses import Address
+from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope, ProcessResult
+from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.util.logging import LogLevel
+
+from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.target_types import (
+    RocmToolchainTarget,
+    ToolchainIndexUrlField,
+    ToolchainLabelField,
+    ToolchainPathField,
+    ToolchainProviderField,
+    ToolchainVersionField,
+)
+from rocm_build.tools import HostTools
+
+# Where builds see the toolchain, relative to their sandbox.
+SANDBOX_ROOT = ".rocm/root"
+
+# Prints the toolchain root's absolute path, then its identity. Exit 3: it is not there.
+# `.rocm` is a named cache private to this provider/version/path, which holds TheRock's venv.
+LOCATE_SCRIPT = r"""
+set -uo pipefail
+provider="$1"; root="$2"; version="$3"; index_url="$4"; python="$5"
+case "$provider" in
+  therock)
+    venv="$(realpath .rocm)/therock-venv"
+    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -m rocm_sdk path --root >/dev/null 2>&1; then
+      echo "installing rocm[libraries,devel]==$version from $index_url" >&2
+      "$python" -m venv "$venv" && "$venv/bin/python" -m pip install -q --index-url "$index_url" \
+        "rocm[libraries,devel]==$version" >&2 || exit 3
+    fi
+    root="$("$venv/bin/python" -m rocm_sdk path --root)" || exit 3
+    clang="$root/lib/llvm/bin/clang"
+    ;;
+  path) clang="$root/lib/llvm/bin/clang" ;;
+  llvm) clang="$root/bin/clang" ;;
+esac
+[ -x "$clang" ] || { echo "no clang at $clang" >&2; exit 3; }
+echo "$root"
+if [ -f "$root/.info/version" ]; then echo "rocm $(cat "$root/.info/version")"; fi
+"$clang" --version | grep -v '^InstalledDir:'
+"""
+
+# Points the build-visible named cache (named by identity, so by content) at the root.
+LINK_SCRIPT = 'ln -sfn "$1" .rocm/root.new && mv -T .rocm/root.new .rocm/root'
+
+HOW_TO_PROVIDE = {
+    "therock": "check `index_url` and `version` (the `rocm` package for your GPU family must exist "
+    "there) and that the index is reachable",
+    "path": "install ROCm there (e.g. /opt/rocm), or point `path` at your ROCm root, or use "
+    "provider=\"therock\" to install the SDK from pip",
+    "llvm": "install clang with the AMDGPU target (`apt-get install clang-19 lld-19 llvm-19`) or "
+    "point `path` at an LLVM root that has bin/clang",
+}
+
+
+def cache_suffix(text: str) -> str:
+    # Pants 2.17 accepts only [a-z_] in named cache names, so spell the hash in letters.
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return "".join(chr(ord("a") + int(c, 16)) for c in digest)
+
+
+@dataclass(frozen=True)
+class ToolchainRequest:
+    address: Address
+    description_of_origin: str
+
+
+@dataclass(frozen=True)
+class ResolvedToolchain:
+    address: Address
+    provider: str
+    identity: str  # content only: provider, version, compiler --version; never a path
+    label: str  # the toolchain part of the wheel's local version label
+    cache_name: str  # the named cache that holds the link to the install
+
+    @property
+    def device_lib_dir(self) -> str:
+        # ROCm keeps the device bitcode under lib/llvm/amdgcn/bitcode (seed 000); an LLVM-only
+        # toolchain has none, and its builds compile with -nogpulib.
+        if self.provider == "llvm":
+            return f"{SANDBOX_ROOT}/lib/amdgcn/bitcode"
+        return f"{SANDBOX_ROOT}/lib/llvm/amdgcn/bitcode"
+
+    @property
+    def clang(self) -> str:
+        return f"{SANDBOX_ROOT}/bin/clang" if self.provider == "llvm" else f"{SANDBOX_ROOT}/lib/llvm/bin/clang"
+
+
+def default_label(provider: str, version: str | None, identity: str) -> str:
+    if provider == "llvm":
+        m = re.search(r"clang version (\d+)", identity)
+        return f"llvm{m.group(1) if m else ''}"
+    m = re.search(r"rocm (\d+\.\d+)", identity)
+    found = version or (m.group(1) if m else "")
+    return "rocm" + ".".join(found.split(".")[:2])
+
+
+@rule
+async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> ResolvedToolchain:
+    wrapped = await Get(
+        WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin)
+    )
+    target = wrapped.target
+    owner = target.address.spec
+    if not isinstance(target, RocmToolchainTarget):
+        raise RocmBuildError(
+            f"{request.description_of_origin} names {owner}, a `{target.alias}`; it must be a "
+            "`rocm_toolchain` target"
+        )
+    provider = target[ToolchainProviderField].value
+    version = target[ToolchainVersionField].value
+    index_url = target[ToolchainIndexUrlField].value
+    path = target[ToolchainPathField].value
+    if provider == "therock" and not (version and index_url):
+        raise RocmBuildError(f"{owner}: provider \"therock\" needs `version` and `index_url`")
+    if provider in ("path", "llvm") and not path:
+        raise RocmBuildError(f"{owner}: provider \"{provider}\" needs `path` (the toolchain root)")
+
+    # This cache is private to this machine's install; builds use another, named by identity.
+    cache_name = "rocm_install_" + cache_suffix(f"{provider}|{version}|{index_url}|{path}")
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(
+                tools.bash.path, "-c", LOCATE_SCRIPT, "locate",
+                provider, path or "", version or "", index_url or "", tools.python.path,
+            ),
+            env={"PATH": "/usr/bin:/bin"},
+            append_only_caches={cache_name: ".rocm"},
+            description=f"Locating rocm_toolchain {owner}",
+            level=LogLevel.DEBUG,
+            # Machine state, not content: re-checked by each new pantsd, never shared.
+            cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
+        ),
+    )  # fmt: skip
+    if result.exit_code != 0:
+        where = {"therock": f"rocm[libraries,devel]=={version} from {index_url}"}.get(
+            provider, f"`path` {path!r}"
+        )
+        said = tail(result.stderr.decode(), 8)
+        raise RocmBuildError(
+            f"{owner}: the {provider} ROCm toolchain is missing: nothing usable at {where}. "
+            f"To provide it: {HOW_TO_PROVIDE[provider]}. Targets that use it cannot be built "
+            f"on this machine.\n{indent(said)}"
+        )
+    root, _, compiler = result.stdout.decode().strip().partition("\n")
+    identity = f"provider={provider}\nversion={version or ''}\n{compiler}"
+    label = target[ToolchainLabelField].value or default_label(provider, version, identity)
+    build_cache = "rocm_toolchain_" + cache_suffix(identity)
+    await Get(
+        ProcessResult,
+        Process(
+            argv=(tools.bash.path, "-c", LINK_SCRIPT, "link", root),
+            env={"PATH": "/usr/bin:/bin"},
+            append_only_caches={build_cache: ".rocm"},
+            description=f"Linking rocm_toolchain {owner}",
+            level=LogLevel.DEBUG,
+            cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
+        ),
+    )
+    return ResolvedToolchain(
+        address=target.address,
+        provider=provider,
+        identity=identity,
+        label=label,
+        cache_name=build_cache,
+    )
+
+
+def rules():
+    return collect_rules()
