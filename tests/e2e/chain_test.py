@@ -1,0 +1,116 @@
+"""The miniature chain, built for real by a nested `./pants`: what is rebuilt, and what is in the wheels."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from e2e.wheels import code_object_archs
+from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from mini.make_upstreams import component_files
+
+CHAIN = [
+    "tests/mini/aotriton:wheel",
+    "tests/mini/torch:wheel",
+    "tests/mini/flash_attention:wheel",
+    "tests/mini/vllm:wheel",
+]
+VLLM = "tests/mini/vllm:wheel"
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    root = tmp_path_factory.mktemp("chain")
+    upstreams = make_fixture_upstreams(root / "upstreams")
+    return root, upstreams
+
+
+def new_workspace(shared, name: str) -> Workspace:
+    root, upstreams = shared
+    # One local store and named-cache dir for every copy: "another checkout, same machine".
+    return Workspace(root / name, upstreams, root / "store", root / "named_caches")
+
+
+def install_and_run(wheels, code: str, tmp: Path) -> str:
+    venv = tmp / "venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    site = next((venv / "lib").glob("python3*/site-packages"))
+    for wheel in wheels:
+        zipfile.ZipFile(wheel).extractall(site)  # a wheel install without pip (no scripts here)
+    return subprocess.run([str(venv / "bin/python"), "-c", code], check=True, capture_output=True, text=True).stdout
+
+
+def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) -> None:
+    ws = new_workspace(shared, "checkout-a")
+    try:
+        first = require_success(ws.package(VLLM), "first build")
+        assert first.built == CHAIN, first.stderr[-3000:]
+        wheels = ws.dist_wheels()
+        assert sorted(wheels) == ["tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.torch", "tests.mini.vllm"]
+        for wheel in wheels.values():
+            assert "+llvm19gfx1151-" in wheel.name
+            # The arch comes from the code object's ELF header, not from anything we wrote.
+            assert set(code_object_archs(wheel).values()) == {"gfx1151"}, wheel
+            assert (wheel.parent / f"{wheel.name}.build.log").read_text().startswith("== rocm_build:")
+
+        info = json.loads(zipfile.ZipFile(wheels["tests.mini.vllm"]).read(
+            wheels["tests.mini.vllm"].name.split("-cp")[0] + ".dist-info/rocm_build_info.json"
+        ))
+        assert info["source"]["patches"][0]["path"] == "tests/mini/patches/vllm/0001-report-gfx1151.patch"
+        assert {d["target"] for d in info["dependencies"]} == {"tests/mini/torch:wheel", "tests/mini/flash_attention:wheel"}
+        assert info["toolchain"]["identity"].startswith("provider=llvm\n")
+
+        # The C extensions work, the torch edit and vllm patch are in, and each downstream
+        # was built against its upstream's installed wheel.
+        out = install_and_run(
+            wheels.values(),
+            "import mini_vllm, mini_torch, mini_vllm._built_with as b;"
+            "print(mini_torch.answer(), mini_vllm.PATCHED_FOR, sorted(b.UPSTREAMS))",
+            tmp_path,
+        )
+        assert out.split() == ["1151", "gfx1151", "['mini_flash_attention',", "'mini_torch']"]
+
+        again = require_success(ws.package(VLLM), "second build")
+        assert again.built == []
+
+        patch = "tests/mini/patches/vllm/0001-report-gfx1151.patch"
+        ws.write(patch, ws.read(patch).replace('"gfx1151"', '"gfx1151 (strix halo)"'))
+        after_patch = require_success(ws.package(VLLM), "build after a vllm patch edit")
+        assert after_patch.built == [VLLM]
+
+        _, upstreams = shared
+        files = component_files("aotriton", version="1.0.1")
+        upstreams.new_commit("aotriton", {"setup.py": files["setup.py"]}, "mini aotriton 1.0.1")
+        ws.write("tests/mini/pins.toml", upstreams.pins_text())
+        after_pin = require_success(ws.package(VLLM), "build after moving the aotriton pin")
+        assert after_pin.built == CHAIN
+        assert "mini_aotriton-1.0.1+llvm19gfx1151" in ws.dist_wheels()["tests.mini.aotriton"].name
+    finally:
+        ws.stop()
+
+
+def test_other_checkout_hits_the_cache_and_second_gpu_target(shared) -> None:
+    a = new_workspace(shared, "checkout-b1")
+    b = new_workspace(shared, "checkout-b2")  # another path, same local store
+    try:
+        require_success(a.package(VLLM), "build in the first checkout")
+        other = require_success(b.package(VLLM), "build in the second checkout")
+        assert other.built == []
+        assert {k: p.read_bytes() for k, p in a.dist_wheels().items()} == {
+            k: p.read_bytes() for k, p in b.dist_wheels().items()
+        }
+
+        build = "tests/mini/aotriton/BUILD"
+        b.write(build, b.read(build).replace('gpu_targets=["gfx1151"]', 'gpu_targets=["gfx1151", "gfx1100"]'))
+        two = require_success(b.package("tests/mini/aotriton:wheel"), "build for two gpu targets")
+        assert two.built == ["tests/mini/aotriton:wheel"]
+        (wheel,) = b.path("dist/tests.mini.aotriton").glob("*+llvm19gfx1100.gfx1151-*.whl")
+        assert sorted(code_object_archs(wheel).values()) == ["gfx1100", "gfx1151"]
+    finally:
+        a.stop()
+        b.stop()

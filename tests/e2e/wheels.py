@@ -1,0 +1,33 @@
+"""Reading what a wheel really contains: AMDGPU code objects and their arch."""
+
+from __future__ import annotations
+
+import struct
+import zipfile
+from pathlib import Path
+from typing import Dict, List
+
+EM_AMDGPU = 224
+# e_flags & 0xff (EF_AMDGPU_MACH) of the targets tests build for, from LLVM's ELF.h.
+MACH_TO_GFX = {0x4A: "gfx1151", 0x41: "gfx1100", 0x49: "gfx1150", 0x55: "gfx1152", 0x4C: "gfx942", 0x3F: "gfx90a"}
+
+
+def code_object_arch(data: bytes) -> str:
+    if data[:4] != b"\x7fELF" or data[4] != 2:
+        raise ValueError("not a 64-bit ELF file")
+    (machine,) = struct.unpack_from("<H", data, 18)
+    if machine != EM_AMDGPU:
+        raise ValueError(f"ELF e_machine is {machine}, not EM_AMDGPU ({EM_AMDGPU})")
+    (flags,) = struct.unpack_from("<I", data, 48)
+    return MACH_TO_GFX.get(flags & 0xFF, hex(flags & 0xFF))
+
+
+def code_object_archs(wheel: Path) -> Dict[str, str]:
+    """Every `.co` member of the wheel -> the arch its ELF header names."""
+    with zipfile.ZipFile(wheel) as zf:
+        return {n: code_object_arch(zf.read(n)) for n in zf.namelist() if n.endswith(".co")}
+
+
+def members(wheel: Path) -> List[str]:
+    with zipfile.ZipFile(wheel) as zf:
+        return zf.namelist()

@@ -1,0 +1,114 @@
+"""A copy of this repository at a fresh path, driven with the real `./pants` launcher.
+
+End-to-end tests build the miniature chain in such copies: each has its own build root
+(and pantsd), while the local store, named caches and fixture upstreams can be shared or
+not, which is how tests stand in for "another checkout" or "another machine".
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from mini import make_upstreams
+
+# What the nested Pants copies from this sandbox (see //:workspace).
+WORKSPACE_FILES = ("pants", "pants.toml", "BUILD", "3rdparty", "rules", "tests/mini")
+BUILD_LINE = re.compile(r"Starting: Building rocm_wheel (\S+)")
+
+
+@dataclass
+class Run:
+    returncode: int
+    stdout: str
+    stderr: str
+
+    @property
+    def built(self) -> List[str]:
+        """Addresses of the rocm_wheel builds that really ran (cache hits log nothing)."""
+        return BUILD_LINE.findall(self.stderr)
+
+
+@dataclass
+class Upstreams:
+    root: Path
+    commits: Dict[str, str]
+
+    def pins_text(self) -> str:
+        return make_upstreams.pins_text(self.root, self.commits)
+
+    def new_commit(self, name: str, files: Dict[str, str], message: str) -> str:
+        self.commits[name] = make_upstreams.commit(self.root / name, files, message)
+        return self.commits[name]
+
+
+def make_fixture_upstreams(root: Path) -> Upstreams:
+    return Upstreams(root, make_upstreams.make_all(root))
+
+
+class Workspace:
+    def __init__(self, root: Path, upstreams: Upstreams, store: Path, named_caches: Path) -> None:
+        self.root = root
+        self.store = store
+        self.named_caches = named_caches
+        source = Path.cwd()
+        for rel in WORKSPACE_FILES:
+            src, dst = source / rel, root / rel
+            if src.is_dir():
+                shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(src, dst)
+        self.write("tests/mini/pins.toml", upstreams.pins_text())
+
+    def path(self, rel: str) -> Path:
+        return self.root / rel
+
+    def write(self, rel: str, text: str) -> None:
+        self.path(rel).write_text(text)
+
+    def read(self, rel: str) -> str:
+        return self.path(rel).read_text()
+
+    def pants(self, *args: str, extra_options: Sequence[str] = (), timeout: int = 900) -> Run:
+        env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME", "ROCM_PANTS_CACHE", "PANTS_PYTHON")}
+        argv = [
+            str(self.root / "pants"),
+            "--no-dynamic-ui",
+            f"--local-store-dir={self.store}",
+            f"--named-caches-dir={self.named_caches}",
+            *extra_options,
+            *args,
+        ]
+        proc = subprocess.run(argv, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
+        return Run(proc.returncode, proc.stdout, proc.stderr)
+
+    def package(self, *addresses: str, extra_options: Sequence[str] = ()) -> Run:
+        run = self.pants("package", *addresses, extra_options=extra_options)
+        return run
+
+    def stop(self) -> None:
+        """Stops this copy's pantsd, so tests leave no daemons behind."""
+        for pid_file in self.root.glob(".pids/*/pantsd/pid"):
+            try:
+                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
+            except (ValueError, ProcessLookupError):
+                pass
+
+    def dist_wheels(self) -> Dict[str, Path]:
+        return {p.parent.name: p for p in sorted((self.root / "dist").glob("*/*.whl"))}
+
+
+def require_success(run: Run, what: str) -> Run:
+    assert run.returncode == 0, f"{what} failed ({run.returncode}):\n{run.stderr[-6000:]}"
+    return run
+
+
+def last_error(run: Run) -> Optional[str]:
+    return run.stderr[run.stderr.find("Exception") :] if "Exception" in run.stderr else None
