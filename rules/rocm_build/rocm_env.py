@@ -8,7 +8,7 @@ toolchain's location must never be part of a cache key.
 from __future__ import annotations
 
 import difflib
-from typing import Dict, Mapping, Sequence
+from typing import Dict, List, Mapping, Sequence
 
 # gfx names the ROCm compilers accept (LLVM AMDGPU processors, gfx9 and later).
 KNOWN_GPU_TARGETS = (
@@ -50,12 +50,18 @@ KIND_ENV: Dict[str, Dict[str, str]] = {
 }
 
 
+def nearest_gpu_target(name: str) -> List[str]:
+    # Swapped digits (gfx1115 for gfx1151) are the common typo; difflib ranks them poorly.
+    swapped = [t for t in KNOWN_GPU_TARGETS if sorted(t) == sorted(name)]
+    return swapped[:1] or difflib.get_close_matches(name, KNOWN_GPU_TARGETS, n=1, cutoff=0.6)
+
+
 def check_gpu_targets(targets: Sequence[str], owner: str) -> None:
     if not targets:
         raise ValueError(f"{owner}: `gpu_targets` is empty; list at least one, e.g. [\"gfx1151\"]")
     for target in targets:
         if target not in KNOWN_GPU_TARGETS:
-            near = difflib.get_close_matches(target, KNOWN_GPU_TARGETS, n=1, cutoff=0.6)
+            near = nearest_gpu_target(target)
             hint = f" Did you mean `{near[0]}`?" if near else ""
             raise ValueError(
                 f"{owner}: unknown gpu target `{target}` in `gpu_targets`.{hint} "

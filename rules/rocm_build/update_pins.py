@@ -1,0 +1,277 @@
+"""`pants run rules:update-pins`: move pins forward from upstream, safely.
+
+For every pin that follows a branch or tag (`track`), resolve it upstream (`git ls-remote`,
+or the GitHub API for github.com URLs, honouring GITHUB_TOKEN), set derived pins (e.g.
+aotriton from torch's `cmake/External/aotriton.cmake`), check that each moved component's
+patches still apply, and rewrite the pins file atomically, keeping comments and order.
+Nothing is written unless every step succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import os
+import pkgutil
+import re
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+import requests
+
+from rocm_build.pins import FULL_SHA, Pin, PinsError, parse_pins, set_commit_in_text
+
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+GITHUB_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$")
+# How PyTorch names its AOTriton commit in cmake/External/aotriton.cmake.
+CMAKE_COMMIT = re.compile(r'__AOTRITON_CI_COMMIT\s+"?([0-9a-f]{40})"?')
+ANY_SHA = re.compile(r"\b([0-9a-f]{40})\b")
+
+
+class UpdateError(Exception):
+    """A failure that leaves the pins file untouched; the message says what to do."""
+
+
+@dataclass
+class Move:
+    name: str
+    old: str
+    new: str
+    why: str
+
+
+def _git(*args: str, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True
+    )
+
+
+def _redact(text: str) -> str:
+    token = os.environ.get("GITHUB_TOKEN")
+    return text.replace(token, "***") if token else text
+
+
+def resolve_with_git(name: str, pin: Pin) -> str:
+    refs = [f"refs/heads/{pin.track}", f"refs/tags/{pin.track}", f"refs/tags/{pin.track}^{{}}"]
+    result = _git("ls-remote", pin.url, *refs)
+    if result.returncode != 0:
+        raise UpdateError(
+            f"[{name}] cannot reach {pin.url}: {_redact(result.stderr.strip())}. Check the URL "
+            "and the network; the pins file was not changed."
+        )
+    found = dict(line.split("\t")[::-1] for line in result.stdout.splitlines() if "\t" in line)
+    # An annotated tag's peeled commit wins over the tag object.
+    for ref in reversed(refs):
+        if ref in found:
+            return found[ref]
+    raise UpdateError(
+        f"[{name}] `track = \"{pin.track}\"` is neither a branch nor a tag at {pin.url}. Fix "
+        "`track` in the pins file; the pins file was not changed."
+    )
+
+
+def resolve_with_github(name: str, pin: Pin, api: str, owner: str, repo: str) -> str:
+    headers = {"Accept": "application/vnd.github+json"}
+    if os.environ.get("GITHUB_TOKEN"):
+        headers["Authorization"] = f"Bearer {os.environ['GITHUB_TOKEN']}"
+    url = f"{api.rstrip('/')}/repos/{owner}/{repo}/commits/{pin.track}"
+    try:
+        response = requests.get(url, headers=headers, timeout=30)
+    except requests.RequestException as e:
+        raise UpdateError(
+            f"[{name}] cannot reach the GitHub API at {api}: {type(e).__name__}. Check the "
+            "network or --github-api; the pins file was not changed."
+        ) from None
+    if response.status_code in (403, 429) and (
+        response.headers.get("X-RateLimit-Remaining") == "0" or "rate limit" in response.text.lower()
+    ):
+        reset = response.headers.get("X-RateLimit-Reset", "unknown")
+        raise UpdateError(
+            f"[{name}] the GitHub API rate limit is exhausted (HTTP {response.status_code}, resets "
+            f"at epoch {reset}). Set GITHUB_TOKEN to a token for a higher limit, or retry later; "
+            "the pins file was not changed."
+        )
+    if response.status_code in (404, 422):
+        raise UpdateError(
+            f"[{name}] `track = \"{pin.track}\"` is not a branch or tag of {owner}/{repo} "
+            f"(HTTP {response.status_code}). Fix `track`; the pins file was not changed."
+        )
+    if response.status_code != 200:
+        raise UpdateError(
+            f"[{name}] the GitHub API answered HTTP {response.status_code} for {owner}/{repo}; "
+            "the pins file was not changed."
+        )
+    sha = response.json().get("sha", "")
+    if not FULL_SHA.match(sha):
+        raise UpdateError(f"[{name}] the GitHub API gave no commit SHA for {pin.track}")
+    return sha
+
+
+def resolve(name: str, pin: Pin, api: str) -> str:
+    m = GITHUB_URL.match(pin.url)
+    if m:
+        return resolve_with_github(name, pin, api, m.group(1), m.group(2))
+    return resolve_with_git(name, pin)
+
+
+def checkout(pin_name: str, url: str, commit: str, dest: str) -> None:
+    steps = [
+        ("init", "-q", dest),
+        ("-C", dest, "-c", "protocol.file.allow=always", "fetch", "-q", "--depth", "1", url, commit),
+        ("-C", dest, "checkout", "-q", "--detach", "FETCH_HEAD"),
+    ]
+    for step in steps:
+        result = _git(*step)
+        if result.returncode != 0:
+            raise UpdateError(
+                f"[{pin_name}] cannot fetch {commit} from {url}: {_redact(result.stderr.strip())}; "
+                "the pins file was not changed."
+            )
+
+
+def derived_commit(spec: str, tree: str, name: str) -> str:
+    _, _, path = spec.partition(":")
+    try:
+        text = Path(tree, path).read_text()
+    except OSError:
+        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: {path} is not in that commit")
+    m = CMAKE_COMMIT.search(text) or ANY_SHA.search(text)
+    if not m:
+        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: no commit SHA in {path}")
+    return m.group(1)
+
+
+def patch_files(patches_root: Path, name: str) -> List[str]:
+    directory = patches_root / name
+    if not directory.is_dir():
+        return []
+    return sorted(
+        str(p) for p in directory.iterdir() if p.name.endswith((".patch", ".diff", ".edit.toml"))
+    )
+
+
+def patches_apply(name: str, tree: str, patches: Sequence[str]) -> Optional[str]:
+    """None if every patch applies to the tree, else the first failure's message."""
+    if not patches:
+        return None
+    script = pkgutil.get_data("rocm_build", "scripts/apply_patches.py")
+    assert script is not None
+    with tempfile.NamedTemporaryFile("wb", suffix=".py", delete=False) as f:
+        f.write(script)
+    try:
+        result = subprocess.run(
+            [sys.executable if sys.version_info >= (3, 11) else "python3", f.name, tree,
+             *[os.path.abspath(p) for p in patches]],
+            capture_output=True, text=True, env={**os.environ, **GIT_ENV},
+        )  # fmt: skip
+    finally:
+        os.unlink(f.name)
+    return None if result.returncode == 0 else result.stderr.strip()
+
+
+def plan(args: argparse.Namespace, pins: Dict[str, Pin]) -> List[Move]:
+    selected = set(args.only or pins)
+    unknown = selected - set(pins)
+    if unknown:
+        raise UpdateError(f"--only: no pin named {', '.join(sorted(unknown))} in {args.pins_file}")
+    new: Dict[str, str] = {}
+    moves: List[Move] = []
+    for name, pin in pins.items():
+        if pin.derived_from or name not in selected:
+            continue
+        sha = resolve(name, pin, args.github_api)
+        new[name] = sha
+        if sha != pin.commit:
+            moves.append(Move(name, pin.commit, sha, f"{pin.track} moved"))
+    trees = {}
+    with tempfile.TemporaryDirectory(prefix="update-pins-") as tmp:
+        for name, pin in pins.items():
+            if not pin.derived_from:
+                continue
+            source = pin.derived_from.partition(":")[0]
+            if source not in pins:
+                raise UpdateError(f"[{name}] `derived_from` names `{source}`, which is not a pin")
+            if source not in selected and name not in selected:
+                continue
+            commit = new.get(source, pins[source].commit)
+            if source not in trees:
+                trees[source] = os.path.join(tmp, source)
+                checkout(source, pins[source].url, commit, trees[source])
+            sha = derived_commit(pin.derived_from, trees[source], name)
+            if sha != pin.commit:
+                moves.append(Move(name, pin.commit, sha, f"{pin.derived_from} at {source} {commit[:12]} names it"))
+        if not args.no_patch_check:
+            failures = []
+            for move in moves:
+                patches = patch_files(Path(args.patches_dir), move.name)
+                if not patches:
+                    continue
+                tree = os.path.join(tmp, f"check-{move.name}")
+                checkout(move.name, pins[move.name].url, move.new, tree)
+                problem = patches_apply(move.name, tree, patches)
+                if problem:
+                    failures.append((move, problem))
+            for move, problem in failures:
+                print(f"[{move.name}] patches do not apply to {move.new}:\n  {problem}", file=sys.stderr)
+            if failures and not args.force:
+                failed = {m.name for m, _ in failures}
+                moves = [m for m in moves if m.name not in failed]
+                print(
+                    f"not moving {', '.join(sorted(failed))}: refresh the patches, or pass --force "
+                    "to move the pins anyway", file=sys.stderr,
+                )  # fmt: skip
+                args.patch_failures = True
+    return moves
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="update-pins", description=__doc__.splitlines()[0])
+    parser.add_argument("--pins-file", default="components/pins.toml")
+    parser.add_argument("--patches-dir", default="patches", help="patches of pin NAME are in DIR/NAME/")
+    parser.add_argument("--only", nargs="+", metavar="NAME", help="only these pins")
+    parser.add_argument("--check", action="store_true", help="list outdated pins, exit 1 if any; change nothing")
+    parser.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
+    parser.add_argument("--force", action="store_true", help="move pins even if their patches fail")
+    parser.add_argument("--no-patch-check", action="store_true", help="skip checking that patches apply")
+    parser.add_argument(
+        "--github-api",
+        default=os.environ.get("ROCM_PANTS_GITHUB_API", "https://api.github.com"),
+        help="GitHub API base URL (env ROCM_PANTS_GITHUB_API)",
+    )
+    args = parser.parse_args(argv)
+    args.patch_failures = False
+    path = Path(args.pins_file)
+    try:
+        text = path.read_text()
+        pins = parse_pins(str(path), text)
+        moves = plan(args, pins)
+    except (UpdateError, PinsError, OSError) as e:
+        print(f"update-pins: {e}", file=sys.stderr)
+        return 1
+    for move in moves:
+        print(f"{move.name}: {move.old[:12]} -> {move.new[:12]} ({move.why})")
+    if not moves:
+        print("all pins are up to date")
+    if args.check:
+        return 1 if moves or args.patch_failures else 0
+    new_text = text
+    for move in moves:
+        new_text = set_commit_in_text(new_text, move.name, move.new)
+    if args.dry_run:
+        sys.stdout.writelines(difflib.unified_diff(
+            text.splitlines(True), new_text.splitlines(True), str(path), str(path)))  # fmt: skip
+        return 0
+    if new_text != text:
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_text(new_text)
+        os.replace(tmp, path)
+        print(f"wrote {path}")
+    return 1 if args.patch_failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
