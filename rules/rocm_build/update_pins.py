@@ -14,6 +14,7 @@ import difflib
 import os
 import pkgutil
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -164,7 +165,8 @@ def patches_apply(name: str, tree: str, patches: Sequence[str]) -> Optional[str]
         f.write(script)
     try:
         result = subprocess.run(
-            [sys.executable if sys.version_info >= (3, 11) else "python3", f.name, tree,
+            # The same interpreter the build uses for this script (it needs tomllib, 3.11+).
+            [shutil.which("python3", path="/usr/bin:/bin:/usr/local/bin") or "python3", f.name, tree,
              *[os.path.abspath(p) for p in patches]],
             capture_output=True, text=True, env={**os.environ, **GIT_ENV},
         )  # fmt: skip

@@ -1,0 +1,158 @@
+from __future__ import annotations
+
+import http.server
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from rocm_build.git_fixtures import commit_files, git, init_repo
+from rocm_build.update_pins import main
+
+PATCH = """\
+--- a/setup.py
++++ b/setup.py
+@@ -1 +1 @@
+-ARCHS = ['gfx90a']
++ARCHS = ['gfx90a', 'gfx1151']
+"""
+
+
+@pytest.fixture
+def world(tmp_path: Path):
+    torch = init_repo(tmp_path / "torch")
+    aot = init_repo(tmp_path / "aotriton")
+    aot_1 = commit_files(aot, {"x": "1"})
+    aot_2 = commit_files(aot, {"x": "2"})
+    torch_1 = commit_files(torch, {
+        "setup.py": "ARCHS = ['gfx90a']\n",
+        "cmake/External/aotriton.cmake": f'  set(__AOTRITON_CI_COMMIT "{aot_1}")\n',
+    })  # fmt: skip
+    pins = tmp_path / "pins.toml"
+    pins.write_text(
+        f"# kept\n[torch]\nurl = \"file://{torch}\"\ntrack = \"main\"\ncommit = \"{torch_1}\"  # torch\n\n"
+        f"[aotriton]\nurl = \"file://{aot}\"\ntrack = \"main\"\ncommit = \"{aot_1}\"\n"
+        'derived_from = "torch:cmake/External/aotriton.cmake"\n'
+    )
+    (tmp_path / "patches/torch").mkdir(parents=True)
+    (tmp_path / "patches/torch/0001-archs.patch").write_text(PATCH)
+    return tmp_path, torch, aot, pins, (torch_1, aot_1, aot_2)
+
+
+def run(tmp_path: Path, pins: Path, *extra: str) -> int:
+    return main(["--pins-file", str(pins), "--patches-dir", str(tmp_path / "patches"), *extra])
+
+
+def test_moves_tracked_and_derived_pins_keeping_comments(world, capsys) -> None:
+    tmp_path, torch, aot, pins, (torch_1, aot_1, aot_2) = world
+    torch_2 = commit_files(torch, {"cmake/External/aotriton.cmake": f'set(__AOTRITON_CI_COMMIT "{aot_2}")\n'})
+    before = pins.read_text()
+    assert run(tmp_path, pins, "--check") == 1
+    assert pins.read_text() == before
+    assert run(tmp_path, pins) == 0
+    after = pins.read_text()
+    assert after == before.replace(torch_1, torch_2).replace(aot_1, aot_2)
+    out = capsys.readouterr().out
+    assert f"torch: {torch_1[:12]} -> {torch_2[:12]} (main moved)" in out
+    assert f"aotriton: {aot_1[:12]} -> {aot_2[:12]} (torch:cmake/External/aotriton.cmake at torch" in out
+    assert run(tmp_path, pins, "--check") == 0
+
+
+def test_dry_run_prints_diff_and_changes_nothing(world, capsys) -> None:
+    tmp_path, torch, _, pins, (torch_1, _, _) = world
+    torch_2 = commit_files(torch, {"other": "x"})
+    before = pins.read_text()
+    assert run(tmp_path, pins, "--dry-run", "--only", "torch") == 0
+    assert pins.read_text() == before
+    out = capsys.readouterr().out
+    assert f'-commit = "{torch_1}"  # torch' in out and f'+commit = "{torch_2}"  # torch' in out
+
+
+def test_patch_failure_keeps_pin_unless_forced(world, capsys) -> None:
+    tmp_path, torch, _, pins, _ = world
+    torch_2 = commit_files(torch, {"setup.py": "ARCHS = ['gfx942']\n"})
+    before = pins.read_text()
+    assert run(tmp_path, pins, "--only", "torch") == 1
+    assert pins.read_text() == before
+    err = capsys.readouterr().err
+    assert f"[torch] patches do not apply to {torch_2}" in err
+    assert "0001-archs.patch: the hunk at setup.py line 1 does not match" in err
+    assert run(tmp_path, pins, "--only", "torch", "--force") == 0
+    assert torch_2 in pins.read_text()
+
+
+@pytest.mark.parametrize(
+    "mutate, message",
+    [
+        (lambda t: t.replace('track = "main"', 'track = "nope"', 1),
+         '[torch] `track = "nope"` is neither a branch nor a tag'),
+        (lambda t: t.replace("/torch", "/missing", 1), "[torch] cannot reach file://"),
+    ],
+)  # fmt: skip
+def test_failures_leave_pins_byte_identical(world, capsys, mutate, message) -> None:
+    tmp_path, torch, _, pins, _ = world
+    commit_files(torch, {"other": "x"})
+    pins.write_text(mutate(pins.read_text()))
+    before = pins.read_bytes()
+    assert run(tmp_path, pins) == 1
+    assert pins.read_bytes() == before
+    assert message in capsys.readouterr().err
+
+
+class FakeGitHub(http.server.BaseHTTPRequestHandler):
+    """A local stand-in for api.github.com: answers commits/<ref>, or rate-limits."""
+
+    replies: dict = {}
+    seen_auth: list = []
+
+    def do_GET(self) -> None:
+        self.seen_auth.append(self.headers.get("Authorization"))
+        status, headers, body = self.replies[self.path]
+        self.send_response(status)
+        for k, v in headers.items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(json.dumps(body).encode())
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def github():
+    server = http.server.HTTPServer(("127.0.0.1", 0), FakeGitHub)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def github_pins(tmp_path: Path) -> Path:
+    pins = tmp_path / "gh.toml"
+    pins.write_text(f'[vllm]\nurl = "https://github.com/vllm-project/vllm.git"\ntrack = "main"\ncommit = "{"a" * 40}"\n')
+    return pins
+
+
+def test_github_api_with_token(tmp_path, github, monkeypatch, capsys) -> None:
+    FakeGitHub.replies = {"/repos/vllm-project/vllm/commits/main": (200, {}, {"sha": "b" * 40})}
+    monkeypatch.setenv("GITHUB_TOKEN", "secret-token")
+    pins = github_pins(tmp_path)
+    assert main(["--pins-file", str(pins), "--github-api", github, "--no-patch-check"]) == 0
+    assert "b" * 40 in pins.read_text()
+    assert FakeGitHub.seen_auth[-1] == "Bearer secret-token"
+    captured = capsys.readouterr()
+    assert "secret-token" not in captured.out + captured.err
+
+
+def test_github_rate_limit(tmp_path, github, capsys) -> None:
+    FakeGitHub.replies = {
+        "/repos/vllm-project/vllm/commits/main": (
+            403, {"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1790000000"},
+            {"message": "API rate limit exceeded"},
+        )
+    }  # fmt: skip
+    pins = github_pins(tmp_path)
+    before = pins.read_bytes()
+    assert main(["--pins-file", str(pins), "--github-api", github]) == 1
+    assert pins.read_bytes() == before
+    assert "the GitHub API rate limit is exhausted (HTTP 403, resets at epoch 1790000000). Set GITHUB_TOKEN" in capsys.readouterr().err
