@@ -19,8 +19,8 @@ from typing import Dict, List, Optional, Sequence
 from mini import make_upstreams
 
 # What the nested Pants copies from this sandbox (see //:workspace).
-WORKSPACE_FILES = ("pants", "pants.toml", "BUILD", "3rdparty", "rules", "tests/mini")
-BUILD_LINE = re.compile(r"Starting: Building rocm_wheel (\S+)")
+WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "BUILD", "3rdparty", "rules", "tests/mini")
+BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")
 
 
 @dataclass
@@ -31,7 +31,9 @@ class Run:
 
     @property
     def built(self) -> List[str]:
-        """Addresses of the rocm_wheel builds that really ran (cache hits log nothing)."""
+        """Addresses of the rocm_wheel builds that ran to the end (cache hits log nothing, and
+        a local build raced against a remote cache hit logs "Canceled").
+        """
         return BUILD_LINE.findall(self.stderr)
 
 

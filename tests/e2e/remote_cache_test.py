@@ -1,0 +1,147 @@
+"""Sharing wheels between machines through a real REAPI cache server (BuildGrid)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import subprocess
+import time
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+
+VLLM = "tests/mini/vllm:wheel"
+BGD_CONFIG = """\
+server:
+  - !channel
+    address: "127.0.0.1:{port}"
+    insecure-mode: true
+instances:
+  - name: ''
+    storages:
+      - !disk-storage &cas
+        path: {storage}
+    caches:
+      - !lru-action-cache &ac
+        storage: *cas
+        max-cached-refs: 100000
+        allow-updates: true
+        cache-failed-actions: false
+    services:
+      - !cas
+        storage: *cas
+      - !bytestream
+        storage: *cas
+      - !action-cache
+        cache: *ac
+"""
+
+
+def bgd_binary() -> str:
+    cache = os.environ.get("ROCM_PANTS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rocm-pants"
+    )
+    path = os.path.join(cache, "buildgrid-0.4.4", "bin", "bgd")
+    assert os.path.exists(path), f"BuildGrid is not installed at {path}: run ./setup"
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def cache_server(tmp_path):
+    port = free_port()
+    storage = tmp_path / "cas"
+    storage.mkdir()
+    config = tmp_path / "bgd.yml"
+    config.write_text(BGD_CONFIG.format(port=port, storage=storage))
+    log = open(tmp_path / "bgd.log", "w")
+    server = subprocess.Popen([bgd_binary(), "server", "start", str(config)], stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        assert server.poll() is None, (tmp_path / "bgd.log").read_text()
+        time.sleep(0.2)
+    yield f"grpc://127.0.0.1:{port}", storage
+    server.terminate()
+    server.wait(timeout=30)
+    log.close()
+
+
+def remote_options(address: str):
+    return ["--pants-config-files=pants.remote-cache.toml", f"--remote-store-address={address}"]
+
+
+def machine(tmp_path: Path, upstreams, name: str) -> Workspace:
+    # Its own checkout path, local store and named caches: a second machine.
+    return Workspace(tmp_path / name / "checkout", upstreams, tmp_path / name / "store", tmp_path / name / "named")
+
+
+def test_second_machine_reuses_wheels(tmp_path, cache_server) -> None:
+    address, storage = cache_server
+    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
+    a = machine(tmp_path, upstreams, "machine-a")
+    b = machine(tmp_path, upstreams, "machine-b")
+    try:
+        first = require_success(a.package(VLLM, extra_options=remote_options(address)), "machine A")
+        assert len(first.built) == 4
+        second = require_success(b.package(VLLM, extra_options=remote_options(address)), "machine B")
+        assert second.built == [], second.stderr[-3000:]
+        wheels_a, wheels_b = a.dist_wheels(), b.dist_wheels()
+        assert len(wheels_a) == 4
+        assert {k: p.read_bytes() for k, p in wheels_a.items()} == {k: p.read_bytes() for k, p in wheels_b.items()}
+    finally:
+        a.stop()
+        b.stop()
+
+
+def test_cache_server_down_builds_locally_with_a_warning(tmp_path) -> None:
+    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
+    ws = machine(tmp_path, upstreams, "offline")
+    try:
+        down = f"grpc://127.0.0.1:{free_port()}"  # nothing listens there
+        run = require_success(ws.package("tests/mini/aotriton:wheel", extra_options=remote_options(down)), "offline")
+        assert run.built == ["tests/mini/aotriton:wheel"]
+        assert "[WARN]" in run.stderr and "remote cache" in run.stderr.lower(), run.stderr[-3000:]
+    finally:
+        ws.stop()
+
+
+def test_corrupted_remote_entry_is_detected_not_installed(tmp_path, cache_server) -> None:
+    address, storage = cache_server
+    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
+    a = machine(tmp_path, upstreams, "machine-a")
+    b = machine(tmp_path, upstreams, "machine-b")
+    try:
+        require_success(a.package("tests/mini/aotriton:wheel", extra_options=remote_options(address)), "machine A")
+        (wheel,) = a.dist_wheels().values()
+        good = wheel.read_bytes()
+        digest = hashlib.sha256(good).hexdigest()
+        blob = storage / "cas" / "objects" / digest[:2] / digest[2:]
+        assert blob.read_bytes() == good, "the server should hold the wheel under its sha256"
+        # Same size, one byte flipped: only a content check can tell.
+        blob.write_bytes(good[:100] + bytes([good[100] ^ 0xFF]) + good[101:])
+
+        run = require_success(
+            b.package("tests/mini/aotriton:wheel", extra_options=remote_options(address)), "machine B"
+        )
+        # Pants checks every blob against its digest: the bad entry is reported and the
+        # wheel is built locally instead of installed from the cache.
+        assert "Remote CAS gave wrong digest" in run.stderr
+        assert run.built == ["tests/mini/aotriton:wheel"]
+        (got,) = b.dist_wheels().values()
+        assert got.read_bytes() != blob.read_bytes()
+        assert zipfile.ZipFile(got).testzip() is None
+    finally:
+        a.stop()
+        b.stop()
