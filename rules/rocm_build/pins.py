@@ -51,8 +51,11 @@ class Pin(BaseModel):
                 "40-digit commit so the source can be verified. Find it with "
                 "`git rev-parse <short>` or `pants run rules:update-pins`"
             )
-        if HEX.match(commit):
-            raise ValueError(f"{commit!r} is not a 40-digit lowercase hex commit SHA")
+        if HEX.match(commit) or len(commit) == 40:
+            raise ValueError(
+                f"{commit!r} is not a commit SHA (40 lowercase hex digits); copy the full SHA "
+                "from `git log` or run `pants run rules:update-pins`"
+            )
         raise ValueError(
             f"{commit!r} looks like a branch or tag name; `commit` must be a full 40-digit "
             "SHA (put the branch in `track` and run `pants run rules:update-pins`)"

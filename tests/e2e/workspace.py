@@ -68,6 +68,9 @@ class Workspace:
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dst)
         self.write("tests/mini/pins.toml", upstreams.pins_text())
+        self.upstreams = upstreams
+        # Host variables a test adds on purpose (e.g. a canary that must not reach builds).
+        self.pants_env_extra: Dict[str, str] = {}
 
     def path(self, rel: str) -> Path:
         return self.root / rel
@@ -78,8 +81,10 @@ class Workspace:
     def read(self, rel: str) -> str:
         return self.path(rel).read_text()
 
-    def pants(self, *args: str, extra_options: Sequence[str] = (), timeout: int = 900) -> Run:
-        env = {k: v for k, v in os.environ.items() if k in ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME", "ROCM_PANTS_CACHE", "PANTS_PYTHON")}
+    def _argv_env(self, args: Sequence[str], extra_options: Sequence[str]):
+        passed = ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME", "ROCM_PANTS_CACHE", "PANTS_PYTHON")
+        env = {k: v for k, v in os.environ.items() if k in passed}
+        env.update(self.pants_env_extra)
         argv = [
             str(self.root / "pants"),
             "--no-dynamic-ui",
@@ -88,8 +93,22 @@ class Workspace:
             *extra_options,
             *args,
         ]
+        return argv, env
+
+    def pants(self, *args: str, extra_options: Sequence[str] = (), timeout: int = 900) -> Run:
+        argv, env = self._argv_env(args, extra_options)
         proc = subprocess.run(argv, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
         return Run(proc.returncode, proc.stdout, proc.stderr)
+
+    def start(self, *args: str) -> subprocess.Popen:
+        """Starts Pants without waiting; its stderr goes to a file `partial_stderr` reads."""
+        argv, env = self._argv_env(args, ())
+        self._stderr_file = self.root.parent / f"{self.root.name}.stderr"
+        with open(self._stderr_file, "w") as err:
+            return subprocess.Popen(argv, cwd=self.root, env=env, stdout=subprocess.DEVNULL, stderr=err)
+
+    def partial_stderr(self, proc: subprocess.Popen) -> str:
+        return self._stderr_file.read_text()
 
     def package(self, *addresses: str, extra_options: Sequence[str] = ()) -> Run:
         run = self.pants("package", *addresses, extra_options=extra_options)

@@ -24,6 +24,20 @@ default_max_jobs() {
   echo $(( cores < by_mem ? cores : by_mem ))
 }
 
+refuse_pip_cmake() {
+  # Seed 000: pip's cmake breaks ROCm/HIP builds; only the system cmake may be used.
+  local cmake_path
+  cmake_path="$(command -v cmake || true)"
+  if [[ "$cmake_path" == "$top/.venv/"* ]]; then
+    echo "rocm_build: refusing to build $ROCM_BUILD_TARGET: \`cmake\` resolves to a pip-installed" \
+      "cmake (${cmake_path#"$top/"}), which comes before the system cmake on PATH. Seed 000:" \
+      "builds use the distribution's cmake (/usr/bin/cmake), never pip's; pip's cmake breaks" \
+      "ROCm/HIP compilation. Remove cmake from build_requirements, build_command and the" \
+      "dependency wheels (install the system one: apt-get install cmake)."
+    exit 42
+  fi
+}
+
 build() {
   echo "== rocm_build: $ROCM_BUILD_TARGET for $ROCM_BUILD_GPU_TARGETS"
   export ROCM_PATH="$top/.rocm/root" ROCM_HOME="$top/.rocm/root"
@@ -49,17 +63,6 @@ build() {
       $ROCM_BUILD_REQUIREMENTS
   fi
 
-  # Seed 000: pip's cmake breaks ROCm/HIP builds; only the system cmake may be used.
-  local cmake_path
-  cmake_path="$(command -v cmake || true)"
-  if [[ "$cmake_path" == "$top/.venv/"* ]]; then
-    echo "rocm_build: refusing to build: \`cmake\` resolves to a pip-installed cmake" \
-      "(${cmake_path#"$top/"}), which comes before the system cmake on PATH. Seed 000: builds use" \
-      "the distribution's cmake (/usr/bin/cmake), never pip's; pip's cmake breaks ROCm/HIP" \
-      "compilation. Remove cmake from build_requirements and from the dependency wheels."
-    exit 42
-  fi
-
   # Values that refer to the sandbox ($ROCM_PATH, ...) are expanded now that it exists.
   local var
   for var in $ROCM_BUILD_EXPAND_VARS; do
@@ -70,6 +73,7 @@ build() {
   echo "== build steps"
   # shellcheck source=/dev/null
   source "$top/__rocm_build/steps.sh"
+  refuse_pip_cmake
   export WHEEL_OUT="$top/out/raw"
   mkdir -p "$WHEEL_OUT"
   echo "== wheel: $ROCM_BUILD_WHEEL_COMMAND"

@@ -1,0 +1,197 @@
+"""Bad input and faults on the miniature chain: a clear error every time, nothing lost.
+
+Every case runs the real `./pants` in one copy of the repository and asserts the exit
+status, that the message names the target, the file or pin and the fix, and that dist/ and
+the pins file are exactly as before.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Callable, Dict
+
+import pytest
+
+from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from mini import make_upstreams
+
+PINS = "tests/mini/pins.toml"
+VLLM = "tests/mini/vllm:wheel"
+AOT = "tests/mini/aotriton:wheel"
+AOT_BUILD = "tests/mini/aotriton/BUILD"
+VLLM_PATCH = "tests/mini/patches/vllm/0001-report-gfx1151.patch"
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    root = tmp_path_factory.mktemp("errors")
+    upstreams = make_fixture_upstreams(root / "upstreams")
+    workspace = Workspace(root / "checkout", upstreams, root / "store", root / "named")
+    require_success(workspace.package(VLLM), "the good build every case starts from")
+    yield workspace
+    workspace.stop()
+
+
+def snapshot(ws: Workspace) -> Dict[str, bytes]:
+    files = {str(p.relative_to(ws.root)): p.read_bytes() for p in (ws.root / "dist").rglob("*") if p.is_file()}
+    files[PINS] = ws.path(PINS).read_bytes()
+    return files
+
+
+def sub(old: str, new: str, count: int = 1) -> Callable[[str], str]:
+    def edit(text: str) -> str:
+        assert old in text, f"fixture drifted: {old!r} not found"
+        return text.replace(old, new, count)
+
+    return edit
+
+
+def pin_field(name: str, field: str, value: str) -> Callable[[str], str]:
+    def edit(text: str) -> str:
+        head, _, rest = text.partition(f"[{name}]\n")
+        body, sep, tail = rest.partition("\n\n")
+        lines = [line for line in body.splitlines() if not line.startswith(f"{field} =")]
+        if value is not None:
+            lines.append(f"{field} = {value}")
+        return f"{head}[{name}]\n" + "\n".join(lines) + sep + tail
+
+    return edit
+
+
+def wheel_field(extra: str) -> Callable[[str], str]:
+    return sub('    kind="aotriton",\n', f'    kind="aotriton",\n    {extra},\n')
+
+
+CASES = [
+    # --- pins
+    ("unknown pin", {"tests/mini/vllm/BUILD": sub('pin="mini-vllm"', 'pin="mini-vlm"')}, VLLM,
+     ["tests/mini/vllm:src: pin `mini-vlm` is not in tests/mini/pins.toml (known pins: mini-aotriton, mini-flash_attention, mini-torch, mini-vllm)",
+      "add a [mini-vlm] table"]),
+    ("malformed sha", {PINS: pin_field("mini-vllm", "commit", '"' + "z" * 40 + '"')}, VLLM,
+     ["tests/mini/vllm:src: tests/mini/pins.toml: [mini-vllm] field `commit`: '" + "z" * 40 + "' is not a commit SHA (40 lowercase hex digits)"]),
+    ("short sha", {PINS: pin_field("mini-vllm", "commit", '"3d342db"')}, VLLM,
+     ["tests/mini/pins.toml: [mini-vllm] field `commit`: '3d342db' is a short SHA (7 hex digits)", "full 40-digit commit"]),
+    ("branch in commit", {PINS: pin_field("mini-vllm", "commit", '"main"')}, VLLM,
+     ["tests/mini/pins.toml: [mini-vllm] field `commit`: 'main' looks like a branch or tag name", "put the branch in `track`"]),
+    ("sha not upstream", {PINS: pin_field("mini-vllm", "commit", '"' + "1" * 40 + '"')}, VLLM,
+     ["tests/mini/vllm:src: pin `mini-vllm` in tests/mini/pins.toml: commit " + "1" * 40 + " was not found at file://",
+      "pants run rules:update-pins -- --only mini-vllm"]),
+    ("unreachable url", {PINS: pin_field("mini-vllm", "url", '"file:///nonexistent/vllm"')}, VLLM,
+     ["tests/mini/vllm:src: pin `mini-vllm` in tests/mini/pins.toml: cannot fetch from file:///nonexistent/vllm",
+      "Check the URL, the network"]),
+    ("toml syntax error", {PINS: sub('track = "main"', 'track = "main', 1)}, VLLM,
+     ["tests/mini/vllm:src: tests/mini/pins.toml: TOML syntax error at line 6, column 14: Unbalanced quotes"]),
+    ("missing field", {PINS: pin_field("mini-vllm", "track", None)}, VLLM,
+     ["tests/mini/pins.toml: [mini-vllm] field `track`: missing (every pin needs url, track and commit)"]),
+    # --- patches
+    ("patch does not apply", {VLLM_PATCH: sub(" import os\n", " import sys\n")}, VLLM,
+     ["tests/mini/vllm:src: tests/mini/patches/vllm/0001-report-gfx1151.patch: the hunk at mini_vllm/__init__.py line 1 does not match the pinned source",
+      "refresh the patch against the pinned commit"]),
+    ("empty patch", {"tests/mini/patches/vllm/0002-empty.patch": lambda _: ""}, VLLM,
+     ["tests/mini/patches/vllm/0002-empty.patch: the patch file is empty; delete it or regenerate it"]),
+    ("edit matches 0", {"tests/mini/patches/torch/0001-answer.edit.toml": sub("42", "43")}, VLLM,
+     ["tests/mini/torch:src: tests/mini/patches/torch/0001-answer.edit.toml: edit 1 on csrc/module.c: pattern 'PyLong_FromLong\\\\(43\\\\)' matched 0 time(s), expected exactly 1",
+      "update the pattern or `count`"]),
+    ("edit matches 2", {"tests/mini/patches/torch/0001-answer.edit.toml": sub("PyLong_FromLong\\(42\\)", "PyObject")}, VLLM,
+     ["tests/mini/patches/torch/0001-answer.edit.toml: edit 1 on csrc/module.c: pattern 'PyObject' matched", "expected exactly 1"]),
+    ("patch outside tree", {VLLM_PATCH: lambda t: t.replace("a/mini_vllm", "a/../mini_vllm").replace("b/mini_vllm", "b/../mini_vllm")}, VLLM,
+     ["tests/mini/patches/vllm/0001-report-gfx1151.patch: touches `../mini_vllm/__init__.py`, which is outside the source tree"]),
+    # --- rocm_wheel
+    ("unknown gpu target", {AOT_BUILD: sub('gpu_targets=["gfx1151"]', 'gpu_targets=["gfx1115"]')}, AOT,
+     ["tests/mini/aotriton:wheel: unknown gpu target `gfx1115` in `gpu_targets`. Did you mean `gfx1151`?"]),
+    ("dependency cycle", {AOT_BUILD: sub("dependencies=[]", 'dependencies=["tests/mini/vllm:wheel"]')}, VLLM,
+     ["rocm_wheel dependencies form a cycle: tests/mini/vllm:wheel -> tests/mini/flash_attention:wheel -> tests/mini/torch:wheel -> tests/mini/aotriton:wheel -> tests/mini/vllm:wheel",
+      "remove one of these `dependencies` edges"]),
+    ("missing toolchain", {"tests/mini/BUILD": sub('path="/usr/lib/llvm-19"', 'path="/opt/no-llvm"')}, AOT,
+     ["tests/mini:llvm: the llvm ROCm toolchain is missing: nothing usable at `path` '/opt/no-llvm'",
+      "apt-get install clang-19 lld-19 llvm-19"]),
+    ("build command fails", {AOT_BUILD: wheel_field('build_command=["echo the compiler said no >&2", "exit 3"]')}, AOT,
+     ["rocm_wheel tests/mini/aotriton:wheel: the build failed (exit 3)", "the compiler said no",
+      "Full log: {named}/rocm_build_logs/tests.mini.aotriton@wheel.log"]),
+    ("timeout", {AOT_BUILD: wheel_field('build_command=["sleep 60"], timeout=3')}, AOT,
+     ["rocm_wheel tests/mini/aotriton:wheel: the build exceeded its timeout of 3 s (raise `timeout`"]),
+    ("pip cmake", {AOT_BUILD: wheel_field(
+        'build_command=["printf \'#!/bin/sh\\\\necho pip cmake\\\\n\' > $ROCM_BUILD_DEPS_PREFIX/bin/cmake", '
+        '"chmod +x $ROCM_BUILD_DEPS_PREFIX/bin/cmake"]')}, AOT,
+     ["rocm_build: refusing to build tests/mini/aotriton:wheel: `cmake` resolves to a pip-installed cmake (.venv/bin/cmake)",
+      "never pip's; pip's cmake breaks ROCm/HIP compilation"]),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name, edits, target, expected", CASES, ids=[c[0] for c in CASES])
+def test_error(ws: Workspace, name, edits, target, expected) -> None:
+    before = snapshot(ws)
+    originals = {rel: (ws.read(rel) if ws.path(rel).exists() else None) for rel in edits}
+    try:
+        for rel, edit in edits.items():
+            ws.write(rel, edit(originals[rel] or ""))
+        run = ws.package(target)
+    finally:
+        for rel, text in originals.items():
+            if text is None:
+                ws.path(rel).unlink()
+            else:
+                ws.write(rel, text)
+    assert run.returncode != 0, f"{name}: expected a failure"
+    for text in expected:
+        assert text.format(named=ws.named_caches) in run.stderr, f"{name}:\n{run.stderr[-4000:]}"
+    assert "Traceback" not in run.stderr
+    assert snapshot(ws) == before
+
+
+def test_symlink_escape(ws: Workspace) -> None:
+    repo = ws.upstreams.root / "vllm"
+    os.symlink("../../outside", repo / "escape")
+    sha = make_upstreams.commit(repo, {}, "a symlink out of the tree")
+    before_pins = ws.read(PINS)
+    ws.write(PINS, before_pins.replace(ws.upstreams.commits["vllm"], sha))
+    patch = "tests/mini/patches/vllm/0002-escape.patch"
+    ws.write(patch, "--- a/escape/evil.txt\n+++ b/escape/evil.txt\n@@ -0,0 +1 @@\n+pwned\n".replace("--- a/escape/evil.txt", "--- /dev/null"))
+    try:
+        run = ws.package(VLLM)
+    finally:
+        ws.path(patch).unlink()
+        ws.write(PINS, before_pins)
+    assert run.returncode != 0
+    assert "tests/mini/patches/vllm/0002-escape.patch: `escape/evil.txt` resolves through a symbolic link to" in run.stderr
+    assert "outside the source tree" in run.stderr
+
+
+def test_host_environment_does_not_leak(ws: Workspace) -> None:
+    original = ws.read(AOT_BUILD)
+    probe = (
+        'build_command=["if env | grep -q ROCM_PANTS_LEAK_CANARY; then echo host env leaked; exit 9; fi", '
+        '"case $PATH in *pyenv*|*.cargo*) echo host PATH leaked; exit 9;; esac"]'
+    )
+    ws.write(AOT_BUILD, wheel_field(probe)(original))
+    try:
+        ws.pants_env_extra = {"ROCM_PANTS_LEAK_CANARY": "1"}
+        run = ws.package(AOT)
+    finally:
+        ws.pants_env_extra = {}
+        ws.write(AOT_BUILD, original)
+    require_success(run, "a build with a canary in the host environment")
+    assert run.built == [AOT]
+
+
+def test_interrupted_build_leaves_no_wheel_and_resumes(ws: Workspace) -> None:
+    original = ws.read(AOT_BUILD)
+    ws.write(AOT_BUILD, wheel_field('build_command=["sleep 15"], env={"RUN": "interrupted"}')(original))
+    before = snapshot(ws)
+    try:
+        proc = ws.start("package", AOT)
+        deadline = time.time() + 120
+        while "Starting: Building rocm_wheel tests/mini/aotriton:wheel" not in ws.partial_stderr(proc):
+            assert time.time() < deadline and proc.poll() is None, ws.partial_stderr(proc)
+            time.sleep(0.5)
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        assert proc.returncode != 0
+        assert snapshot(ws) == before
+        # The same build, run again, starts from scratch and completes.
+        again = require_success(ws.package(AOT), "the run after Ctrl-C")
+        assert again.built == [AOT]
+    finally:
+        ws.write(AOT_BUILD, original)
