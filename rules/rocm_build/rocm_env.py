@@ -40,8 +40,6 @@ KIND_ENV: Dict[str, Dict[str, str]] = {
         "USE_FBGEMM_GENAI": "0",
         "USE_FLASH_ATTENTION": "1",
         "USE_MEM_EFF_ATTENTION": "1",
-        # The AOTriton wheel we built, not a download during the torch build.
-        "AOTRITON_INSTALLED_PREFIX": "$ROCM_BUILD_DEPS_PREFIX/aotriton",
     },
     "triton": {"TRITON_BUILD_WITH_CLANG_LLD": "1"},
     "flash_attention": {"FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE"},

@@ -99,10 +99,14 @@ async def _wheel_dependencies(target: RocmWheelTarget) -> Tuple[Address, ...]:
     return tuple(t.address for t in deps if isinstance(t, RocmWheelTarget))
 
 
-async def _check_no_cycle(root: Address) -> None:
-    # Pants' own cycle message talks about Python imports; ours names the rocm_wheel chain.
+async def wheel_chain(root: Address) -> Tuple[RocmWheelTarget, ...]:
+    """The rocm_wheel targets `root` needs, itself last, in build order.
+
+    Raises on a cycle with a message that names the rocm_wheel chain (Pants' own cycle
+    message talks about Python imports).
+    """
     path: list = []
-    done: set = set()
+    order: list = []
 
     async def visit(address: Address) -> None:
         if address in path:
@@ -111,17 +115,23 @@ async def _check_no_cycle(root: Address) -> None:
                 f"{root.spec}: rocm_wheel dependencies form a cycle: {cycle}. A wheel cannot be "
                 "built from itself; remove one of these `dependencies` edges."
             )
-        if address in done:
+        if any(t.address == address for t in order):
             return
         path.append(address)
         wrapped = await Get(WrappedTarget, WrappedTargetRequest(address, "rocm_wheel dependencies"))
         if isinstance(wrapped.target, RocmWheelTarget):
             for dep in await _wheel_dependencies(wrapped.target):
                 await visit(dep)
+            order.append(wrapped.target)
         path.pop()
-        done.add(address)
 
     await visit(root)
+    return tuple(order)
+
+
+async def resolve_single(target: RocmWheelTarget, field) -> Address:
+    addresses = await Get(Addresses, UnparsedAddressInputs, _single(target, field))
+    return addresses[0]
 
 
 @rule(desc="Building rocm_wheel", level=LogLevel.DEBUG)
@@ -141,16 +151,16 @@ async def build_rocm_wheel(
     except ValueError as e:
         raise RocmBuildError(str(e)) from None
 
-    source_addresses, toolchain_addresses = await MultiGet(
-        Get(Addresses, UnparsedAddressInputs, _single(target, WheelSourceField)),
-        Get(Addresses, UnparsedAddressInputs, _single(target, WheelToolchainField)),
-    )
-    upstream, toolchain = await MultiGet(
-        Get(ResolvedUpstream, UpstreamRequest(source_addresses[0], f"the `source` field of {owner}")),
-        Get(
-            ResolvedToolchain,
-            ToolchainRequest(toolchain_addresses[0], f"the `toolchain` field of {owner}"),
+    # The toolchain first: without it nothing else is worth fetching or building.
+    toolchain = await Get(
+        ResolvedToolchain,
+        ToolchainRequest(
+            await resolve_single(target, WheelToolchainField), f"the `toolchain` field of {owner}"
         ),
+    )
+    upstream = await Get(
+        ResolvedUpstream,
+        UpstreamRequest(await resolve_single(target, WheelSourceField), f"the `source` field of {owner}"),
     )
     dep_addresses = await _wheel_dependencies(target)
     deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in dep_addresses)
@@ -311,7 +321,14 @@ class RocmWheelFieldSet(PackageFieldSet):
 
 @rule
 async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
-    await _check_no_cycle(field_set.address)
+    chain = await wheel_chain(field_set.address)
+    # Every toolchain of the chain is checked before any fetch or build starts, so a
+    # machine without ROCm stops at once with a message naming the missing toolchain.
+    toolchains = {await resolve_single(t, WheelToolchainField): t for t in chain}
+    await MultiGet(
+        Get(ResolvedToolchain, ToolchainRequest(a, f"the `toolchain` field of {t.address.spec}"))
+        for a, t in toolchains.items()
+    )
     built = await Get(BuiltRocmWheel, WheelRequest(field_set.address))
     if built.error:
         raise RocmBuildError(built.error)

@@ -56,12 +56,6 @@ build() {
   "$top/.venv/bin/python" "${pip_wheel[0]}/pip" install -q --no-index --no-deps \
     --disable-pip-version-check bootstrap/*.whl $(ls deps/*.whl 2>/dev/null)
   export PATH="$top/.venv/bin:$ROCM_PATH/bin:/usr/bin:/bin"
-  if [[ -n "${ROCM_BUILD_REQUIREMENTS:-}" ]]; then
-    echo "== build requirements: $ROCM_BUILD_REQUIREMENTS"
-    # shellcheck disable=SC2086
-    python -m pip install -q --disable-pip-version-check --index-url "$ROCM_BUILD_INDEX_URL" \
-      $ROCM_BUILD_REQUIREMENTS
-  fi
 
   # Values that refer to the sandbox ($ROCM_PATH, ...) are expanded now that it exists.
   local var
@@ -70,6 +64,11 @@ build() {
   done
 
   cd "$top/tree"
+  if [[ -n "${ROCM_BUILD_REQUIREMENTS:-}" ]]; then
+    echo "== build requirements: $ROCM_BUILD_REQUIREMENTS"
+    # Installed from the source tree, so `-r requirements/build.txt` works.
+    eval "python -m pip install -q --disable-pip-version-check --index-url \"\$ROCM_BUILD_INDEX_URL\" $ROCM_BUILD_REQUIREMENTS"
+  fi
   echo "== build steps"
   # shellcheck source=/dev/null
   source "$top/__rocm_build/steps.sh"
