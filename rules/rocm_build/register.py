@@ -1,6 +1,6 @@
 """Wires the rocm_build target types and rules into Pants."""
 
-from rocm_build import patching, sources, toolchain, tools, upstream, wheel
+from rocm_build import patching, plan, sources, toolchain, tools, upstream, wheel
 from rocm_build.target_types import target_types as _target_types
 
 
@@ -16,4 +16,5 @@ def rules():
         *upstream.rules(),
         *toolchain.rules(),
         *wheel.rules(),
+        *plan.rules(),
     ]
