@@ -42,7 +42,8 @@ case "$provider" in
     venv="$(realpath .rocm)/therock-venv"
     if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -m rocm_sdk path --root >/dev/null 2>&1; then
       echo "installing rocm[libraries,devel]==$version from $index_url" >&2
-      "$python" -m venv "$venv" && "$venv/bin/python" -m pip install -q --index-url "$index_url" \
+      "$python" -m venv "$venv" && "$venv/bin/python" -m pip install -q --retries 1 --timeout 20 \
+        --disable-pip-version-check --index-url "$index_url" \
         "rocm[libraries,devel]==$version" >&2 || exit 3
     fi
     root="$("$venv/bin/python" -m rocm_sdk path --root)" || exit 3
@@ -142,7 +143,8 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
                 tools.bash.path, "-c", LOCATE_SCRIPT, "locate",
                 provider, path or "", version or "", index_url or "", tools.python.path,
             ),
-            env={"PATH": "/usr/bin:/bin"},
+            # The machine's pip.conf (extra indexes, constraints) must not steer the SDK install.
+            env={"PATH": "/usr/bin:/bin", "PIP_CONFIG_FILE": "/dev/null"},
             append_only_caches={cache_name: ".rocm"},
             description=f"Locating rocm_toolchain {owner}",
             level=LogLevel.DEBUG,

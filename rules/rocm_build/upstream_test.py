@@ -99,6 +99,24 @@ def test_already_applied_patch_is_skipped(rule_runner, upstream) -> None:
     assert "already applied, skipped patches/mini/0001-archs.patch" in up.patch_log
 
 
+def test_edit_with_applied_marker_is_idempotent(rule_runner, upstream) -> None:
+    # The pattern still matches after the edit: only `applied` can tell it is in.
+    repo, _ = upstream
+    edit = (
+        '[[edit]]\npath = "setup.py"\npattern = "(ARCHS = \\\\[\'gfx90a\',)"\n'
+        'replace = "\\\\1 \'gfx1151\',"\napplied = "gfx1151"\n'
+    )
+    already = commit_files(repo, {"setup.py": "ARCHS = ['gfx90a', 'gfx1151', 'gfx942']\n"})
+    setup_files(rule_runner, repo, already, {"0001-archs.edit.toml": edit})
+    up, files = resolve(rule_runner)
+    assert files["setup.py"] == b"ARCHS = ['gfx90a', 'gfx1151', 'gfx942']\n"
+    assert "already applied, skipped patches/mini/0001-archs.edit.toml edit 1" in up.patch_log
+    fresh = commit_files(repo, {"setup.py": "ARCHS = ['gfx90a', 'gfx942']\n"})
+    setup_files(rule_runner, repo, fresh, {"0001-archs.edit.toml": edit})
+    _, files = resolve(rule_runner)
+    assert files["setup.py"] == b"ARCHS = ['gfx90a', 'gfx1151', 'gfx942']\n"
+
+
 def test_package_writes_tarball(rule_runner, upstream) -> None:
     repo, first = upstream
     setup_files(rule_runner, repo, first, {"0001-archs.patch": PATCH})

@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence
 from mini import make_upstreams
 
 # What the nested Pants copies from this sandbox (see //:workspace).
-WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "BUILD", "3rdparty", "rules", "tests/mini")
+WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "BUILD", "3rdparty", "rules", "tests/mini", "components", "patches")
 BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")
 
 

@@ -100,14 +100,17 @@ def apply_edits(tree, patch):
         text = open(full, encoding="utf-8").read()
         pattern = re.compile(edit["pattern"], re.M)
         found = len(pattern.findall(text))
+        applied = edit.get("applied")
+        # `applied` decides first: a pattern may still match once the edit is in.
+        if applied and re.search(applied, text, re.M):
+            print(f"already applied, skipped {patch} edit {number} ({path})")
+            continue
         if found == count:
             with open(full, "w", encoding="utf-8") as out:
                 out.write(pattern.sub(edit["replace"], text))
             print(f"applied {patch} edit {number} ({path})")
             continue
-        applied = edit.get("applied")
-        if found == 0 and (re.search(applied, text, re.M) if applied
-                           else "\\" not in edit["replace"] and edit["replace"] in text):
+        if found == 0 and not applied and "\\" not in edit["replace"] and edit["replace"] in text:
             print(f"already applied, skipped {patch} edit {number} ({path})")
             continue
         fail(f"{patch}: edit {number} on {path}: pattern {edit['pattern']!r} matched {found} "
