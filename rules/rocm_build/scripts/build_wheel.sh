@@ -45,7 +45,13 @@ build() {
   export HIPFLAGS="--rocm-device-lib-path=$HIP_DEVICE_LIB_PATH"
   export ROCM_BUILD_CLANG="$top/$ROCM_BUILD_CLANG_REL"
   export HOME="$top/.home" XDG_CACHE_HOME="$top/.home/cache" PIP_CONFIG_FILE=/dev/null
+  # ccache's store is a named cache (per component and arch), outside every cache key;
+  # BASEDIR makes the per-run sandbox path irrelevant to its hashes.
   export CCACHE_DIR="$top/.ccache" CCACHE_BASEDIR="$top"
+  if command -v ccache >/dev/null && [[ -z "${CCACHE_DISABLE:-}" ]]; then
+    export CC="ccache ${CC:-cc}" CXX="ccache ${CXX:-c++}"
+    export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+  fi
   export MAX_JOBS="${MAX_JOBS:-$(default_max_jobs)}"
   export ROCM_BUILD_DEPS_PREFIX="$top/.venv"
   mkdir -p "$HOME"

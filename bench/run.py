@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""Benchmarks: how much work the build avoids, measured on the miniature chain.
+
+    python3 bench/run.py [--quick]        (from the repository root, after ./setup)
+
+Prints one table per question. Every figure is a count or a ratio measured in this run;
+nothing here asserts a speed. Work happens under bench/out/ (ignored by Pants and git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(REPO / "tests")]
+
+from e2e.workspace import Workspace, make_fixture_upstreams, require_success  # noqa: E402
+from e2e.remote_cache_test import BGD_CONFIG, bgd_binary, free_port  # noqa: E402
+from mini import make_upstreams  # noqa: E402
+
+VLLM = "tests/mini/vllm:wheel"
+CHAIN_SIZE = 4  # what the seeds' scripts rebuild every time
+
+
+def timed(fn):
+    start = time.perf_counter()
+    result = fn()
+    return result, time.perf_counter() - start
+
+
+def table(title: str, header: list, rows: list) -> None:
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *rows)]
+    print(f"\n## {title}\n")
+    for row in [header, ["-" * w for w in widths], *rows]:
+        print("  ".join(str(x).ljust(w) for x, w in zip(row, widths)))
+    sys.stdout.flush()
+
+
+def rebuild_counts(out: Path) -> None:
+    upstreams = make_fixture_upstreams(out / "upstreams")
+    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
+    try:
+        require_success(ws.package(VLLM), "cold build")
+        rows = []
+        noop, noop_s = timed(lambda: require_success(ws.package(VLLM), "no-op"))
+        rows.append(["no-op", len(noop.built), CHAIN_SIZE, f"{len(noop.built) / CHAIN_SIZE:.2f}"])
+        patch = "tests/mini/patches/vllm/0001-report-gfx1151.patch"
+        ws.write(patch, ws.read(patch).replace('"gfx1151"', '"gfx1151 bench"'))
+        edit = require_success(ws.package(VLLM), "patch edit")
+        rows.append(["one patch edit in vllm", len(edit.built), CHAIN_SIZE, f"{len(edit.built) / CHAIN_SIZE:.2f}"])
+        files = make_upstreams.component_files("aotriton", version="1.0.1")
+        upstreams.new_commit("aotriton", {"setup.py": files["setup.py"]}, "bench: aotriton 1.0.1")
+        ws.write("tests/mini/pins.toml", upstreams.pins_text())
+        pin = require_success(ws.package(VLLM), "pin change")
+        rows.append(["aotriton pin change", len(pin.built), CHAIN_SIZE, f"{len(pin.built) / CHAIN_SIZE:.2f}"])
+        table("Wheel builds that ran (miniature chain of 4)",
+              ["change", "builds run", "seeds' scripts", "ratio"], rows)  # fmt: skip
+
+        times = [timed(lambda: require_success(ws.package(VLLM), "warm no-op"))[1] for _ in range(5)]
+        times.sort()
+        table("Warm no-op `pants package` of the mini vllm, pantsd running (5 runs)",
+              ["min s", "median s", "max s"], [[f"{times[0]:.2f}", f"{times[2]:.2f}", f"{times[-1]:.2f}"]])  # fmt: skip
+    finally:
+        ws.stop()
+
+
+def loopback_transfer_seconds(nbytes: int) -> float:
+    """Time to push `nbytes` through a loopback TCP socket: the floor for any cache download."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    chunk = b"\0" * (1 << 20)
+
+    def sink() -> None:
+        conn, _ = server.accept()
+        while conn.recv(1 << 20):
+            pass
+        conn.close()
+
+    thread = threading.Thread(target=sink)
+    thread.start()
+    start = time.perf_counter()
+    with socket.create_connection(server.getsockname()) as client:
+        sent = 0
+        while sent < nbytes:
+            client.sendall(chunk[: min(len(chunk), nbytes - sent)])
+            sent += min(len(chunk), nbytes - sent)
+    thread.join()
+    server.close()
+    return time.perf_counter() - start
+
+
+def remote_cache(out: Path) -> None:
+    port = free_port()
+    (out / "cas").mkdir(parents=True)
+    config = out / "bgd.yml"
+    config.write_text(BGD_CONFIG.format(port=port, storage=out / "cas"))
+    server = subprocess.Popen([bgd_binary(), "server", "start", str(config)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        deadline = time.time() + 60
+        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+            assert time.time() < deadline and server.poll() is None, "BuildGrid did not start"
+            time.sleep(0.2)
+        options = ["--pants-config-files=pants.remote-cache.toml", f"--remote-store-address=grpc://127.0.0.1:{port}"]
+        upstreams = make_fixture_upstreams(out / "upstreams")
+        a = Workspace(out / "a" / "checkout", upstreams, out / "a" / "store", out / "a" / "named")
+        b = Workspace(out / "b" / "checkout", upstreams, out / "b" / "store", out / "b" / "named")
+        try:
+            require_success(a.package(VLLM, extra_options=options), "machine A")
+            # Start B's pantsd first, so the figure is the build, not the daemon's start.
+            require_success(b.pants("--version"), "machine B pantsd")
+            run, seconds = timed(lambda: require_success(b.package(VLLM, extra_options=options), "machine B"))
+        finally:
+            a.stop()
+            b.stop()
+        nbytes = sum(p.stat().st_size for p in (out / "cas").rglob("*") if p.is_file())
+        raw = loopback_transfer_seconds(nbytes)
+        table("Second machine, empty local store, warm remote cache (BuildGrid on loopback)",
+              ["builds run", "wall s", "CAS bytes", "raw loopback transfer s", "wall / raw"],
+              [[len(run.built), f"{seconds:.2f}", nbytes, f"{raw:.3f}", f"{seconds / raw:.0f}x"]])  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+C_FILE = """\
+/* bench file {i}: enough arithmetic for the optimiser to chew on. */
+static double poly_{i}(double x, int n) {{
+  double acc = 0;
+  for (int k = 0; k < n; k++) acc += {i} * x * k / (k + 1.0);
+  return acc;
+}}
+{more}
+double entry_{i}(double x) {{ return poly_{i}(x, {i} + 10){calls}; }}
+"""
+
+
+def many_files_component(n: int, variant: int = 0) -> dict:
+    files = {}
+    for i in range(n):
+        helpers = "\n".join(
+            f"static double h_{i}_{j}(double x) {{ double s = 0; for (int k = 0; k < {j + 3}; k++) s += x / (k + {j + 1}.0); return s; }}"
+            for j in range(150)
+        )
+        calls = "".join(f" + h_{i}_{j}(x)" for j in range(150))
+        files[f"csrc/f{i}.c"] = C_FILE.format(i=i, more=helpers, calls=calls) + (f"/* v{variant} */\n" if i == 0 else "")
+    sources = ", ".join(f'"csrc/f{i}.c"' for i in range(n))
+    files["setup.py"] = (
+        "from setuptools import Extension, setup\n"
+        f"setup(name='many', version='1.0', ext_modules=[Extension('many', [{sources}], extra_compile_args=['-O2'])])\n"
+    )
+    return files
+
+
+def compiler_cache(out: Path, n_files: int) -> None:
+    upstreams = make_fixture_upstreams(out / "upstreams")
+    repo = out / "upstreams" / "many"
+    repo.mkdir()
+    make_upstreams.git(repo, "init", "-q", "-b", "main")
+    first = make_upstreams.commit(repo, many_files_component(n_files), "50 files")
+    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
+
+    def pin(sha: str) -> None:
+        ws.write("tests/mini/pins.toml", upstreams.pins_text() + f'\n[many]\nurl = "file://{repo}"\ntrack = "main"\ncommit = "{sha}"\n')
+
+    ws.path("bench_many").mkdir()
+    ws.write("bench_many/BUILD", (
+        'upstream_repo(name="src", pin="many", pins_file="tests/mini/pins.toml")\n'
+        'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], env={ENV})\n'
+        'rocm_wheel(name="nocache", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], '
+        'env={"CCACHE_DISABLE": "1"})\n'
+    ).replace("{ENV}", "{}"))  # fmt: skip
+    try:
+        pin(first)
+        require_success(ws.pants("--version"), "pantsd")
+        _, clean = timed(lambda: require_success(ws.package("bench_many:wheel"), "clean"))
+        second = make_upstreams.commit(repo, {"csrc/f0.c": many_files_component(n_files, 1)["csrc/f0.c"]}, "one file")
+        pin(second)
+        _, warm = timed(lambda: require_success(ws.package("bench_many:wheel"), "one-file change, ccache"))
+        _, nocache = timed(lambda: require_success(ws.package("bench_many:nocache"), "one-file change, no ccache"))
+    finally:
+        ws.stop()
+    table(f"Compiler cache: {n_files} C files, one file changed (named cache per component and arch)",
+          ["clean build s", "one-file rebuild with ccache s", "same without ccache s", "fraction of clean"],
+          [[f"{clean:.2f}", f"{warm:.2f}", f"{nocache:.2f}", f"{warm / clean:.2f}"]])  # fmt: skip
+
+
+def source_capture(out: Path, sizes: list) -> None:
+    upstreams = make_fixture_upstreams(out / "upstreams")
+    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
+    rows = []
+    try:
+        require_success(ws.pants("--version"), "pantsd")
+        for n in sizes:
+            repo = out / "upstreams" / f"gen{n}"
+            repo.mkdir()
+            make_upstreams.git(repo, "init", "-q", "-b", "main")
+            for i in range(n):
+                path = repo / f"d{i // 500}" / f"f{i}.txt"
+                path.parent.mkdir(exist_ok=True)
+                path.write_text(f"file {i}\n")
+            (repo / "setup.py").write_text("ARCHS = ['gfx90a']\n")
+            sha = make_upstreams.commit(repo, {}, f"{n} files")
+            ws.write("tests/mini/pins.toml", upstreams.pins_text() + f'\n[gen{n}]\nurl = "file://{repo}"\ntrack = "main"\ncommit = "{sha}"\n')
+            ws.path(f"bench_gen{n}").mkdir(exist_ok=True)
+            ws.write(f"bench_gen{n}/edit.edit.toml", '[[edit]]\npath = "setup.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx1151\'"\n')
+            ws.write(f"bench_gen{n}/BUILD", (
+                f'patch_set(name="p", sources=["edit.edit.toml"])\n'
+                f'upstream_repo(name="src", pin="gen{n}", pins_file="tests/mini/pins.toml", patches=[":p"])\n'
+            ))  # fmt: skip
+            _, seconds = timed(lambda: require_success(ws.package(f"bench_gen{n}:src"), f"{n} files"))
+            rows.append([n, f"{seconds:.2f}", f"{seconds / n * 1e6:.0f}"])
+    finally:
+        ws.stop()
+    base = float(rows[0][2])
+    for row in rows:
+        row.append(f"{float(row[2]) / base:.2f}")
+    table("Source capture: fetch + patch + tarball of a generated upstream",
+          ["files", "wall s", "µs per file", "per-file vs smallest"], rows)  # fmt: skip
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="smaller trees (for a smoke run)")
+    parser.add_argument("--keep", action="store_true", help="keep bench/out for inspection")
+    parser.add_argument("--only", choices=["rebuilds", "remote", "ccache", "capture"], nargs="+")
+    args = parser.parse_args()
+    os.chdir(REPO)
+    out = REPO / "bench" / "out"
+    shutil.rmtree(out, ignore_errors=True)
+    print(f"# rocm-pants benchmarks ({os.cpu_count()} cores, {time.strftime('%Y-%m-%d')})")
+    chosen = args.only or ["rebuilds", "remote", "ccache", "capture"]
+    if "rebuilds" in chosen:
+        rebuild_counts(out / "rebuilds")
+    if "remote" in chosen:
+        remote_cache(out / "remote")
+    if "ccache" in chosen:
+        compiler_cache(out / "ccache", 10 if args.quick else 50)
+    if "capture" in chosen:
+        source_capture(out / "capture", [500, 2000, 5000] if args.quick else [5000, 20000, 50000])
+    if not args.keep:
+        shutil.rmtree(out, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
