@@ -1,7 +1,7 @@
 """Smoke tests of the real wheels, for a person on the gfx1151 machine that built them.
 
     ./pants package components/vllm:wheel
-    ./pants test tests/smoke: -- --wheels-dir=$PWD/dist      (or ROCM_PANTS_WHEELS=$PWD/dist)
+    ROCM_PANTS_WHEELS=$PWD/dist ./pants test tests/smoke:
 
 They install the built wheels into a fresh venv and check, on the GPU: imports, the arch
 of the code objects, and that torch's SDPA runs AOTriton's flash attention. Where no ROCm
@@ -34,7 +34,8 @@ def gpu_archs(nodes: Path = Path("/sys/class/kfd/kfd/topology/nodes")) -> list:
 
 
 def wheels_dir() -> Path:
-    return Path(os.environ.get("ROCM_PANTS_WHEELS", "dist"))
+    # Tests run in a sandbox, so the build root's dist/ must be named explicitly.
+    return Path(os.environ.get("ROCM_PANTS_WHEELS", "<set ROCM_PANTS_WHEELS to your dist/>"))
 
 
 requires_gfx1151 = pytest.mark.skipif(

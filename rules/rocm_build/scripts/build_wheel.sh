@@ -46,11 +46,13 @@ build() {
   export ROCM_BUILD_CLANG="$top/$ROCM_BUILD_CLANG_REL"
   export HOME="$top/.home" XDG_CACHE_HOME="$top/.home/cache" PIP_CONFIG_FILE=/dev/null
   # ccache's store is a named cache (per component and arch), outside every cache key;
-  # BASEDIR makes the per-run sandbox path irrelevant to its hashes.
-  export CCACHE_DIR="$top/.ccache" CCACHE_BASEDIR="$top"
+  # BASEDIR and NOHASHDIR keep the per-run sandbox path out of its hashes (Python builds
+  # with -g, which would otherwise hash the working directory).
+  export CCACHE_DIR="$top/.ccache" CCACHE_BASEDIR="$top" CCACHE_NOHASHDIR=1
   if command -v ccache >/dev/null && [[ -z "${CCACHE_DISABLE:-}" ]]; then
     export CC="ccache ${CC:-cc}" CXX="ccache ${CXX:-c++}"
     export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
+    ccache --zero-stats >/dev/null  # so the log's figures are this build's
   fi
   export MAX_JOBS="${MAX_JOBS:-$(default_max_jobs)}"
   export ROCM_BUILD_DEPS_PREFIX="$top/.venv"
@@ -88,6 +90,9 @@ build() {
   [[ -f "${wheels[0]}" ]] || { echo "rocm_build: the wheel command wrote no wheel to \$WHEEL_OUT"; exit 43; }
   python "$top/__rocm_build/label_wheel.py" "${wheels[0]}" out "$ROCM_BUILD_LABEL" __rocm_build/build_info.json
   rm -rf out/raw
+  if [[ "${CC:-}" == ccache* ]]; then
+    echo "== ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '/^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\t/ {printf "%s=%s ", $1, $2}')"
+  fi
   echo "== done: $(cd out && ls *.whl)"
 }
 
