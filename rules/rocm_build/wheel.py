@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import pkgutil
@@ -17,13 +16,10 @@ from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
     Digest,
-    DigestContents,
-    DigestSubset,
+    DigestEntries,
     FileContent,
+    FileEntry,
     MergeDigests,
-    PathGlobs,
-    RemovePrefix,
-    Snapshot,
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
@@ -276,24 +272,21 @@ async def build_rocm_wheel(
             return BuiltRocmWheel(target.address, None, "", _EMPTY, _EMPTY, build_info, error=message)
         raise RocmBuildError(message)
 
-    snapshot = await Get(Snapshot, Digest, result.output_digest)
-    (wheel_path,) = [f for f in snapshot.files if f.endswith(".whl")]
+    # Entries carry each file's sha256, so even a GB-sized torch wheel is never read into
+    # memory here; renaming the log is a new entry pointing at the same content.
+    entries = await Get(DigestEntries, Digest, result.output_digest)
+    files = {e.path: e for e in entries if isinstance(e, FileEntry)}
+    (wheel_path,) = [p for p in files if p.endswith(".whl")]
     wheel_name = wheel_path.rsplit("/", 1)[-1]
     wheel, log = await MultiGet(
-        Get(Digest, DigestSubset(result.output_digest, PathGlobs([wheel_path]))),
-        Get(Digest, DigestSubset(result.output_digest, PathGlobs(["out/build.log"]))),
+        Get(Digest, CreateDigest([FileEntry(wheel_name, files[wheel_path].file_digest)])),
+        Get(Digest, CreateDigest([FileEntry(f"{wheel_name}.build.log", files["out/build.log"].file_digest)])),
     )
-    wheel = await Get(Digest, RemovePrefix(wheel, "out"))
-    log_contents = await Get(DigestContents, Digest, log)
-    log = await Get(
-        Digest, CreateDigest([FileContent(f"{wheel_name}.build.log", log_contents[0].content)])
-    )
-    (wheel_file,) = await Get(DigestContents, Digest, wheel)
     closure = tuple({w.address: w for d in usable for w in d.closure}.values())
     built = BuiltRocmWheel(
         address=target.address,
         wheel_name=wheel_name,
-        wheel_sha256=hashlib.sha256(wheel_file.content).hexdigest(),
+        wheel_sha256=files[wheel_path].file_digest.fingerprint,
         wheel=wheel,
         log=log,
         build_info=build_info,

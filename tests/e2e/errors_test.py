@@ -195,3 +195,29 @@ def test_interrupted_build_leaves_no_wheel_and_resumes(ws: Workspace) -> None:
         assert again.built == [AOT]
     finally:
         ws.write(AOT_BUILD, original)
+
+
+def test_optional_dependency_failure_is_reported_and_dependents_still_build(ws: Workspace) -> None:
+    # An AITER stand-in: optional, and its build fails.
+    ws.path("tests/mini/aiter").mkdir(exist_ok=True)
+    ws.write("tests/mini/aiter/BUILD", (
+        'rocm_wheel(name="wheel", source="tests/mini/aotriton:src", toolchain="tests/mini:llvm",\n'
+        '           gpu_targets=["gfx1151"], kind="aiter", optional=True,\n'
+        '           build_command=["echo inline asm not supported on gfx1151 >&2", "exit 7"])\n'
+    ))  # fmt: skip
+    vllm_build = "tests/mini/vllm/BUILD"
+    original = ws.read(vllm_build)
+    ws.write(vllm_build, original.replace('"tests/mini/flash_attention:wheel"]', '"tests/mini/flash_attention:wheel", "tests/mini/aiter:wheel"]'))
+    try:
+        run = require_success(ws.package(VLLM), "a chain with a failing optional dependency")
+    finally:
+        ws.write(vllm_build, original)
+        (ws.path("tests/mini/aiter/BUILD")).unlink()
+    assert "rocm_wheel tests/mini/aiter:wheel: the build failed (exit 7)" in run.stderr
+    assert "inline asm not supported on gfx1151" in run.stderr
+    assert "tests/mini/aiter:wheel is optional: its dependents are built without it." in run.stderr
+    # Only the failed attempt ran: without the optional wheel vllm's inputs are what they
+    # were, so it comes from the cache, and it is in dist/.
+    assert run.built == ["tests/mini/aiter:wheel"]
+    assert not list(ws.path("dist").glob("tests.mini.aiter/*.whl"))
+    assert list(ws.path("dist").glob("tests.mini.vllm/*.whl"))
