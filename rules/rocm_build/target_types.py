@@ -9,7 +9,6 @@ from pants.engine.target import (
     DictStringToStringField,
     IntField,
     MultipleSourcesField,
-    SingleSourceField,
     SpecialCasedDependencies,
     StringField,
     StringSequenceField,

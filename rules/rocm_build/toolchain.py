@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pants.engine.addresses import Address
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.util.logging import LogLevel
 
+from rocm_build.targets import expect_target
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.target_types import (
     RocmToolchainTarget,
@@ -115,16 +115,8 @@ def default_label(provider: str, version: str | None, identity: str) -> str:
 
 @rule
 async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> ResolvedToolchain:
-    wrapped = await Get(
-        WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin)
-    )
-    target = wrapped.target
+    target = await expect_target(request.address, RocmToolchainTarget, request.description_of_origin)
     owner = target.address.spec
-    if not isinstance(target, RocmToolchainTarget):
-        raise RocmBuildError(
-            f"{request.description_of_origin} names {owner}, a `{target.alias}`; it must be a "
-            "`rocm_toolchain` target"
-        )
     provider = target[ToolchainProviderField].value
     version = target[ToolchainVersionField].value
     index_url = target[ToolchainIndexUrlField].value

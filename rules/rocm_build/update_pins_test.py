@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.git_fixtures import commit_files, git, init_repo
+from rocm_build.git_fixtures import commit_files, init_repo
 from rocm_build.update_pins import main
 
 PATCH = """\

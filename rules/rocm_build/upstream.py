@@ -25,11 +25,10 @@ from pants.engine.target import (
     HydratedSources,
     HydrateSourcesRequest,
     Targets,
-    WrappedTarget,
-    WrappedTargetRequest,
 )
 from pants.engine.unions import UnionRule
 
+from rocm_build.targets import expect_target
 from rocm_build.errors import RocmBuildError
 from rocm_build.patching import PatchedTree, PatchRequest
 from rocm_build.pins import Pin, PinsError, lookup_pin, parse_pins
@@ -90,16 +89,8 @@ async def load_pins(path: str, owner: str) -> LoadedPins:
 
 @rule
 async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
-    wrapped = await Get(
-        WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin)
-    )
-    target = wrapped.target
+    target = await expect_target(request.address, UpstreamRepoTarget, request.description_of_origin)
     owner = target.address.spec
-    if not isinstance(target, UpstreamRepoTarget):
-        raise RocmBuildError(
-            f"{request.description_of_origin} names {owner}, a `{target.alias}`; it must be an "
-            "`upstream_repo` target"
-        )
     pins_file = target[PinsFileField].value
     loaded = await load_pins(pins_file, owner)
     pin_name = target[PinField].value

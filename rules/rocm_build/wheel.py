@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import pkgutil
-import re
 import shlex
 from dataclasses import dataclass, replace
 from typing import Optional, Tuple
@@ -31,7 +30,6 @@ from pants.util.logging import LogLevel
 from rocm_build.bootstrap_wheels import bootstrap_wheels_digest
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.rocm_env import build_env, check_gpu_targets
-from rocm_build.sources import TREE_DIR
 from rocm_build.target_types import (
     GpuTargetsField,
     RocmWheelTarget,

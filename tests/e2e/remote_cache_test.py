@@ -92,11 +92,20 @@ def test_second_machine_reuses_wheels(tmp_path, cache_server) -> None:
     upstreams = make_fixture_upstreams(tmp_path / "upstreams")
     a = machine(tmp_path, upstreams, "machine-a")
     b = machine(tmp_path, upstreams, "machine-b")
+    # B is another user too: its own HOME, and so its own Pants bootstrap venv at another
+    # path (a known trap for cache keys), bootstrapped from scratch by ./pants.
+    home = tmp_path / "machine-b" / "home"
+    b.pants_env_extra = {
+        "HOME": str(home),
+        "XDG_CACHE_HOME": str(home / ".cache"),
+        "ROCM_PANTS_CACHE": str(home / ".cache" / "rocm-pants"),
+    }
     try:
         first = require_success(a.package(VLLM, extra_options=remote_options(address)), "machine A")
         assert len(first.built) == 4
         second = require_success(b.package(VLLM, extra_options=remote_options(address)), "machine B")
         assert second.built == [], second.stderr[-3000:]
+        assert (home / ".cache" / "rocm-pants").is_dir()  # B really ran its own bootstrap
         wheels_a, wheels_b = a.dist_wheels(), b.dist_wheels()
         assert len(wheels_a) == 4
         assert {k: p.read_bytes() for k, p in wheels_a.items()} == {k: p.read_bytes() for k, p in wheels_b.items()}
