@@ -156,3 +156,21 @@ def test_github_rate_limit(tmp_path, github, capsys) -> None:
     assert main(["--pins-file", str(pins), "--github-api", github]) == 1
     assert pins.read_bytes() == before
     assert "the GitHub API rate limit is exhausted (HTTP 403, resets at epoch 1790000000). Set GITHUB_TOKEN" in capsys.readouterr().err
+
+
+def test_derived_commit_reads_pytorch_cmake_shapes(tmp_path) -> None:
+    from rocm_build.update_pins import derived_commit
+
+    # Recent PyTorch: an environment override first, then the pin, then 64-hex tarball sums.
+    (tmp_path / "aotriton.cmake").write_text(
+        "  if(DEFINED ENV{PYTORCH_AOTRITON_COMMIT})\n"
+        '    set(__AOTRITON_CI_COMMIT "$ENV{PYTORCH_AOTRITON_COMMIT}")\n'
+        "  else()\n"
+        f'    set(__AOTRITON_CI_COMMIT "{"7" * 40}")\n'
+        "  endif()\n"
+        f'  set(__AOTRITON_SHA256_LIST "{"e" * 64}")\n'
+    )
+    assert derived_commit("torch:aotriton.cmake", str(tmp_path), "aotriton") == "7" * 40
+    # Older PyTorch: aotriton_version.txt, whose fourth line is the commit.
+    (tmp_path / "aotriton_version.txt").write_text(f"0.7b\nmanylinux_2_17\nrocm6.2\n{'9' * 40}\n{'0' * 64}\ngz\n")
+    assert derived_commit("torch:aotriton_version.txt", str(tmp_path), "aotriton") == "9" * 40

@@ -221,3 +221,25 @@ def test_optional_dependency_failure_is_reported_and_dependents_still_build(ws: 
     assert run.built == ["tests/mini/aiter:wheel"]
     assert not list(ws.path("dist").glob("tests.mini.aiter/*.whl"))
     assert list(ws.path("dist").glob("tests.mini.vllm/*.whl"))
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda t: t.replace('track = "main"', 'track = "no-such-branch"', 1),
+         '[mini-aotriton] `track = "no-such-branch"` is neither a branch nor a tag at file://'),
+        (lambda t: t.replace("/aotriton", "/gone", 1), "[mini-aotriton] cannot reach file://"),
+    ],
+    ids=["missing ref", "network failure"],
+)  # fmt: skip
+def test_update_pins_failures_leave_pins_untouched(ws: Workspace, edit, message) -> None:
+    original = ws.read(PINS)
+    ws.write(PINS, edit(original))
+    before = snapshot(ws)
+    try:
+        run = ws.pants("run", "rules:update-pins", "--", "--pins-file", PINS, "--patches-dir", "tests/mini/patches")
+        assert run.returncode == 1
+        assert message in run.stderr and "the pins file was not changed" in run.stderr
+        assert snapshot(ws) == before
+    finally:
+        ws.write(PINS, original)
