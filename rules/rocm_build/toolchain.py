@@ -17,7 +17,6 @@ from pants.engine.process import FallibleProcessResult, Process, ProcessCacheSco
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
-from rocm_build.targets import expect_target
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.target_types import (
     RocmToolchainTarget,
@@ -27,6 +26,7 @@ from rocm_build.target_types import (
     ToolchainProviderField,
     ToolchainVersionField,
 )
+from rocm_build.targets import expect_target
 from rocm_build.tools import HostTools
 
 # Where builds see the toolchain, relative to their sandbox.

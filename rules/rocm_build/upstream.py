@@ -28,7 +28,6 @@ from pants.engine.target import (
 )
 from pants.engine.unions import UnionRule
 
-from rocm_build.targets import expect_target
 from rocm_build.errors import RocmBuildError
 from rocm_build.patching import PatchedTree, PatchRequest
 from rocm_build.pins import Pin, PinsError, lookup_pin, parse_pins
@@ -41,6 +40,7 @@ from rocm_build.target_types import (
     PinsFileField,
     UpstreamRepoTarget,
 )
+from rocm_build.targets import expect_target
 
 
 @dataclass(frozen=True)
