@@ -7,44 +7,27 @@ built and no toolchain is needed, so it works on any machine.
 
 from __future__ import annotations
 
-import hashlib
 import shlex
 from typing import List
 
 from pants.engine.addresses import Addresses, UnparsedAddressInputs
 from pants.engine.console import Console
-from pants.engine.fs import Digest, DigestContents
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
-from pants.engine.target import (
-    HydratedSources,
-    HydrateSourcesRequest,
-    Targets,
-    WrappedTarget,
-    WrappedTargetRequest,
-)
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.pins import PinsError, lookup_pin
-from rocm_build.rocm_env import build_env, check_gpu_targets
 from rocm_build.target_types import (
-    GpuTargetsField,
-    PatchSetsField,
-    PatchSourcesField,
-    PinField,
-    PinsFileField,
     RocmWheelTarget,
     WheelBuildCommandField,
     WheelBuildRequirementsField,
     WheelCommandField,
-    WheelEnvField,
-    WheelKindField,
     WheelOptionalField,
     WheelSourceField,
     WheelToolchainField,
 )
-from rocm_build.upstream import load_pins
-from rocm_build.wheel import _single, wheel_chain
+from rocm_build.upstream import UpstreamRequest, UpstreamSpec
+from rocm_build.wheel import _single, wheel_chain, wheel_env
 
 SANDBOX_ENV = {
     "ROCM_PATH": "<sandbox>/.rocm/root (link to the toolchain root)",
@@ -68,39 +51,15 @@ class RocmPlan(Goal):
 
 async def _describe(step: int, wheel: RocmWheelTarget) -> List[str]:
     owner = wheel.address.spec
-    gpu_targets = tuple(sorted(wheel[GpuTargetsField].value or ()))
-    try:
-        check_gpu_targets(gpu_targets, owner)
-        env = build_env(wheel[WheelKindField].value, gpu_targets, dict(wheel[WheelEnvField].value or {}), owner)
-    except ValueError as e:
-        raise RocmBuildError(str(e)) from None
+    _, env = wheel_env(wheel)
     # Gets written out here: Pants finds a helper's Gets only one call deep.
     source_address, toolchain_address = await MultiGet(
         Get(Addresses, UnparsedAddressInputs, _single(wheel, WheelSourceField)),
         Get(Addresses, UnparsedAddressInputs, _single(wheel, WheelToolchainField)),
     )
-    source = (await Get(WrappedTarget, WrappedTargetRequest(source_address[0], owner))).target
-    pins_file = source[PinsFileField].value
-    loaded = await load_pins(pins_file, source.address.spec)
-    try:
-        pin = lookup_pin(dict(loaded.pins), source[PinField].value, pins_file, source.address.spec)
-    except PinsError as e:
-        raise RocmBuildError(str(e)) from None
-    patch_set_addresses = await Get(
-        Addresses,
-        UnparsedAddressInputs(source[PatchSetsField].value or (), owning_address=source.address,
-                              description_of_origin=f"the `patches` field of {source.address.spec}"),
-    )  # fmt: skip
-    patch_sets = await Get(Targets, Addresses, patch_set_addresses)
-    hydrated = await MultiGet(
-        Get(HydratedSources, HydrateSourcesRequest(t[PatchSourcesField])) for t in patch_sets
-    )
-    patch_lines = []
-    for sources in hydrated:
-        contents = await Get(DigestContents, Digest, sources.snapshot.digest)
-        by_path = {fc.path: fc.content for fc in contents}
-        for path in sorted(by_path, key=lambda p: p.rsplit("/", 1)[-1]):
-            patch_lines.append(f"    {path}  sha256:{hashlib.sha256(by_path[path]).hexdigest()[:16]}")
+    spec = await Get(UpstreamSpec, UpstreamRequest(source_address[0], f"the `source` field of {owner}"))
+    pin = spec.pin
+    patch_lines = [f"    {p.path}  sha256:{p.sha256[:16]}" for p in spec.patches]
     toolchain = toolchain_address[0]
     reqs = wheel[WheelBuildRequirementsField].value or ()
     out = [

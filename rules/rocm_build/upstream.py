@@ -87,8 +87,20 @@ async def load_pins(path: str, owner: str) -> LoadedPins:
     return LoadedPins(path, tuple(sorted(pins.items())))
 
 
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """What an upstream_repo asks for, before anything is fetched: pin and ordered patches."""
+
+    address: Address
+    pin_name: str
+    pin: Pin
+    pins_file: str
+    patches: Tuple[PatchFile, ...]  # in the order they apply
+    patch_digest: Digest
+
+
 @rule
-async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
+async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
     target = await expect_target(request.address, UpstreamRepoTarget, request.description_of_origin)
     owner = target.address.spec
     pins_file = target[PinsFileField].value
@@ -125,28 +137,45 @@ async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
     )
     patch_digest = await Get(Digest, MergeDigests(s.snapshot.digest for s in hydrated))
     contents = {fc.path: fc.content for fc in await Get(DigestContents, Digest, patch_digest)}
-    patches = tuple(PatchFile(p, hashlib.sha256(contents[p]).hexdigest()) for p in ordered)
+    return UpstreamSpec(
+        address=target.address,
+        pin_name=pin_name,
+        pin=pin,
+        pins_file=pins_file,
+        patches=tuple(PatchFile(p, hashlib.sha256(contents[p]).hexdigest()) for p in ordered),
+        patch_digest=patch_digest,
+    )
 
+
+@rule
+async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
+    spec = await Get(UpstreamSpec, UpstreamRequest, request)
+    owner = spec.address.spec
     fetched = await Get(
         FetchedTree,
         FetchRequest(
-            url=pin.url,
-            commit=pin.commit,
-            submodules=pin.submodules,
-            pin_name=pin_name,
-            pins_file=pins_file,
+            url=spec.pin.url,
+            commit=spec.pin.commit,
+            submodules=spec.pin.submodules,
+            pin_name=spec.pin_name,
+            pins_file=spec.pins_file,
             owner=owner,
         ),
     )
     patched = await Get(
         PatchedTree,
-        PatchRequest(tree=fetched.digest, patch_files=ordered, patches=patch_digest, owner=owner),
+        PatchRequest(
+            tree=fetched.digest,
+            patch_files=tuple(p.path for p in spec.patches),
+            patches=spec.patch_digest,
+            owner=owner,
+        ),
     )
     return ResolvedUpstream(
-        address=target.address,
-        pin_name=pin_name,
-        pin=pin,
-        patches=patches,
+        address=spec.address,
+        pin_name=spec.pin_name,
+        pin=spec.pin,
+        patches=spec.patches,
         tree=patched.digest,
         patch_log=patched.log,
     )

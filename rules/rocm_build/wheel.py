@@ -7,7 +7,7 @@ import logging
 import pkgutil
 import shlex
 from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
@@ -46,6 +46,7 @@ from rocm_build.target_types import (
     WheelToolchainField,
 )
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest, cache_suffix
+from rocm_build.targets import expect_target
 from rocm_build.tools import HostTools
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
@@ -123,6 +124,18 @@ async def wheel_chain(root: Address) -> Tuple[RocmWheelTarget, ...]:
     return tuple(order)
 
 
+def wheel_env(target: RocmWheelTarget) -> Tuple[Tuple[str, ...], Dict[str, str]]:
+    """The target's gpu targets (validated, sorted) and its build environment."""
+    owner = target.address.spec
+    gpu_targets = tuple(sorted(target[GpuTargetsField].value or ()))
+    try:
+        check_gpu_targets(gpu_targets, owner)
+        env = build_env(target[WheelKindField].value, gpu_targets, dict(target[WheelEnvField].value or {}), owner)
+    except ValueError as e:
+        raise RocmBuildError(str(e)) from None
+    return gpu_targets, env
+
+
 async def resolve_single(target: RocmWheelTarget, field) -> Address:
     addresses = await Get(Addresses, UnparsedAddressInputs, _single(target, field))
     return addresses[0]
@@ -132,18 +145,9 @@ async def resolve_single(target: RocmWheelTarget, field) -> Address:
 async def build_rocm_wheel(
     request: WheelRequest, tools: HostTools, named_caches: NamedCachesDirOption
 ) -> BuiltRocmWheel:
-    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, "rocm_wheel"))
-    target = wrapped.target
+    target = await expect_target(request.address, RocmWheelTarget, "a rocm_wheel build")
     owner = target.address.spec
-    if not isinstance(target, RocmWheelTarget):
-        raise RocmBuildError(f"{owner} is a `{target.alias}`, not a `rocm_wheel`")
-    gpu_targets = tuple(sorted(target[GpuTargetsField].value or ()))
-    kind = target[WheelKindField].value
-    try:
-        check_gpu_targets(gpu_targets, owner)
-        env = build_env(kind, gpu_targets, dict(target[WheelEnvField].value or {}), owner)
-    except ValueError as e:
-        raise RocmBuildError(str(e)) from None
+    gpu_targets, env = wheel_env(target)
 
     # The toolchain first: without it nothing else is worth fetching or building.
     toolchain = await Get(
