@@ -32,6 +32,7 @@ class Pin(BaseModel):
     class Config:
         extra = Extra.forbid
         allow_mutation = False
+        frozen = True  # hashable: pins are part of build requests
 
     @validator("url")
     def _url_has_scheme(cls, url: str) -> str:

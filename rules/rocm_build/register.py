@@ -1,6 +1,19 @@
 """Wires the rocm_build target types and rules into Pants."""
 
-from rocm_build import patching, plan, sources, toolchain, tools, upstream, wheel
+from rocm_build import (
+    archives,
+    build_request,
+    build_requirements,
+    isolation,
+    lock_goal,
+    patching,
+    plan,
+    sources,
+    toolchain,
+    tools,
+    upstream,
+    wheel,
+)
 from rocm_build.target_types import target_types as _target_types
 
 
@@ -15,6 +28,11 @@ def rules():
         *patching.rules(),
         *upstream.rules(),
         *toolchain.rules(),
+        *archives.rules(),
+        *build_requirements.rules(),
+        *isolation.rules(),
+        *build_request.rules(),
         *wheel.rules(),
         *plan.rules(),
+        *lock_goal.rules(),
     ]

@@ -13,6 +13,7 @@ from pants.engine.target import (
     StringField,
     StringSequenceField,
     Target,
+    ValidNumbers,
 )
 from pants.util.strutil import softwrap
 
@@ -238,8 +239,37 @@ class WheelBuildRequirementsField(StringSequenceField):
     alias = "build_requirements"
     help = softwrap(
         """
-        Extra build-time requirements (e.g. `setuptools-scm>=8`), installed from
-        `[rocm-build].index_url` into the build venv. Pin them (`==`) for reproducible builds.
+        Python build requirements, as pip requirement lines: names with version specifiers
+        (`setuptools-scm>=8,<9`) and `-r FILE` for requirement files in the patched tree
+        (`-r requirements/build.txt`). They are the input of this wheel's lock (see `lock`):
+        `pants lock-build-requirements <this target>` resolves them once and pins every
+        distribution by sha256; the build installs exactly the lock, from a wheelhouse that a
+        separate cached process downloads, with `--no-index --require-hashes`. `cmake` is
+        left out of locks: builds use the toolchain's system cmake (seed 000).
+        """
+    )
+
+
+class WheelLockField(StringField):
+    alias = "lock"
+    help = softwrap(
+        """
+        Path (from the build root) of the lockfile made from `build_requirements`.
+        Default: `3rdparty/build/<pin>.lock`, `<pin>` being the pin of `source`. The lock names
+        the pin commit, the Python and the requirement files it was made from; a build whose
+        inputs moved since fails and says how to regenerate it.
+        """
+    )
+
+
+class WheelArchivesField(DictStringToStringField):
+    alias = "archives"
+    help = softwrap(
+        """
+        `upstream_archive` targets unpacked into the build's sandbox, keyed by the environment
+        variable that receives the unpacked directory, e.g.
+        `{"LLVM_SYSPATH": "components/triton:llvm"}`. The variable is set inside the sandbox at
+        run time; only the archive's sha256 and content are part of the cache key.
         """
     )
 
@@ -258,11 +288,13 @@ class WheelOptionalField(BoolField):
 class WheelTimeoutField(IntField):
     alias = "timeout"
     default = 6 * 3600
+    valid_numbers = ValidNumbers.positive_only
     help = "Seconds after which the build is killed and fails."
 
 
 class WheelMaxJobsField(IntField):
     alias = "max_jobs"
+    valid_numbers = ValidNumbers.positive_only
     help = "MAX_JOBS for the build. Default: fits the machine (cores, and 4 GiB of memory per job)."
 
 
@@ -279,6 +311,8 @@ class RocmWheelTarget(Target):
         WheelBuildCommandField,
         WheelCommandField,
         WheelBuildRequirementsField,
+        WheelLockField,
+        WheelArchivesField,
         WheelOptionalField,
         WheelTimeoutField,
         WheelMaxJobsField,
@@ -293,5 +327,63 @@ class RocmWheelTarget(Target):
     )
 
 
+# -------------------------------------------------------------------- upstream_archive
+
+
+class ArchiveUrlField(StringField):
+    alias = "url"
+    required = True
+    help = "Where the archive is downloaded from (https://, http:// or file://)."
+
+
+class ArchiveMirrorsField(StringSequenceField):
+    alias = "mirrors"
+    help = "Other URLs serving the same bytes, tried in order when `url` fails."
+
+
+class ArchiveSha256Field(StringField):
+    alias = "sha256"
+    required = True
+    help = softwrap(
+        """
+        The sha256 of the archive file (64 hex digits). The download is verified against it
+        before anything is unpacked, and it is the archive's identity in cache keys. An empty
+        string marks an archive nobody has resolved yet: builds that need it stop before any
+        work.
+        """
+    )
+
+
+class ArchiveStripPrefixField(StringField):
+    alias = "strip_prefix"
+    help = "A directory prefix removed from every member, e.g. `llvm-3c709802-ubuntu-x64`."
+
+
+class UpstreamArchiveTarget(Target):
+    alias = "upstream_archive"
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        ArchiveUrlField,
+        ArchiveMirrorsField,
+        ArchiveSha256Field,
+        ArchiveStripPrefixField,
+    )
+    help = softwrap(
+        """
+        A pinned archive (a tarball or zip), like Bazel's `http_archive`: downloaded once by
+        its own process (the only one that touches the network), verified against `sha256`,
+        unpacked with `strip_prefix`, and cached by content. A `rocm_wheel` names it in
+        `archives` to get the unpacked tree in its sandbox, e.g.
+
+            upstream_archive(
+                name="llvm",
+                url="https://example.org/llvm-3c709802-ubuntu-x64.tar.gz",
+                sha256="<64 hex digits>",
+                strip_prefix="llvm-3c709802-ubuntu-x64",
+            )
+        """
+    )
+
+
 def target_types():
-    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget]
+    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget, UpstreamArchiveTarget]

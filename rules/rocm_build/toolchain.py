@@ -18,6 +18,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.sandbox_scripts import script_bytes
 from rocm_build.target_types import (
     RocmToolchainTarget,
     ToolchainIndexUrlField,
@@ -31,32 +32,6 @@ from rocm_build.tools import HostTools
 
 # Where builds see the toolchain, relative to their sandbox.
 SANDBOX_ROOT = ".rocm/root"
-
-# Prints the toolchain root's absolute path, then its identity. Exit 3: it is not there.
-# `.rocm` is a named cache private to this provider/version/path, which holds TheRock's venv.
-LOCATE_SCRIPT = r"""
-set -uo pipefail
-provider="$1"; root="$2"; version="$3"; index_url="$4"; python="$5"
-case "$provider" in
-  therock)
-    venv="$(realpath .rocm)/therock-venv"
-    if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -m rocm_sdk path --root >/dev/null 2>&1; then
-      echo "installing rocm[libraries,devel]==$version from $index_url" >&2
-      "$python" -m venv "$venv" && "$venv/bin/python" -m pip install -q --retries 1 --timeout 20 \
-        --disable-pip-version-check --index-url "$index_url" \
-        "rocm[libraries,devel]==$version" >&2 || exit 3
-    fi
-    root="$("$venv/bin/python" -m rocm_sdk path --root)" || exit 3
-    clang="$root/lib/llvm/bin/clang"
-    ;;
-  path) clang="$root/lib/llvm/bin/clang" ;;
-  llvm) clang="$root/bin/clang" ;;
-esac
-[ -x "$clang" ] || { echo "no clang at $clang" >&2; exit 3; }
-echo "$root"
-if [ -f "$root/.info/version" ]; then echo "rocm $(cat "$root/.info/version")"; fi
-"$clang" --version | grep -v '^InstalledDir:'
-"""
 
 # Points the build-visible named cache (named by identity, so by content) at the root.
 LINK_SCRIPT = 'ln -sfn "$1" .rocm/root.new && mv -T .rocm/root.new .rocm/root'
@@ -132,7 +107,7 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
         FallibleProcessResult,
         Process(
             argv=(
-                tools.bash.path, "-c", LOCATE_SCRIPT, "locate",
+                tools.bash.path, "-c", script_bytes("locate_toolchain.sh").decode(), "locate",
                 provider, path or "", version or "", index_url or "", tools.python.path,
             ),
             # The machine's pip.conf (extra indexes, constraints) must not steer the SDK install.

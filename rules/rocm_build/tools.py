@@ -15,6 +15,7 @@ from pants.core.util_rules.system_binaries import (
     BinaryPaths,
     BinaryPathTest,
 )
+from pants.engine.process import Process, ProcessCacheScope, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 
 from rocm_build.errors import RocmBuildError
@@ -52,6 +53,38 @@ async def find_host_tools() -> HostTools:
         "python3", "to apply anchored edits and build wheels", "apt-get install python3 python3-venv"
     )
     return HostTools(git=git, bash=bash, python=python)
+
+
+@dataclass(frozen=True)
+class BuildPython:
+    """The interpreter wheels are built with: its path runs it, its identity goes into keys."""
+
+    path: str
+    implementation: str  # e.g. CPython
+    version: str  # e.g. 3.11.2
+
+    @property
+    def identity(self) -> str:
+        return f"{self.implementation} {self.version}"
+
+    @property
+    def major_minor(self) -> str:
+        return ".".join(self.version.split(".")[:2])
+
+
+@rule
+async def find_build_python(tools: HostTools) -> BuildPython:
+    result = await Get(
+        ProcessResult,
+        Process(
+            argv=(tools.python.path, "-c", "import platform; print(platform.python_implementation(), platform.python_version())"),
+            description=f"Asking {tools.python.path} for its version",
+            # Machine state: re-asked by each new pantsd, never shared.
+            cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
+        ),
+    )
+    implementation, version = result.stdout.decode().split()
+    return BuildPython(tools.python.path, implementation, version)
 
 
 def rules():

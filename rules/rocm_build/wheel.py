@@ -1,64 +1,48 @@
-"""rocm_wheel: build a wheel from a patched tree with the ROCm environment, in a sandbox."""
+"""rocm_wheel: resolve a build request's inputs, run it in a sandbox, hand the wheel on."""
 
 from __future__ import annotations
 
 import json
 import logging
-import pkgutil
-import shlex
 from dataclasses import dataclass, replace
-from typing import Dict, Optional, Tuple
+from typing import Optional, Tuple
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
-from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
+from pants.engine.addresses import Address
 from pants.engine.fs import (
     AddPrefix,
     CreateDigest,
     Digest,
     DigestEntries,
-    FileContent,
     FileEntry,
     MergeDigests,
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import DependenciesRequest, Targets, WrappedTarget, WrappedTargetRequest
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.engine.unions import UnionRule
 from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
 
+from rocm_build.archives import ARCHIVE_DIR, ArchiveRequest, FetchedArchive
 from rocm_build.bootstrap_wheels import bootstrap_wheels_digest
-from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.rocm_env import build_env, check_gpu_targets
-from rocm_build.target_types import (
-    GpuTargetsField,
-    RocmWheelTarget,
-    WheelBuildCommandField,
-    WheelBuildRequirementsField,
-    WheelCommandField,
-    WheelDependenciesField,
-    WheelEnvField,
-    WheelKindField,
-    WheelMaxJobsField,
-    WheelOptionalField,
-    WheelSourceField,
-    WheelTimeoutField,
-    WheelToolchainField,
+from rocm_build.build_request import (
+    ARCHIVES_DIR,
+    LOG_CACHE,
+    WheelBuildRequest,
+    WheelBuildSpec,
+    WheelRequest,
+    log_name,
 )
-from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest, cache_suffix
-from rocm_build.targets import expect_target
-from rocm_build.tools import HostTools
+from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
+from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.isolation import NetworkIsolation, explain_build_failure
+from rocm_build.target_types import RocmWheelTarget, WheelSourceField
+from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
+from rocm_build.tools import BuildPython
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
 logger = logging.getLogger(__name__)
-
-LOG_CACHE = "rocm_build_logs"
-DEFAULT_INDEX_URL = "https://pypi.org/simple"
-
-
-@dataclass(frozen=True)
-class WheelRequest:
-    address: Address
 
 
 @dataclass(frozen=True)
@@ -75,27 +59,14 @@ class BuiltRocmWheel:
     closure: Tuple["BuiltRocmWheel", ...] = ()
 
 
-def _script(name: str) -> bytes:
-    data = pkgutil.get_data(__name__, f"scripts/{name}")
-    assert data is not None, name
-    return data
+@dataclass(frozen=True)
+class PreparedWheelBuild:
+    request: WheelBuildRequest
+    dependencies: Tuple[BuiltRocmWheel, ...]  # the ones that built (optional ones may not)
 
 
-def _ccache_name(owner: str, gpu_targets: Tuple[str, ...]) -> str:
-    return "rocm_ccache_" + cache_suffix(f"{owner} {' '.join(gpu_targets)}")
-
-
-def log_name(address: Address) -> str:
-    return address.spec.replace("/", ".").replace(":", "@").lstrip(".")
-
-
-async def _wheel_dependencies(target: RocmWheelTarget) -> Tuple[Address, ...]:
-    deps = await Get(Targets, DependenciesRequest(target[WheelDependenciesField]))
-    return tuple(t.address for t in deps if isinstance(t, RocmWheelTarget))
-
-
-async def wheel_chain(root: Address) -> Tuple[RocmWheelTarget, ...]:
-    """The rocm_wheel targets `root` needs, itself last, in build order.
+async def wheel_chain(root: Address) -> Tuple[WheelBuildSpec, ...]:
+    """The rocm_wheel builds `root` needs, itself last, in build order.
 
     Raises on a cycle with a message that names the rocm_wheel chain (Pants' own cycle
     message talks about Python imports).
@@ -110,69 +81,34 @@ async def wheel_chain(root: Address) -> Tuple[RocmWheelTarget, ...]:
                 f"{root.spec}: rocm_wheel dependencies form a cycle: {cycle}. A wheel cannot be "
                 "built from itself; remove one of these `dependencies` edges."
             )
-        if any(t.address == address for t in order):
+        if any(s.address == address for s in order):
             return
         path.append(address)
-        wrapped = await Get(WrappedTarget, WrappedTargetRequest(address, "rocm_wheel dependencies"))
-        if isinstance(wrapped.target, RocmWheelTarget):
-            for dep in await _wheel_dependencies(wrapped.target):
-                await visit(dep)
-            order.append(wrapped.target)
+        spec = await Get(WheelBuildSpec, WheelRequest(address))
+        for dep in spec.dependencies:
+            await visit(dep)
+        order.append(spec)
         path.pop()
 
     await visit(root)
     return tuple(order)
 
 
-def wheel_env(target: RocmWheelTarget) -> Tuple[Tuple[str, ...], Dict[str, str]]:
-    """The target's gpu targets (validated, sorted) and its build environment."""
-    owner = target.address.spec
-    gpu_targets = tuple(sorted(target[GpuTargetsField].value or ()))
-    try:
-        check_gpu_targets(gpu_targets, owner)
-        env = build_env(target[WheelKindField].value, gpu_targets, dict(target[WheelEnvField].value or {}), owner)
-    except ValueError as e:
-        raise RocmBuildError(str(e)) from None
-    return gpu_targets, env
-
-
-async def resolve_single(target: RocmWheelTarget, field) -> Address:
-    addresses = await Get(Addresses, UnparsedAddressInputs, _single(target, field))
-    return addresses[0]
-
-
-@rule(desc="Building rocm_wheel", level=LogLevel.DEBUG)
-async def build_rocm_wheel(
-    request: WheelRequest, tools: HostTools, named_caches: NamedCachesDirOption
-) -> BuiltRocmWheel:
-    target = await expect_target(request.address, RocmWheelTarget, "a rocm_wheel build")
-    owner = target.address.spec
-    gpu_targets, env = wheel_env(target)
-
-    # The toolchain first: without it nothing else is worth fetching or building.
-    toolchain = await Get(
-        ResolvedToolchain,
-        ToolchainRequest(
-            await resolve_single(target, WheelToolchainField), f"the `toolchain` field of {owner}"
-        ),
-    )
-    upstream = await Get(
-        ResolvedUpstream,
-        UpstreamRequest(await resolve_single(target, WheelSourceField), f"the `source` field of {owner}"),
-    )
-    dep_addresses = await _wheel_dependencies(target)
-    deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in dep_addresses)
-    bootstrap = await bootstrap_wheels_digest()
-    for dep in deps:
-        if dep.error:
-            logger.warning(f"{owner}: building without optional {dep.address.spec}: it failed to build.")
-    usable = [d for d in deps if d.wheel_name]
-
-    label = f"{toolchain.label}{'.'.join(gpu_targets)}"
-    build_info = json.dumps(
+def build_info_json(
+    spec: WheelBuildSpec,
+    upstream: ResolvedUpstream,
+    toolchain: ResolvedToolchain,
+    python: BuildPython,
+    label: str,
+    isolation: NetworkIsolation,
+    locked: Optional[LockedRequirements],
+    archives: Tuple[FetchedArchive, ...],
+    deps: Tuple[BuiltRocmWheel, ...],
+) -> str:
+    return json.dumps(
         {
-            "target": owner,
-            "gpu_targets": list(gpu_targets),
+            "target": spec.owner,
+            "gpu_targets": list(spec.gpu_targets),
             "label": label,
             "source": {
                 "pin": upstream.pin_name,
@@ -181,7 +117,20 @@ async def build_rocm_wheel(
                 "patches": [{"path": p.path, "sha256": p.sha256} for p in upstream.patches],
             },
             "toolchain": {"address": toolchain.address.spec, "identity": toolchain.identity},
-            "env": env,
+            "python": python.identity,
+            "env": dict(spec.env),
+            "network": isolation.describe(),
+            "build_requirements": None
+            if locked is None
+            else {
+                "lock": locked.lock_path,
+                "sha256": locked.sha256,
+                "distributions": [f"{d.name}=={d.version}" for d in locked.lock.dists],
+            },
+            "archives": {
+                var: {"target": a.address.spec, "url": a.url, "sha256": a.sha256}
+                for (var, _), a in zip(spec.archives, archives)
+            },
             "dependencies": [
                 {
                     "target": d.address.spec,
@@ -189,89 +138,77 @@ async def build_rocm_wheel(
                     "sha256": d.wheel_sha256,
                     "source": json.loads(d.build_info)["source"],
                 }
-                for d in usable
+                for d in deps
             ],
         },
         indent=2,
         sort_keys=True,
     )
-    steps = "\n".join(["set -x", *(target[WheelBuildCommandField].value or ()), "set +x", ""])
-    scripts = await Get(
-        Digest,
-        CreateDigest(
-            [
-                FileContent("__rocm_build/build_wheel.sh", _script("build_wheel.sh")),
-                FileContent("__rocm_build/label_wheel.py", _script("label_wheel.py")),
-                FileContent("__rocm_build/steps.sh", steps.encode()),
-                FileContent("__rocm_build/build_info.json", build_info.encode()),
-            ]
-        ),
+
+
+@rule(desc="Resolving the inputs of a rocm_wheel build", level=LogLevel.DEBUG)
+async def prepare_wheel_build(
+    request: WheelRequest, python: BuildPython, isolation: NetworkIsolation
+) -> PreparedWheelBuild:
+    spec = await Get(WheelBuildSpec, WheelRequest, request)
+    owner = spec.owner
+    # The toolchain first: without it nothing else is worth fetching or building.
+    toolchain = await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}"))
+    upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}"))
+    archives = await MultiGet(
+        Get(FetchedArchive, ArchiveRequest(a, f"the `archives` field of {owner}")) for _, a in spec.archives
     )
+    locked = None
+    if spec.lock_path:
+        locked = await Get(
+            LockedRequirements,
+            LockedRequirementsRequest(
+                owner, spec.lock_path, upstream.pin_name, upstream.pin.commit, spec.requirements, upstream.tree
+            ),
+        )
+    deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in spec.dependencies)
+    for dep in deps:
+        if dep.error:
+            logger.warning(f"{owner}: building without optional {dep.address.spec}: it failed to build.")
+    usable = tuple(d for d in deps if d.wheel_name)
+
+    bootstrap = await bootstrap_wheels_digest()
     dep_wheels = await Get(Digest, MergeDigests(d.wheel for d in usable))
-    input_digest = await Get(
+    archive_trees = await MultiGet(
+        Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)
+    )
+    inputs = await Get(
         Digest,
         MergeDigests(
             [
                 upstream.tree,
-                scripts,
                 await Get(Digest, AddPrefix(dep_wheels, "deps")),
                 await Get(Digest, AddPrefix(bootstrap, "bootstrap")),
+                *([locked.inputs] if locked else []),
+                *archive_trees,
             ]
         ),
     )
-    max_jobs = target[WheelMaxJobsField].value
-    requirements = target[WheelBuildRequirementsField].value or ()
-    process_env = {
-        **env,
-        "PATH": "/usr/bin:/bin",
-        "ROCM_BUILD_TARGET": owner,
-        "ROCM_BUILD_LABEL": label,
-        "ROCM_BUILD_LOG_NAME": log_name(target.address),
-        "ROCM_BUILD_PYTHON": tools.python.path,
-        "ROCM_BUILD_PYTHON_VERSION": tools.python.fingerprint,
-        "ROCM_BUILD_TOOLCHAIN_IDENTITY": toolchain.identity,
-        "ROCM_BUILD_DEVICE_LIB_DIR": toolchain.device_lib_dir,
-        "ROCM_BUILD_CLANG_REL": toolchain.clang,
-        "ROCM_BUILD_WHEEL_COMMAND": target[WheelCommandField].value,
-        "ROCM_BUILD_REQUIREMENTS": " ".join(shlex.quote(r) for r in requirements),
-        "ROCM_BUILD_INDEX_URL": DEFAULT_INDEX_URL,
-        "ROCM_BUILD_EXPAND_VARS": " ".join(sorted(k for k, v in env.items() if "$" in v)),
-        **({"MAX_JOBS": str(max_jobs)} if max_jobs else {}),
-    }
-    result = await Get(
-        FallibleProcessResult,
-        Process(
-            argv=(tools.bash.path, "__rocm_build/build_wheel.sh"),
-            env=process_env,
-            input_digest=input_digest,
-            output_directories=("out",),
-            append_only_caches={
-                toolchain.cache_name: ".rocm",
-                LOG_CACHE: ".logs",
-                # Compiler cache per component and arch: shared by rebuilds, never in a key.
-                _ccache_name(owner, gpu_targets): ".ccache",
-            },
-            description=f"Building rocm_wheel {owner}",
-            level=LogLevel.INFO,
-            timeout_seconds=target[WheelTimeoutField].value,
-        ),
+    label = f"{toolchain.label}{'.'.join(spec.gpu_targets)}"
+    info = build_info_json(spec, upstream, toolchain, python, label, isolation, locked, archives, usable)
+    return PreparedWheelBuild(
+        WheelBuildRequest(spec, toolchain, python, isolation.enabled, label, inputs, info), usable
     )
-    log_path = f"{named_caches.val}/{LOG_CACHE}/{log_name(target.address)}.log"
+
+
+@rule(desc="Building rocm_wheel", level=LogLevel.DEBUG)
+async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOption) -> BuiltRocmWheel:
+    prepared = await Get(PreparedWheelBuild, WheelRequest, request)
+    spec, build_info = prepared.request.spec, prepared.request.build_info
+    process = await Get(Process, WheelBuildRequest, prepared.request)
+    result = await Get(FallibleProcessResult, Process, process)
     if result.exit_code != 0:
         output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
-        timeout = target[WheelTimeoutField].value
-        why = (
-            f"exceeded its timeout of {timeout} s (raise `timeout` on the target if the build needs longer)"
-            if "Exceeded timeout" in output
-            else f"failed (exit {result.exit_code})"
-        )
-        message = (
-            f"rocm_wheel {owner}: the build {why}.\nLast lines of the log:\n"
-            f"{indent(tail(output, 25))}\nFull log: {log_path}"
-        )
-        if target[WheelOptionalField].value:
-            logger.warning(f"{message}\n{owner} is optional: its dependents are built without it.")
-            return BuiltRocmWheel(target.address, None, "", _EMPTY, _EMPTY, build_info, error=message)
+        log_path = f"{named_caches.val}/{LOG_CACHE}/{log_name(spec.address)}.log"
+        message = explain_build_failure(spec.owner, spec.timeout, result.exit_code, output, log_path)
+        if spec.optional:
+            logger.warning(f"{message}\n{spec.owner} is optional: its dependents are built without it.")
+            return BuiltRocmWheel(spec.address, None, "", _EMPTY, _EMPTY, build_info, error=message)
         raise RocmBuildError(message)
 
     # Entries carry each file's sha256, so even a GB-sized torch wheel is never read into
@@ -284,9 +221,9 @@ async def build_rocm_wheel(
         Get(Digest, CreateDigest([FileEntry(wheel_name, files[wheel_path].file_digest)])),
         Get(Digest, CreateDigest([FileEntry(f"{wheel_name}.build.log", files["out/build.log"].file_digest)])),
     )
-    closure = tuple({w.address: w for d in usable for w in d.closure}.values())
+    closure = tuple({w.address: w for d in prepared.dependencies for w in d.closure}.values())
     built = BuiltRocmWheel(
-        address=target.address,
+        address=spec.address,
         wheel_name=wheel_name,
         wheel_sha256=files[wheel_path].file_digest.fingerprint,
         wheel=wheel,
@@ -297,14 +234,6 @@ async def build_rocm_wheel(
 
 
 _EMPTY = Digest("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", 0)
-
-
-def _single(target: RocmWheelTarget, field) -> UnparsedAddressInputs:
-    return UnparsedAddressInputs(
-        [target[field].value],
-        owning_address=target.address,
-        description_of_origin=f"the `{field.alias}` field of {target.address.spec}",
-    )
 
 
 @dataclass(frozen=True)
@@ -319,10 +248,10 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     chain = await wheel_chain(field_set.address)
     # Every toolchain of the chain is checked before any fetch or build starts, so a
     # machine without ROCm stops at once with a message naming the missing toolchain.
-    toolchains = {await resolve_single(t, WheelToolchainField): t for t in chain}
+    toolchains = {spec.toolchain: spec.owner for spec in chain}
     await MultiGet(
-        Get(ResolvedToolchain, ToolchainRequest(a, f"the `toolchain` field of {t.address.spec}"))
-        for a, t in toolchains.items()
+        Get(ResolvedToolchain, ToolchainRequest(a, f"the `toolchain` field of {owner}"))
+        for a, owner in toolchains.items()
     )
     built = await Get(BuiltRocmWheel, WheelRequest(field_set.address))
     if built.error:

@@ -2,6 +2,20 @@
 # an ROCM_BUILD_* variable; paths are derived from $PWD here, at run time, so that no
 # machine path is part of the process's cache key.
 set -euo pipefail
+
+# No network: re-run this script in a new network namespace (a user namespace too when not
+# root). Only loopback exists there, and it is down.
+if [[ "${ROCM_BUILD_NETWORK:-}" == "none" && -z "${ROCM_BUILD_IN_NAMESPACE:-}" ]]; then
+  unshare_args=(--net)
+  [[ "$(id -u)" -eq 0 ]] || unshare_args+=(--map-root-user)
+  if ! why="$(unshare "${unshare_args[@]}" true 2>&1)"; then
+    echo "rocm_build: cannot create a network namespace for $ROCM_BUILD_TARGET (unshare ${unshare_args[*]}): $why" >&2
+    exit 44
+  fi
+  export ROCM_BUILD_IN_NAMESPACE=1
+  exec unshare "${unshare_args[@]}" bash "$0" "$@"
+fi
+
 top="$PWD"
 mkdir -p out .logs
 log="$top/out/build.log"
@@ -39,12 +53,14 @@ refuse_pip_cmake() {
 }
 
 build() {
-  echo "== rocm_build: $ROCM_BUILD_TARGET for $ROCM_BUILD_GPU_TARGETS"
-  export ROCM_PATH="$top/.rocm/root" ROCM_HOME="$top/.rocm/root"
-  export HIP_DEVICE_LIB_PATH="$top/$ROCM_BUILD_DEVICE_LIB_DIR"
-  export HIPFLAGS="--rocm-device-lib-path=$HIP_DEVICE_LIB_PATH"
-  export ROCM_BUILD_CLANG="$top/$ROCM_BUILD_CLANG_REL"
-  export HOME="$top/.home" XDG_CACHE_HOME="$top/.home/cache" PIP_CONFIG_FILE=/dev/null
+  echo "== rocm_build: $ROCM_BUILD_TARGET for $ROCM_BUILD_GPU_TARGETS (network: $ROCM_BUILD_NETWORK)"
+  # Values that refer to the sandbox ($ROCM_BUILD_SANDBOX, $ROCM_PATH, ...) are expanded now
+  # that it exists, in the order the rule gives: sandbox paths first.
+  export ROCM_BUILD_SANDBOX="$top"
+  local var
+  for var in $ROCM_BUILD_EXPAND_VARS; do
+    export "$var=$(eval "printf '%s' \"${!var}\"")"
+  done
   # ccache's store is a named cache (per component and arch), outside every cache key;
   # BASEDIR and NOHASHDIR keep the per-run sandbox path out of its hashes (Python builds
   # with -g, which would otherwise hash the working directory).
@@ -55,7 +71,6 @@ build() {
     ccache --zero-stats >/dev/null  # so the log's figures are this build's
   fi
   export MAX_JOBS="${MAX_JOBS:-$(default_max_jobs)}"
-  export ROCM_BUILD_DEPS_PREFIX="$top/.venv"
   mkdir -p "$HOME"
 
   echo "== build venv (pip, setuptools, wheel + $(ls deps | wc -l) dependency wheel(s))"
@@ -63,20 +78,14 @@ build() {
   local pip_wheel=(bootstrap/pip-*.whl)
   "$top/.venv/bin/python" "${pip_wheel[0]}/pip" install -q --no-index --no-deps \
     --disable-pip-version-check bootstrap/*.whl $(ls deps/*.whl 2>/dev/null)
-  export PATH="$top/.venv/bin:$ROCM_PATH/bin:/usr/bin:/bin"
-
-  # Values that refer to the sandbox ($ROCM_PATH, ...) are expanded now that it exists.
-  local var
-  for var in $ROCM_BUILD_EXPAND_VARS; do
-    export "$var=$(eval "printf '%s' \"${!var}\"")"
-  done
+  if [[ -n "$ROCM_BUILD_LOCK" ]]; then
+    echo "== build requirements: $(grep -c '^[^#]' "$ROCM_BUILD_LOCK") locked distribution(s) from the wheelhouse"
+    # Exactly the lock: no index, no dependency resolution, every file checked by sha256.
+    python -m pip install -q --disable-pip-version-check --no-index --no-deps --require-hashes \
+      --find-links "$top/$ROCM_BUILD_WHEELHOUSE" -r "$top/$ROCM_BUILD_LOCK"
+  fi
 
   cd "$top/tree"
-  if [[ -n "${ROCM_BUILD_REQUIREMENTS:-}" ]]; then
-    echo "== build requirements: $ROCM_BUILD_REQUIREMENTS"
-    # Installed from the source tree, so `-r requirements/build.txt` works.
-    eval "python -m pip install -q --disable-pip-version-check --index-url \"\$ROCM_BUILD_INDEX_URL\" $ROCM_BUILD_REQUIREMENTS"
-  fi
   echo "== build steps"
   # shellcheck source=/dev/null
   source "$top/__rocm_build/steps.sh"

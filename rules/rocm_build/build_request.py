@@ -1,0 +1,255 @@
+"""One description of a rocm_wheel build, in two steps (as Pants' adhoc_tool does):
+
+- `WheelBuildSpec`: what the target asks for, with every field validated and every address
+  resolved, but nothing fetched, built or run. `rocm-plan` prints it.
+- `WheelBuildRequest`: the spec plus its resolved inputs (tree, lock and wheelhouse,
+  archives, dependency wheels, toolchain identity, interpreter). It holds no Target and no
+  machine path; `wheel_build_process` turns it into the exact `Process` that runs, and the
+  plan asks for the same `Process`, so the plan and the build cannot disagree.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
+from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
+from pants.engine.process import Process
+from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import DependenciesRequest, Targets
+from pants.util.frozendict import FrozenDict
+from pants.util.logging import LogLevel
+
+from rocm_build.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR
+from rocm_build.errors import RocmBuildError
+from rocm_build.lockfile import LockError, requirement_lines
+from rocm_build.rocm_env import build_env, check_gpu_targets
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
+from rocm_build.target_types import (
+    GpuTargetsField,
+    RocmWheelTarget,
+    WheelArchivesField,
+    WheelBuildCommandField,
+    WheelBuildRequirementsField,
+    WheelCommandField,
+    WheelDependenciesField,
+    WheelEnvField,
+    WheelKindField,
+    WheelLockField,
+    WheelMaxJobsField,
+    WheelOptionalField,
+    WheelSourceField,
+    WheelTimeoutField,
+    WheelToolchainField,
+)
+from rocm_build.targets import expect_target
+from rocm_build.toolchain import SANDBOX_ROOT, ResolvedToolchain, cache_suffix
+from rocm_build.tools import BuildPython, HostTools
+from rocm_build.upstream import UpstreamRequest, UpstreamSpec
+
+LOG_CACHE = "rocm_build_logs"
+ARCHIVES_DIR = ".archives"
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+SANDBOX = "$ROCM_BUILD_SANDBOX"
+
+
+@dataclass(frozen=True)
+class WheelRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class WheelBuildSpec:
+    """A rocm_wheel target, validated and resolved to addresses; nothing fetched or run."""
+
+    address: Address
+    upstream: UpstreamSpec  # pin and ordered patches of `source`
+    toolchain: Address
+    dependencies: Tuple[Address, ...]  # rocm_wheel targets
+    archives: Tuple[Tuple[str, Address], ...]  # (env var, upstream_archive)
+    gpu_targets: Tuple[str, ...]
+    env: FrozenDict[str, str]  # the ROCm table for `kind`, with the target's `env` on top
+    requirements: Tuple[str, ...]  # requirement lines
+    lock_path: Optional[str]  # None when there are no build requirements
+    steps: Tuple[str, ...]
+    wheel_command: str
+    max_jobs: Optional[int]
+    timeout: int
+    optional: bool
+
+    @property
+    def owner(self) -> str:
+        return self.address.spec
+
+
+@dataclass(frozen=True)
+class WheelBuildRequest:
+    """Everything that goes into a build's cache key, and nothing else."""
+
+    spec: WheelBuildSpec
+    toolchain: ResolvedToolchain
+    python: BuildPython
+    network_isolation: bool
+    label: str  # the wheel's local version label
+    inputs: Digest  # tree/, deps/, bootstrap/, wheelhouse/ + lock, .archives/<VAR>/
+    build_info: str  # JSON, becomes rocm_build_info.json
+
+
+async def _single(target: RocmWheelTarget, field) -> Address:
+    addresses = await Get(
+        Addresses,
+        UnparsedAddressInputs(
+            [target[field].value],
+            owning_address=target.address,
+            description_of_origin=f"the `{field.alias}` field of {target.address.spec}",
+        ),
+    )
+    return addresses[0]
+
+
+@rule(desc="Reading a rocm_wheel target")
+async def wheel_build_spec(request: WheelRequest) -> WheelBuildSpec:
+    target = await expect_target(request.address, RocmWheelTarget, "a rocm_wheel build")
+    owner = target.address.spec
+    gpu_targets = tuple(sorted(target[GpuTargetsField].value or ()))
+    try:
+        check_gpu_targets(gpu_targets, owner)
+        env = build_env(target[WheelKindField].value, gpu_targets, dict(target[WheelEnvField].value or {}), owner)
+        requirements = requirement_lines(target[WheelBuildRequirementsField].value or ())
+    except (ValueError, LockError) as e:
+        raise RocmBuildError(f"{owner}: {e}") from None
+    archives = dict(target[WheelArchivesField].value or {})
+    for var in archives:
+        if not ENV_NAME.match(var):
+            raise RocmBuildError(f"{owner}: `archives` key {var!r} is not an environment variable name")
+    archive_addresses = await Get(
+        Addresses,
+        UnparsedAddressInputs(
+            list(archives.values()), owning_address=target.address,
+            description_of_origin=f"the `archives` field of {owner}",
+        ),
+    )  # fmt: skip
+    source = await _single(target, WheelSourceField)
+    upstream = await Get(UpstreamSpec, UpstreamRequest(source, f"the `source` field of {owner}"))
+    deps = await Get(Targets, DependenciesRequest(target[WheelDependenciesField]))
+    return WheelBuildSpec(
+        address=target.address,
+        upstream=upstream,
+        toolchain=await _single(target, WheelToolchainField),
+        dependencies=tuple(t.address for t in deps if isinstance(t, RocmWheelTarget)),
+        archives=tuple(zip(archives, archive_addresses)),
+        gpu_targets=gpu_targets,
+        env=FrozenDict(env),
+        requirements=requirements,
+        lock_path=(target[WheelLockField].value or f"3rdparty/build/{upstream.pin_name}.lock") if requirements else None,
+        steps=tuple(target[WheelBuildCommandField].value or ()),
+        wheel_command=target[WheelCommandField].value,
+        max_jobs=target[WheelMaxJobsField].value,
+        timeout=target[WheelTimeoutField].value,
+        optional=target[WheelOptionalField].value,
+    )
+
+
+def log_name(address: Address) -> str:
+    return address.spec.replace("/", ".").replace(":", "@").lstrip(".")
+
+
+def sandbox_env(request: WheelBuildRequest) -> Dict[str, str]:
+    """Paths inside the sandbox, as `$ROCM_BUILD_SANDBOX/...`: expanded at run time, so the
+    sandbox's location never enters the key."""
+    toolchain = request.toolchain
+    return {
+        "ROCM_PATH": f"{SANDBOX}/{SANDBOX_ROOT}",
+        "ROCM_HOME": f"{SANDBOX}/{SANDBOX_ROOT}",
+        "HIP_DEVICE_LIB_PATH": f"{SANDBOX}/{toolchain.device_lib_dir}",
+        "HIPFLAGS": f"--rocm-device-lib-path={SANDBOX}/{toolchain.device_lib_dir}",
+        "ROCM_BUILD_CLANG": f"{SANDBOX}/{toolchain.clang}",
+        "ROCM_BUILD_DEPS_PREFIX": f"{SANDBOX}/.venv",
+        "PATH": f"{SANDBOX}/.venv/bin:{SANDBOX}/{SANDBOX_ROOT}/bin:/usr/bin:/bin",
+        "HOME": f"{SANDBOX}/.home",
+        "XDG_CACHE_HOME": f"{SANDBOX}/.home/cache",
+        **{var: f"{SANDBOX}/{ARCHIVES_DIR}/{var}" for var, _ in request.spec.archives},
+    }
+
+
+def process_env(request: WheelBuildRequest) -> Dict[str, str]:
+    spec = request.spec
+    sandbox = sandbox_env(request)
+    env = {**sandbox, **spec.env}  # the target's `env` wins
+    # Sandbox paths first: the target's values may refer to them ($ROCM_PATH, ...).
+    expand = [k for k in sandbox if "$" in env[k]] + sorted(k for k in spec.env if "$" in spec.env[k])
+    return {
+        **env,
+        "PIP_CONFIG_FILE": "/dev/null",
+        "ROCM_BUILD_TARGET": spec.owner,
+        "ROCM_BUILD_LABEL": request.label,
+        "ROCM_BUILD_LOG_NAME": log_name(spec.address),
+        "ROCM_BUILD_PYTHON": request.python.path,
+        "ROCM_BUILD_PYTHON_VERSION": request.python.identity,
+        "ROCM_BUILD_TOOLCHAIN_IDENTITY": request.toolchain.identity,
+        "ROCM_BUILD_WHEEL_COMMAND": spec.wheel_command,
+        "ROCM_BUILD_LOCK": LOCK_IN_SANDBOX if spec.lock_path else "",
+        "ROCM_BUILD_WHEELHOUSE": WHEELHOUSE_DIR,
+        "ROCM_BUILD_NETWORK": "none" if request.network_isolation else "host",
+        "ROCM_BUILD_EXPAND_VARS": " ".join(dict.fromkeys(expand)),
+        **({"MAX_JOBS": str(spec.max_jobs)} if spec.max_jobs else {}),
+    }
+
+
+def ccache_name(owner: str, gpu_targets: Tuple[str, ...]) -> str:
+    return "rocm_ccache_" + cache_suffix(f"{owner} {' '.join(gpu_targets)}")
+
+
+def steps_script(spec: WheelBuildSpec) -> str:
+    return "\n".join(["set -x", *spec.steps, "set +x", ""])
+
+
+@rule(desc="Describing a rocm_wheel build process")
+async def wheel_build_process(request: WheelBuildRequest, tools: HostTools) -> Process:
+    spec = request.spec
+    scripts = await Get(
+        Digest,
+        CreateDigest(
+            [
+                FileContent(f"{SCRIPTS_DIR}/build_wheel.sh", script_bytes("build_wheel.sh")),
+                FileContent(f"{SCRIPTS_DIR}/label_wheel.py", script_bytes("label_wheel.py")),
+                FileContent(f"{SCRIPTS_DIR}/steps.sh", steps_script(spec).encode()),
+                FileContent(f"{SCRIPTS_DIR}/build_info.json", request.build_info.encode()),
+            ]
+        ),
+    )
+    return Process(
+        argv=(tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh"),
+        env=process_env(request),
+        input_digest=await Get(Digest, MergeDigests([request.inputs, scripts])),
+        output_directories=("out",),
+        append_only_caches={
+            request.toolchain.cache_name: ".rocm",
+            LOG_CACHE: ".logs",
+            # Compiler cache per component and arch: shared by rebuilds, never in a key.
+            ccache_name(spec.owner, spec.gpu_targets): ".ccache",
+        },
+        description=f"Building rocm_wheel {spec.owner}",
+        level=LogLevel.INFO,
+        timeout_seconds=spec.timeout,
+    )
+
+
+def describe_commands(spec: WheelBuildSpec, locked: int) -> Tuple[str, ...]:
+    """The commands the build runs in the patched tree, for people (rocm-plan)."""
+    install = (
+        f"python -m pip install --no-index --no-deps --require-hashes --find-links {WHEELHOUSE_DIR} "
+        f"-r {spec.lock_path}  # {locked} locked distribution(s)"
+    )
+    return (*([install] if spec.lock_path else []), *spec.steps, spec.wheel_command)
+
+
+def quote_env(env: Dict[str, str]) -> Tuple[str, ...]:
+    return tuple(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+
+
+def rules():
+    return collect_rules()

@@ -1,0 +1,194 @@
+"""Locked build requirements: check a wheel's lock against its inputs, download its wheelhouse.
+
+The wheelhouse is its own cached process, keyed by the lock's content (plus the pip and
+Python that download it), so it is fetched once per lock and shared through the remote cache;
+the build installs from it with `--no-index --require-hashes` and never sees an index.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+from pants.engine.fs import (
+    AddPrefix,
+    CreateDigest,
+    Digest,
+    DigestContents,
+    DigestSubset,
+    FileContent,
+    GlobMatchErrorBehavior,
+    MergeDigests,
+    PathGlobs,
+)
+from pants.engine.process import FallibleProcessResult, Process
+from pants.engine.rules import Get, collect_rules, rule
+from pants.option.global_options import GlobalOptions
+from pants.util.logging import LogLevel
+
+from rocm_build import lockfile
+from rocm_build.bootstrap_wheels import bootstrap_wheels_digest
+from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.settings import RocmBuildSubsystem
+from rocm_build.sources import TREE_DIR
+from rocm_build.tools import BuildPython, HostTools
+
+LOCK_IN_SANDBOX = f"{SCRIPTS_DIR}/build.lock"
+WHEELHOUSE_DIR = "wheelhouse"
+_HASH_MISMATCH = re.compile(r"^\s*(\S+) from (\S+).*?\n\s*Expected sha256 (\w+)\s*\n\s*Got\s+(\w+)", re.M | re.S)
+
+
+def regenerate_command(owner: str) -> str:
+    return f"pants lock-build-requirements {owner}"
+
+
+def pip_environment(python: BuildPython, global_options: GlobalOptions) -> dict:
+    env = {"PATH": "/usr/bin:/bin", "PIP_CONFIG_FILE": "/dev/null", "ROCM_BUILD_PYTHON_VERSION": python.identity}
+    if global_options.ca_certs_path:
+        # The repository's CA bundle (`[GLOBAL] ca_certs_path`), e.g. for an intercepting proxy.
+        env["PIP_CERT"] = global_options.ca_certs_path
+    return env
+
+
+@dataclass(frozen=True)
+class LockedRequirementsRequest:
+    owner: str
+    lock_path: str
+    pin: str
+    commit: str
+    requirements: Tuple[str, ...]  # requirement lines of the target
+    tree: Digest  # the patched tree, under TREE_DIR/
+
+
+@dataclass(frozen=True)
+class LockedRequirements:
+    lock_path: str
+    sha256: str  # of the lock file
+    lock: lockfile.BuildLock
+    inputs: Digest  # the lock at LOCK_IN_SANDBOX and its wheels under WHEELHOUSE_DIR/
+
+
+@dataclass(frozen=True)
+class Wheelhouse:
+    digest: Digest  # the locked wheels under WHEELHOUSE_DIR/
+
+
+@dataclass(frozen=True)
+class WheelhouseRequest:
+    owner: str
+    lock_path: str
+    lock: Digest  # the lock file at LOCK_IN_SANDBOX
+    count: int
+
+
+async def tree_files(tree: Digest, paths: Tuple[str, ...]) -> Dict[str, Optional[bytes]]:
+    """The content of each of `paths` in the tree (None when missing); reads only those."""
+    if not paths:
+        return {}
+    subset = await Get(Digest, DigestSubset(tree, PathGlobs([f"{TREE_DIR}/{p}" for p in paths])))
+    contents = await Get(DigestContents, Digest, subset)
+    found = {fc.path[len(TREE_DIR) + 1:]: fc.content for fc in contents}
+    return {p: found.get(p) for p in paths}
+
+
+def sha256_or_none(data: Optional[bytes]) -> Optional[str]:
+    return None if data is None else hashlib.sha256(data).hexdigest()
+
+
+@rule(desc="Checking a build-requirements lock")
+async def locked_requirements(request: LockedRequirementsRequest, python: BuildPython) -> LockedRequirements:
+    owner, path = request.owner, request.lock_path
+    contents = await Get(
+        DigestContents,
+        PathGlobs([path], glob_match_error_behavior=GlobMatchErrorBehavior.ignore),
+    )
+    if not contents:
+        raise RocmBuildError(
+            f"rocm_wheel {owner} has `build_requirements` but no lock at {path}. Make it (it "
+            f"resolves them against the index once and pins every file by sha256): "
+            f"{regenerate_command(owner)}"
+        )
+    text = contents[0].content.decode()
+    try:
+        lock = lockfile.parse(text, path)
+    except lockfile.LockError as e:
+        raise RocmBuildError(f"rocm_wheel {owner}: {e}. Regenerate it: {regenerate_command(owner)}") from None
+    found = await tree_files(request.tree, tuple(p for p, _ in lock.files))
+    hashes = {p: sha256_or_none(data) for p, data in found.items()}
+    reasons = lockfile.stale_reasons(
+        lock, request.pin, request.commit, python.major_minor, request.requirements, hashes
+    )
+    if reasons:
+        raise RocmBuildError(
+            f"rocm_wheel {owner}: the lock {path} no longer matches its inputs: "
+            + "; ".join(reasons)
+            + f". Regenerate it: {regenerate_command(owner)}"
+        )
+    lock_file = await Get(Digest, CreateDigest([FileContent(LOCK_IN_SANDBOX, contents[0].content)]))
+    wheelhouse = await Get(Wheelhouse, WheelhouseRequest(owner, path, lock_file, len(lock.dists)))
+    return LockedRequirements(
+        lock_path=path,
+        sha256=hashlib.sha256(contents[0].content).hexdigest(),
+        lock=lock,
+        inputs=await Get(Digest, MergeDigests([lock_file, wheelhouse.digest])),
+    )
+
+
+@rule(desc="Downloading a wheelhouse")
+async def download_wheelhouse(
+    request: WheelhouseRequest,
+    tools: HostTools,
+    python: BuildPython,
+    settings: RocmBuildSubsystem,
+    global_options: GlobalOptions,
+) -> Wheelhouse:
+    bootstrap = await bootstrap_wheels_digest()
+    scripts = await script_digest("run_pip.sh")
+    input_digest = await Get(
+        Digest, MergeDigests([request.lock, scripts, await Get(Digest, AddPrefix(bootstrap, "bootstrap"))])
+    )
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(
+                tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.path,
+                "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "--progress-bar=off",
+                "--dest", WHEELHOUSE_DIR, "-r", LOCK_IN_SANDBOX, *settings.pip_index_args(),
+            ),
+            env=pip_environment(python, global_options),
+            input_digest=input_digest,
+            output_directories=(WHEELHOUSE_DIR,),
+            description=f"Downloading {request.count} locked build requirement(s) of {request.owner}",
+            level=LogLevel.INFO,
+            timeout_seconds=3600,
+        ),
+    )  # fmt: skip
+    if result.exit_code != 0:
+        output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
+        raise RocmBuildError(explain_download_failure(request, settings, output))
+    return Wheelhouse(result.output_digest)
+
+
+def explain_download_failure(request: WheelhouseRequest, settings: RocmBuildSubsystem, output: str) -> str:
+    where = f"rocm_wheel {request.owner}: lock {request.lock_path}"
+    m = _HASH_MISMATCH.search(output)
+    if m:
+        dist, url, expected, got = m.groups()
+        return (
+            f"{where}: the file downloaded for {dist} does not match the lock: the lock says "
+            f"sha256:{expected}, the file from {url} has sha256:{got}. Nothing was installed. If "
+            f"the index really serves new bytes under the same version, check why before you "
+            f"trust them, then regenerate the lock: {regenerate_command(request.owner)}"
+        )
+    sources = " ".join(settings.pip_index_args())
+    return (
+        f"{where}: the locked distributions could not be downloaded ({sources}). Check "
+        f"`[rocm-build].index_urls`/`find_links` and the network.\n{indent(tail(output, 12))}"
+    )
+
+
+def rules():
+    return [*collect_rules(), *RocmBuildSubsystem.rules()]

@@ -1,0 +1,138 @@
+"""`pants lock-build-requirements <rocm_wheel>...`: write the build-requirements locks.
+
+For each rocm_wheel with `build_requirements`, the patched tree at its pin is fetched (for
+the `-r` files it names), pip resolves the requirements against `[rocm-build].index_urls`
+for the build Python, and the lock is written with a sha256 per distribution and a header
+naming the pin commit, the Python and the requirement files it was made from.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, List, Optional
+
+from pants.engine.addresses import Addresses
+from pants.engine.console import Console
+from pants.engine.fs import AddPrefix, CreateDigest, Digest, DigestContents, FileContent, MergeDigests, Workspace
+from pants.engine.goal import Goal, GoalSubsystem
+from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
+from pants.engine.rules import Get, collect_rules, goal_rule
+from pants.engine.target import Targets
+from pants.option.global_options import GlobalOptions
+from pants.util.logging import LogLevel
+
+from rocm_build import lockfile
+from rocm_build.bootstrap_wheels import bootstrap_wheels_digest
+from rocm_build.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.build_requirements import pip_environment, regenerate_command, sha256_or_none, tree_files
+from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.settings import RocmBuildSubsystem
+from rocm_build.sources import TREE_DIR
+from rocm_build.target_types import RocmWheelTarget, WheelBuildRequirementsField
+from rocm_build.tools import BuildPython, HostTools
+from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
+
+REQUIREMENTS_IN = f"{TREE_DIR}/.rocm-build-requirements.in"
+
+
+class LockBuildRequirementsSubsystem(GoalSubsystem):
+    name = "lock-build-requirements"
+    help = "Resolve the `build_requirements` of rocm_wheel targets and write their locks."
+
+
+class LockBuildRequirements(Goal):
+    subsystem_cls = LockBuildRequirementsSubsystem
+    environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
+
+
+@goal_rule
+async def lock_build_requirements(
+    console: Console,
+    addresses: Addresses,
+    workspace: Workspace,
+    tools: HostTools,
+    python: BuildPython,
+    settings: RocmBuildSubsystem,
+    global_options: GlobalOptions,
+) -> LockBuildRequirements:
+    targets = await Get(Targets, Addresses, addresses)
+    wheels = [t for t in targets if isinstance(t, RocmWheelTarget) and t[WheelBuildRequirementsField].value]
+    if not wheels:
+        raise RocmBuildError(
+            "lock-build-requirements: none of the given targets is a rocm_wheel with `build_requirements`"
+        )
+    bootstrap = await bootstrap_wheels_digest()
+    scripts = await script_digest("run_pip.sh")
+    written: List[FileContent] = []
+    for target in wheels:
+        spec = await Get(WheelBuildSpec, WheelRequest(target.address))
+        upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {spec.owner}"))
+        # The -r files, nested ones too, read from the patched tree: what the build will see.
+        texts: Dict[str, Optional[bytes]] = {}
+        while True:
+            try:
+                files = lockfile.included_files(spec.requirements, lambda p: _text(texts[p]))
+                break
+            except KeyError as missing:
+                texts.update(await tree_files(upstream.tree, (missing.args[0],)))
+            except lockfile.LockError as e:
+                raise RocmBuildError(f"{spec.owner}: `build_requirements`: {e} (pin {upstream.pin_name} at {upstream.pin.commit})") from None
+        requirements_in = await Get(
+            Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(spec.requirements).encode() + b"\n")])
+        )
+        input_digest = await Get(
+            Digest,
+            MergeDigests([upstream.tree, requirements_in, scripts, await Get(Digest, AddPrefix(bootstrap, "bootstrap"))]),
+        )
+        result = await Get(
+            FallibleProcessResult,
+            Process(
+                argv=(
+                    tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.path,
+                    "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet",
+                    "--report", "report.json", "-r", REQUIREMENTS_IN, *settings.pip_index_args(),
+                ),
+                env=pip_environment(python, global_options),
+                input_digest=input_digest,
+                output_files=("report.json",),
+                description=f"Resolving the build requirements of {spec.owner}",
+                level=LogLevel.INFO,
+                # A resolve asks the index what exists today: never reuse an earlier answer.
+                cache_scope=ProcessCacheScope.PER_SESSION,
+            ),
+        )  # fmt: skip
+        if result.exit_code != 0:
+            raise RocmBuildError(
+                f"{spec.owner}: pip could not resolve {list(spec.requirements)} for {python.identity}:\n"
+                f"{indent(tail(result.stderr.decode(errors='replace'), 15))}"
+            )
+        report = json.loads((await Get(DigestContents, Digest, result.output_digest))[0].content)
+        try:
+            dists, left_out = lockfile.from_pip_report(report)
+        except lockfile.LockError as e:
+            raise RocmBuildError(f"{spec.owner}: {e}") from None
+        lock = lockfile.BuildLock(
+            pin=upstream.pin_name,
+            commit=upstream.pin.commit,
+            python=python.major_minor,
+            requirements=spec.requirements,
+            files=tuple((p, sha256_or_none(texts[p]) or "") for p in files),
+            dists=dists,
+            left_out=left_out,
+            regenerate=regenerate_command(spec.owner),
+        )
+        assert spec.lock_path
+        written.append(FileContent(spec.lock_path, lockfile.render(lock).encode()))
+        extra = f"; left out: {', '.join(left_out)}" if left_out else ""
+        console.print_stdout(f"Wrote {spec.lock_path}: {len(dists)} distribution(s) for {spec.owner}{extra}")
+    workspace.write_digest(await Get(Digest, CreateDigest(written)))
+    return LockBuildRequirements(exit_code=0)
+
+
+def _text(data: Optional[bytes]) -> Optional[str]:
+    return None if data is None else data.decode()
+
+
+def rules():
+    return collect_rules()

@@ -1,0 +1,24 @@
+"""Our helper scripts (rules/rocm_build/scripts/), as files for a process sandbox."""
+
+from __future__ import annotations
+
+import pkgutil
+
+from pants.engine.fs import CreateDigest, Digest, FileContent
+from pants.engine.rules import Get
+
+SCRIPTS_DIR = "__rocm_build"
+
+
+def script_bytes(name: str) -> bytes:
+    data = pkgutil.get_data(__name__, f"scripts/{name}")
+    assert data is not None, name
+    return data
+
+
+def script_digest_request(*names: str) -> CreateDigest:
+    return CreateDigest([FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in names])
+
+
+async def script_digest(*names: str) -> Digest:
+    return await Get(Digest, CreateDigest, script_digest_request(*names))

@@ -1,0 +1,45 @@
+# Prints the toolchain root's absolute path, then its identity. Exit 3: it is not there.
+# Usage: locate_toolchain.sh PROVIDER ROOT VERSION INDEX_URL PYTHON
+# `.rocm` is a named cache private to this provider/version/path; for `therock` it holds
+# the SDK's venv. Two Pants runs sharing a HOME may install at once, or one may be killed
+# midway: installs run under a lock, into a temporary directory that is renamed into place
+# only when complete, so a half-installed SDK is never used.
+set -uo pipefail
+provider="$1"; root="$2"; version="$3"; index_url="$4"; python="$5"
+
+sdk_ready() { [ -x "$1/bin/python" ] && "$1/bin/python" -m rocm_sdk path --root >/dev/null 2>&1; }
+
+install_therock() {
+  local cache venv tmp
+  cache="$(realpath .rocm)"
+  venv="$cache/therock-venv"
+  exec 9>"$cache/install.lock"
+  flock 9
+  if ! sdk_ready "$venv"; then
+    # Left by a run that was killed midway; nobody else installs while we hold the lock.
+    rm -rf "$cache"/therock-venv.tmp.*
+    tmp="$cache/therock-venv.tmp.$$"
+    echo "installing rocm[libraries,devel]==$version from $index_url" >&2
+    "$python" -m venv "$tmp" && "$tmp/bin/python" -m pip install -q --retries 1 --timeout 20 \
+      --disable-pip-version-check --index-url "$index_url" \
+      "rocm[libraries,devel]==$version" >&2 || { rm -rf "$tmp"; exit 3; }
+    sdk_ready "$tmp" || { echo "the installed rocm package has no usable rocm_sdk" >&2; rm -rf "$tmp"; exit 3; }
+    rm -rf "$venv"
+    mv -T "$tmp" "$venv"
+  fi
+  exec 9>&-
+  "$venv/bin/python" -m rocm_sdk path --root
+}
+
+case "$provider" in
+  therock)
+    root="$(install_therock)" || exit 3
+    clang="$root/lib/llvm/bin/clang"
+    ;;
+  path) clang="$root/lib/llvm/bin/clang" ;;
+  llvm) clang="$root/bin/clang" ;;
+esac
+[ -x "$clang" ] || { echo "no clang at $clang" >&2; exit 3; }
+echo "$root"
+if [ -f "$root/.info/version" ]; then echo "rocm $(cat "$root/.info/version")"; fi
+"$clang" --version | grep -v '^InstalledDir:'

@@ -1,0 +1,46 @@
+"""`[rocm-build]` options: where locked build requirements come from, and build isolation."""
+
+from __future__ import annotations
+
+from typing import Tuple
+
+from pants.option.option_types import BoolOption, StrListOption
+from pants.option.subsystem import Subsystem
+from pants.util.strutil import softwrap
+
+
+class RocmBuildSubsystem(Subsystem):
+    options_scope = "rocm-build"
+    help = "How rocm_wheel builds get their locked build requirements, and how they are isolated."
+
+    index_urls = StrListOption(
+        default=["https://pypi.org/simple"],
+        help=softwrap(
+            """
+            Package indexes that locks are resolved against and wheelhouses are downloaded
+            from (the first is pip's `--index-url`, the others `--extra-index-url`). Empty: no
+            index, only `find_links`. Every file is checked against the lock's sha256, so an
+            index can change the speed of a build, never its inputs.
+            """
+        ),
+    )
+    find_links = StrListOption(
+        default=[],
+        help="Directories or URLs with wheels, searched as pip's `--find-links` (e.g. a local mirror).",
+    )
+    network_isolation = BoolOption(
+        default=True,
+        help=softwrap(
+            """
+            Run every build step in a new network namespace (`unshare --net`, with
+            `--map-root-user` when not root), so a build cannot download anything it did not
+            declare. Turn off only where namespaces are not permitted; each wheel's
+            `rocm_build_info.json` then records that it was built with the host's network.
+            """
+        ),
+    )
+
+    def pip_index_args(self) -> Tuple[str, ...]:
+        urls = list(self.index_urls)
+        args = ["--index-url", urls[0], *(a for u in urls[1:] for a in ("--extra-index-url", u))] if urls else ["--no-index"]
+        return (*args, *(a for link in self.find_links for a in ("--find-links", link)))
