@@ -128,15 +128,23 @@ extern "C" __global__ void scale(float *x, float a) {
 '''
 
 
+# Build requirements kept in the upstream tree, as vLLM keeps requirements/build.txt: two
+# small pure-Python wheels, unpinned here; the lock (3rdparty/build/mini-vllm.lock) pins them.
+BUILD_REQUIREMENTS = {"vllm": "six>=1.15\ntomli>=2\n"}
+
+
 def component_files(name: str, version: str = "1.0.0") -> Dict[str, str]:
     package = f"mini_{name}"
-    return {
+    files = {
         "setup.py": SETUP_PY.format(package=package, upstreams=COMPONENTS[name], version=version),
         f"{package}/__init__.py": INIT_PY,
         "csrc/module.c": MODULE_C.format(answer=42),
         "kernels/scale.hip": KERNEL_HIP,
         "README.md": f"# {package}\n\nA miniature stand-in for {name}, for rocm-pants tests.\n",
     }
+    if name in BUILD_REQUIREMENTS:
+        files["requirements/build.txt"] = BUILD_REQUIREMENTS[name]
+    return files
 
 
 def git(repo: Path, *args: str) -> str:

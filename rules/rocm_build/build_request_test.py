@@ -1,0 +1,126 @@
+"""The build process, as data: env, argv and caches of a rocm_wheel build, nothing run."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from pants.core.util_rules import system_binaries
+from pants.engine.addresses import Address
+from pants.engine.fs import EMPTY_DIGEST
+from pants.engine.internals.scheduler import ExecutionError
+from pants.engine.process import Process
+from pants.testutil.rule_runner import QueryRule, RuleRunner
+
+from rocm_build import register
+from rocm_build.build_request import WheelBuildRequest, WheelBuildSpec, WheelRequest
+from rocm_build.git_fixtures import pins_toml
+from rocm_build.toolchain import ResolvedToolchain
+from rocm_build.tools import BuildPython
+
+WHEEL = Address("components/mini", target_name="wheel")
+
+
+@pytest.fixture
+def rule_runner() -> RuleRunner:
+    runner = RuleRunner(
+        rules=[
+            *register.rules(),
+            *system_binaries.rules(),
+            QueryRule(WheelBuildSpec, [WheelRequest]),
+            QueryRule(Process, [WheelBuildRequest]),
+        ],
+        target_types=register.target_types(),
+        isolated_local_store=True,
+    )
+    runner.write_files(
+        {
+            "components/pins.toml": pins_toml(mini={"url": "file:///nowhere", "track": "main", "commit": "a" * 40}),
+            "components/BUILD": "rocm_toolchain(name='llvm', provider='llvm', path='/usr/lib/llvm-19')\n"
+            "upstream_archive(name='llvm-tree', url='https://example.invalid/llvm.tar.gz', sha256='" + "b" * 64 + "')\n",
+        }
+    )
+    return runner
+
+
+def wheel_build(rule_runner: RuleRunner, **fields: str) -> WheelBuildSpec:
+    extra = "".join(f"    {k}={v},\n" for k, v in fields.items())
+    rule_runner.write_files(
+        {
+            "components/mini/BUILD": "upstream_repo(name='src', pin='mini')\n"
+            "rocm_wheel(\n    name='wheel',\n    source=':src',\n    toolchain='components:llvm',\n"
+            f"    gpu_targets=['gfx1151', 'gfx1100'],\n    kind='vllm',\n{extra})\n"
+        }
+    )
+    return rule_runner.request(WheelBuildSpec, [WheelRequest(WHEEL)])
+
+
+def process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, isolation: bool = True) -> Process:
+    toolchain = ResolvedToolchain(Address("components", target_name="llvm"), "llvm", "provider=llvm\nclang 19", "llvm19", "rocm_toolchain_abc")
+    python = BuildPython("/usr/bin/python3", "CPython", "3.11.2")
+    request = WheelBuildRequest(spec, toolchain, python, isolation, "llvm19gfx1100.gfx1151", EMPTY_DIGEST, "{}")
+    return rule_runner.request(Process, [request])
+
+
+def test_spec_reads_the_target_without_fetching(rule_runner) -> None:
+    spec = wheel_build(
+        rule_runner,
+        build_requirements="['-r', 'requirements/build.txt', 'six>=1']",
+        archives="{'LLVM_SYSPATH': 'components:llvm-tree'}",
+        env="{'EXTRA': '$ROCM_PATH/extra'}",
+    )
+    assert spec.gpu_targets == ("gfx1100", "gfx1151")
+    assert spec.requirements == ("-r requirements/build.txt", "six>=1")
+    assert spec.lock_path == "3rdparty/build/mini.lock"  # the default names the pin
+    assert spec.archives == (("LLVM_SYSPATH", Address("components", target_name="llvm-tree")),)
+    assert spec.env["VLLM_TARGET_DEVICE"] == "rocm" and spec.env["EXTRA"] == "$ROCM_PATH/extra"
+    assert wheel_build(rule_runner).lock_path is None  # no requirements, no lock
+
+
+def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) -> None:
+    spec = wheel_build(
+        rule_runner,
+        build_requirements="['six>=1']",
+        archives="{'LLVM_SYSPATH': 'components:llvm-tree'}",
+        env="{'EXTRA': '$ROCM_PATH/extra'}",
+        max_jobs="3",
+        timeout="60",
+    )
+    process = process_for(rule_runner, spec)
+    env = dict(process.env)
+    assert process.argv == ("/usr/bin/bash", "__rocm_build/build_wheel.sh")
+    assert env["ROCM_PATH"] == "$ROCM_BUILD_SANDBOX/.rocm/root"
+    assert env["LLVM_SYSPATH"] == "$ROCM_BUILD_SANDBOX/.archives/LLVM_SYSPATH"
+    assert env["PYTORCH_ROCM_ARCH"] == "gfx1100;gfx1151"
+    assert env["ROCM_BUILD_NETWORK"] == "none"
+    assert env["ROCM_BUILD_LOCK"] == "__rocm_build/build.lock"
+    assert env["ROCM_BUILD_PYTHON_VERSION"] == "CPython 3.11.2"
+    assert env["MAX_JOBS"] == "3"
+    # Sandbox paths are expanded before the target's values that refer to them.
+    expand = env["ROCM_BUILD_EXPAND_VARS"].split()
+    assert expand.index("ROCM_PATH") < expand.index("EXTRA")
+    assert "LLVM_SYSPATH" in expand
+    # The only absolute paths are system ones, the same on every machine of a kind.
+    assert {k: v for k, v in env.items() if v.startswith("/")} == {
+        "ROCM_BUILD_PYTHON": "/usr/bin/python3",
+        "PIP_CONFIG_FILE": "/dev/null",
+    }
+    assert not [v for v in env.values() if os.getcwd() in v]
+    assert process.timeout_seconds == 60
+    caches = dict(process.append_only_caches)
+    assert caches["rocm_toolchain_abc"] == ".rocm" and caches["rocm_build_logs"] == ".logs"
+    assert [v for k, v in caches.items() if k.startswith("rocm_ccache_")] == [".ccache"]
+
+
+def test_opting_out_of_isolation_changes_the_key(rule_runner) -> None:
+    spec = wheel_build(rule_runner)
+    isolated, host = process_for(rule_runner, spec), process_for(rule_runner, spec, isolation=False)
+    assert dict(host.env)["ROCM_BUILD_NETWORK"] == "host"
+    assert isolated != host
+
+
+def test_bad_archive_variable_and_positive_numbers_are_refused(rule_runner) -> None:
+    with pytest.raises(ExecutionError, match="`archives` key 'LLVM-SYSPATH' is not an environment variable name"):
+        wheel_build(rule_runner, archives="{'LLVM-SYSPATH': 'components:llvm-tree'}")
+    with pytest.raises(ExecutionError, match="The 'timeout' field in target components/mini:wheel must be greater than zero"):
+        wheel_build(rule_runner, timeout="0")
