@@ -10,7 +10,7 @@ import re
 from dataclasses import dataclass
 
 from pants.engine.addresses import Address
-from pants.engine.fs import Digest
+from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import GlobalOptions
@@ -44,7 +44,7 @@ class FetchedArchive:
     address: Address
     url: str
     sha256: str
-    tree: Digest  # the unpacked archive under ARCHIVE_DIR/
+    tree: Digest  # the unpacked archive, at the digest root
 
 
 @rule(desc="Fetching an upstream_archive")
@@ -86,7 +86,8 @@ async def fetch_archive(request: ArchiveRequest, tools: HostTools, global_option
             )
         what = "could not be downloaded" if result.exit_code == EXIT_DOWNLOAD else "could not be unpacked"
         raise RocmBuildError(f"upstream_archive {owner}: {url} {what}.\n{indent(tail(said, 8))}")
-    return FetchedArchive(target.address, url, sha256, result.output_digest)
+    tree = await Get(Digest, RemovePrefix(result.output_digest, ARCHIVE_DIR))
+    return FetchedArchive(target.address, url, sha256, tree)
 
 
 def rules():

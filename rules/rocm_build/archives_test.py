@@ -76,8 +76,8 @@ def test_downloads_verifies_and_unpacks_with_strip_prefix(rule_runner, server) -
     archive = fetch(rule_runner, f"{base}/gone.tar.gz", sha, mirrors=f"['{base}/llvm-abc-ubuntu-x64.tar.gz']")
     assert archive.sha256 == sha
     assert unpacked(rule_runner, archive) == {
-        "archive/bin/clang": (b"#!/bin/sh\n", True),
-        "archive/lib/cmake/LLVMConfig.cmake": (b"# llvm\n", False),
+        "bin/clang": (b"#!/bin/sh\n", True),
+        "lib/cmake/LLVMConfig.cmake": (b"# llvm\n", False),
     }
 
 

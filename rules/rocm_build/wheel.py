@@ -24,7 +24,7 @@ from pants.engine.unions import UnionRule
 from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
 
-from rocm_build.archives import ARCHIVE_DIR, ArchiveRequest, FetchedArchive
+from rocm_build.archives import ArchiveRequest, FetchedArchive
 from rocm_build.bootstrap_wheels import bootstrap_wheels_digest
 from rocm_build.build_request import (
     ARCHIVES_DIR,

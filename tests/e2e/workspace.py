@@ -20,6 +20,8 @@ from mini import make_upstreams
 
 # What the nested Pants copies from this sandbox (see //:workspace).
 WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "BUILD", "3rdparty", "rules", "tests/mini", "components", "patches")
+CACHE_ROOT = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
+FIXTURE_WHEELS = CACHE_ROOT / "fixture-wheels"
 BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")
 
 
@@ -81,11 +83,15 @@ class Workspace:
     def read(self, rel: str) -> str:
         return self.path(rel).read_text()
 
-    def _argv_env(self, args: Sequence[str], extra_options: Sequence[str]):
+    def _argv_env(self, args: Sequence[str], extra_options: Sequence[str], prefix: Sequence[str] = ()):
         passed = ("HOME", "PATH", "PYENV_ROOT", "XDG_CACHE_HOME", "ROCM_PANTS_CACHE", "PANTS_PYTHON")
         env = {k: v for k, v in os.environ.items() if k in passed}
+        # Locked build requirements come from the fixture wheels ./setup fetched: no index.
+        env["PANTS_ROCM_BUILD_INDEX_URLS"] = "[]"
+        env["PANTS_ROCM_BUILD_FIND_LINKS"] = repr([str(FIXTURE_WHEELS)])
         env.update(self.pants_env_extra)
         argv = [
+            *prefix,
             str(self.root / "pants"),
             "--no-dynamic-ui",
             f"--local-store-dir={self.store}",
@@ -95,8 +101,9 @@ class Workspace:
         ]
         return argv, env
 
-    def pants(self, *args: str, extra_options: Sequence[str] = (), timeout: int = 900) -> Run:
-        argv, env = self._argv_env(args, extra_options)
+    def pants(self, *args: str, extra_options: Sequence[str] = (), timeout: int = 900, prefix: Sequence[str] = ()) -> Run:
+        """Runs the nested Pants; `prefix` wraps it (e.g. `unshare --net`)."""
+        argv, env = self._argv_env(args, extra_options, prefix)
         proc = subprocess.run(argv, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
         return Run(proc.returncode, proc.stdout, proc.stderr)
 
