@@ -13,7 +13,7 @@ from typing import Dict, List, Optional
 
 from pants.engine.addresses import Addresses
 from pants.engine.console import Console
-from pants.engine.fs import AddPrefix, CreateDigest, Digest, DigestContents, FileContent, MergeDigests, Workspace
+from pants.engine.fs import EMPTY_DIGEST, AddPrefix, CreateDigest, Digest, DigestContents, FileContent, MergeDigests, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, goal_rule
@@ -67,23 +67,28 @@ async def lock_build_requirements(
     written: List[FileContent] = []
     for target in wheels:
         spec = await Get(WheelBuildSpec, WheelRequest(target.address))
-        upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {spec.owner}"))
-        # The -r files, nested ones too, read from the patched tree: what the build will see.
+        pin = spec.upstream.pin
+        # The tree is fetched only when a requirement names a file in it: the -r files,
+        # nested ones too, read from the patched tree, which is what the build will see.
+        tree = EMPTY_DIGEST
+        if any(line.split()[0] in lockfile.INCLUDE_OPTIONS for line in spec.requirements):
+            upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {spec.owner}"))
+            tree = upstream.tree
         texts: Dict[str, Optional[bytes]] = {}
         while True:
             try:
                 files = lockfile.included_files(spec.requirements, lambda p: _text(texts[p]))
                 break
             except KeyError as missing:
-                texts.update(await tree_files(upstream.tree, (missing.args[0],)))
+                texts.update(await tree_files(tree, (missing.args[0],)))
             except lockfile.LockError as e:
-                raise RocmBuildError(f"{spec.owner}: `build_requirements`: {e} (pin {upstream.pin_name} at {upstream.pin.commit})") from None
+                raise RocmBuildError(f"{spec.owner}: `build_requirements`: {e} (pin {spec.upstream.pin_name} at {pin.commit})") from None
         requirements_in = await Get(
             Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(spec.requirements).encode() + b"\n")])
         )
         input_digest = await Get(
             Digest,
-            MergeDigests([upstream.tree, requirements_in, scripts, await Get(Digest, AddPrefix(bootstrap, "bootstrap"))]),
+            MergeDigests([tree, requirements_in, scripts, await Get(Digest, AddPrefix(bootstrap, "bootstrap"))]),
         )
         result = await Get(
             FallibleProcessResult,
@@ -113,8 +118,8 @@ async def lock_build_requirements(
         except lockfile.LockError as e:
             raise RocmBuildError(f"{spec.owner}: {e}") from None
         lock = lockfile.BuildLock(
-            pin=upstream.pin_name,
-            commit=upstream.pin.commit,
+            pin=spec.upstream.pin_name,
+            commit=pin.commit,
             python=python.major_minor,
             requirements=spec.requirements,
             files=tuple((p, sha256_or_none(texts[p]) or "") for p in files),

@@ -24,7 +24,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 TITLE = "# rocm-pants build-requirements lock. Generated: do not edit."
 # Distributions a lock never holds, with the reason written into the lock.
 LEFT_OUT = {"cmake": "builds use the toolchain's system cmake; seed 000"}
-_INCLUDE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
+INCLUDE_OPTIONS = ("-r", "--requirement", "-c", "--constraint")
 _HEADER = re.compile(r"^# (regenerate|pin|python|requirement|file|left-out): (.*)$")
 _DIST = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) --hash=sha256:([0-9a-f]{64})$")
 
@@ -59,7 +59,7 @@ def requirement_lines(values: Sequence[str]) -> Tuple[str, ...]:
     lines: List[str] = []
     while tokens:
         token = tokens.pop(0)
-        if token in _INCLUDE_OPTIONS:
+        if token in INCLUDE_OPTIONS:
             if not tokens:
                 raise LockError(f"`{token}` is not followed by a file name")
             lines.append(f"{token} {tokens.pop(0)}")
@@ -75,7 +75,7 @@ def included_files(lines: Sequence[str], read: Callable[[str], Optional[str]]) -
     def visit(lines: Sequence[str], base: str) -> None:
         for line in lines:
             parts = line.split("#", 1)[0].split()
-            if len(parts) == 2 and parts[0] in _INCLUDE_OPTIONS:
+            if len(parts) == 2 and parts[0] in INCLUDE_OPTIONS:
                 path = _join(base, parts[1])
                 if path in found:
                     continue

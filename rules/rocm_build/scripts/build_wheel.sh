@@ -84,6 +84,10 @@ build() {
     python -m pip install -q --disable-pip-version-check --no-index --no-deps --require-hashes \
       --find-links "$top/$ROCM_BUILD_WHEELHOUSE" -r "$top/$ROCM_BUILD_LOCK"
   fi
+  # A pip that an upstream build runs by itself (AOTriton's CMake does) finds only the
+  # locked wheels, never an index.
+  mkdir -p "$top/$ROCM_BUILD_WHEELHOUSE"
+  export PIP_NO_INDEX=1 PIP_FIND_LINKS="$top/$ROCM_BUILD_WHEELHOUSE" PIP_DISABLE_PIP_VERSION_CHECK=1
 
   cd "$top/tree"
   echo "== build steps"
