@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, RemovePrefix
@@ -47,18 +48,27 @@ class FetchedArchive:
     tree: Digest  # the unpacked archive, at the digest root
 
 
+def pin_problem(target: UpstreamArchiveTarget) -> Optional[str]:
+    """Why the archive cannot be fetched as pinned, without downloading anything."""
+    owner, url, sha256 = target.address.spec, target[ArchiveUrlField].value, target[ArchiveSha256Field].value.strip()
+    if not sha256:
+        return (
+            f"upstream_archive {owner} is not resolved: it has no sha256. Where {url} is "
+            f"reachable, check the archive and put its `sha256sum` into the target (never guess one)."
+        )
+    if not SHA256.match(sha256):
+        return f"upstream_archive {owner}: `sha256` {sha256!r} is not 64 lowercase hex digits"
+    return None
+
+
 @rule(desc="Fetching an upstream_archive")
 async def fetch_archive(request: ArchiveRequest, tools: HostTools, global_options: GlobalOptions) -> FetchedArchive:
     target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
     owner = target.address.spec
+    problem = pin_problem(target)
+    if problem:
+        raise RocmBuildError(problem)
     url, sha256 = target[ArchiveUrlField].value, target[ArchiveSha256Field].value.strip()
-    if not sha256:
-        raise RocmBuildError(
-            f"upstream_archive {owner} is not resolved: it has no sha256. Download {url} where it "
-            f"is reachable, check it, and put its `sha256sum` into the target (never guess one)."
-        )
-    if not SHA256.match(sha256):
-        raise RocmBuildError(f"upstream_archive {owner}: `sha256` {sha256!r} is not 64 lowercase hex digits")
     urls = (url, *(target[ArchiveMirrorsField].value or ()))
     result = await Get(
         FallibleProcessResult,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from pants.engine.fs import (
     AddPrefix,
@@ -98,8 +98,20 @@ def sha256_or_none(data: Optional[bytes]) -> Optional[str]:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
 
-@rule(desc="Checking a build-requirements lock")
-async def locked_requirements(request: LockedRequirementsRequest, python: BuildPython) -> LockedRequirements:
+@dataclass(frozen=True)
+class ReadLockRequest:
+    owner: str
+    lock_path: str
+
+
+@dataclass(frozen=True)
+class ReadLock:
+    lock: lockfile.BuildLock
+    content: bytes
+
+
+@rule(desc="Reading a build-requirements lock")
+async def read_lock(request: ReadLockRequest) -> ReadLock:
     owner, path = request.owner, request.lock_path
     contents = await Get(
         DigestContents,
@@ -111,27 +123,37 @@ async def locked_requirements(request: LockedRequirementsRequest, python: BuildP
             f"resolves them against the index once and pins every file by sha256): "
             f"{regenerate_command(owner)}"
         )
-    text = contents[0].content.decode()
     try:
-        lock = lockfile.parse(text, path)
+        return ReadLock(lockfile.parse(contents[0].content.decode(), path), contents[0].content)
     except lockfile.LockError as e:
         raise RocmBuildError(f"rocm_wheel {owner}: {e}. Regenerate it: {regenerate_command(owner)}") from None
+
+
+def stale_lock_error(owner: str, path: str, reasons: List[str]) -> RocmBuildError:
+    return RocmBuildError(
+        f"rocm_wheel {owner}: the lock {path} no longer matches its inputs: "
+        + "; ".join(reasons)
+        + f". Regenerate it: {regenerate_command(owner)}"
+    )
+
+
+@rule(desc="Checking a build-requirements lock")
+async def locked_requirements(request: LockedRequirementsRequest, python: BuildPython) -> LockedRequirements:
+    owner, path = request.owner, request.lock_path
+    read = await Get(ReadLock, ReadLockRequest(owner, path))
+    lock = read.lock
     found = await tree_files(request.tree, tuple(p for p, _ in lock.files))
     hashes = {p: sha256_or_none(data) for p, data in found.items()}
     reasons = lockfile.stale_reasons(
         lock, request.pin, request.commit, python.major_minor, request.requirements, hashes
     )
     if reasons:
-        raise RocmBuildError(
-            f"rocm_wheel {owner}: the lock {path} no longer matches its inputs: "
-            + "; ".join(reasons)
-            + f". Regenerate it: {regenerate_command(owner)}"
-        )
-    lock_file = await Get(Digest, CreateDigest([FileContent(LOCK_IN_SANDBOX, contents[0].content)]))
+        raise stale_lock_error(owner, path, reasons)
+    lock_file = await Get(Digest, CreateDigest([FileContent(LOCK_IN_SANDBOX, read.content)]))
     wheelhouse = await Get(Wheelhouse, WheelhouseRequest(owner, path, lock_file, len(lock.dists)))
     return LockedRequirements(
         lock_path=path,
-        sha256=hashlib.sha256(contents[0].content).hexdigest(),
+        sha256=hashlib.sha256(read.content).hexdigest(),
         lock=lock,
         inputs=await Get(Digest, MergeDigests([lock_file, wheelhouse.digest])),
     )

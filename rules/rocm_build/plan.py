@@ -19,6 +19,7 @@ from pants.engine.process import Process
 from pants.engine.rules import Get, collect_rules, goal_rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
+from rocm_build.chain import wheel_chain
 from rocm_build.build_request import WheelBuildRequest, WheelBuildSpec, describe_commands, quote_env
 from rocm_build.errors import RocmBuildError
 from rocm_build.isolation import NetworkIsolation
@@ -27,7 +28,6 @@ from rocm_build.target_types import RocmToolchainTarget, RocmWheelTarget, Toolch
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import ResolvedToolchain
 from rocm_build.tools import BuildPython
-from rocm_build.wheel import wheel_chain
 
 UNRESOLVED = "<known when built>"
 

@@ -35,6 +35,7 @@ from rocm_build.build_request import (
     log_name,
 )
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
+from rocm_build.chain import ChainRequest, CheckedChain
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.target_types import RocmWheelTarget, WheelSourceField
@@ -63,35 +64,6 @@ class BuiltRocmWheel:
 class PreparedWheelBuild:
     request: WheelBuildRequest
     dependencies: Tuple[BuiltRocmWheel, ...]  # the ones that built (optional ones may not)
-
-
-async def wheel_chain(root: Address) -> Tuple[WheelBuildSpec, ...]:
-    """The rocm_wheel builds `root` needs, itself last, in build order.
-
-    Raises on a cycle with a message that names the rocm_wheel chain (Pants' own cycle
-    message talks about Python imports).
-    """
-    path: list = []
-    order: list = []
-
-    async def visit(address: Address) -> None:
-        if address in path:
-            cycle = " -> ".join(a.spec for a in [*path[path.index(address):], address])
-            raise RocmBuildError(
-                f"{root.spec}: rocm_wheel dependencies form a cycle: {cycle}. A wheel cannot be "
-                "built from itself; remove one of these `dependencies` edges."
-            )
-        if any(s.address == address for s in order):
-            return
-        path.append(address)
-        spec = await Get(WheelBuildSpec, WheelRequest(address))
-        for dep in spec.dependencies:
-            await visit(dep)
-        order.append(spec)
-        path.pop()
-
-    await visit(root)
-    return tuple(order)
 
 
 def build_info_json(
@@ -245,14 +217,9 @@ class RocmWheelFieldSet(PackageFieldSet):
 
 @rule
 async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
-    chain = await wheel_chain(field_set.address)
-    # Every toolchain of the chain is checked before any fetch or build starts, so a
-    # machine without ROCm stops at once with a message naming the missing toolchain.
-    toolchains = {spec.toolchain: spec.owner for spec in chain}
-    await MultiGet(
-        Get(ResolvedToolchain, ToolchainRequest(a, f"the `toolchain` field of {owner}"))
-        for a, owner in toolchains.items()
-    )
+    # Toolchains, archives and locks of the whole chain are checked before any fetch or
+    # build starts.
+    await Get(CheckedChain, ChainRequest(field_set.address))
     built = await Get(BuiltRocmWheel, WheelRequest(field_set.address))
     if built.error:
         raise RocmBuildError(built.error)

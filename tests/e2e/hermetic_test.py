@@ -137,11 +137,13 @@ def test_stale_lock_stops_the_build_and_the_goal_regenerates_it(ws) -> None:
         ws.write("tests/mini/pins.toml", ws.upstreams.pins_text())
         run = ws.package(VLLM)
         assert run.returncode != 0
+        # Known without fetching anything, so the chain stops before any work.
         assert (
             f"rocm_wheel tests/mini/vllm:wheel: the lock {LOCK} no longer matches its inputs: it was made for "
-            f"pin `mini-vllm` at {old}, the build uses `mini-vllm` at {new}; requirements/build.txt changed in "
-            "the tree since the lock was made. Regenerate it: pants lock-build-requirements tests/mini/vllm:wheel"
+            f"pin `mini-vllm` at {old}, the build uses `mini-vllm` at {new}. Regenerate it: "
+            "pants lock-build-requirements tests/mini/vllm:wheel"
         ) in run.stderr, run.stderr[-3000:]
+        assert "Fetching" not in run.stderr and "Building rocm_wheel" not in run.stderr
         assert dist_files(ws) == before
 
         lock = require_success(ws.pants("lock-build-requirements", VLLM), "regenerating the lock")
@@ -212,6 +214,12 @@ def test_upstream_archive_is_verified_and_unpacked_into_the_build(ws, server) ->
         assert seen == ["/data-1.tar.gz"]
 
         before = dist_files(ws)
+        ws.write(AOT_BUILD, with_archive(""))
+        unresolved = ws.package(VLLM)
+        assert unresolved.returncode != 0
+        assert "upstream_archive tests/mini/aotriton:data is not resolved: it has no sha256." in unresolved.stderr
+        assert "Building rocm_wheel" not in unresolved.stderr and seen == ["/data-1.tar.gz"]
+
         ws.write(AOT_BUILD, with_archive("1" * 64))
         bad = ws.package(AOT)
         assert bad.returncode != 0

@@ -1,0 +1,93 @@
+"""A rocm_wheel chain in build order, and the checks that need no fetch, run before any work.
+
+A torch build takes hours: whatever can be known without fetching or building (a missing
+toolchain, an archive nobody resolved, a lock that is missing or made for another pin or
+Python) stops `package` at once, for every component of the chain.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import List, Tuple
+
+from pants.engine.addresses import Address, Addresses
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import Targets
+
+from rocm_build import lockfile
+from rocm_build.archives import pin_problem
+from rocm_build.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.build_requirements import ReadLock, ReadLockRequest, stale_lock_error
+from rocm_build.errors import RocmBuildError
+from rocm_build.target_types import UpstreamArchiveTarget
+from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
+from rocm_build.tools import BuildPython
+
+
+async def wheel_chain(root: Address) -> Tuple[WheelBuildSpec, ...]:
+    """The rocm_wheel builds `root` needs, itself last, in build order.
+
+    Raises on a cycle with a message that names the rocm_wheel chain (Pants' own cycle
+    message talks about Python imports).
+    """
+    path: list = []
+    order: list = []
+
+    async def visit(address: Address) -> None:
+        if address in path:
+            cycle = " -> ".join(a.spec for a in [*path[path.index(address):], address])
+            raise RocmBuildError(
+                f"{root.spec}: rocm_wheel dependencies form a cycle: {cycle}. A wheel cannot be "
+                "built from itself; remove one of these `dependencies` edges."
+            )
+        if any(s.address == address for s in order):
+            return
+        path.append(address)
+        spec = await Get(WheelBuildSpec, WheelRequest(address))
+        for dep in spec.dependencies:
+            await visit(dep)
+        order.append(spec)
+        path.pop()
+
+    await visit(root)
+    return tuple(order)
+
+
+@dataclass(frozen=True)
+class ChainRequest:
+    root: Address
+
+
+@dataclass(frozen=True)
+class CheckedChain:
+    specs: Tuple[WheelBuildSpec, ...]  # in build order, the root last
+
+
+@rule(desc="Checking a rocm_wheel chain before any work")
+async def check_chain(request: ChainRequest, python: BuildPython) -> CheckedChain:
+    chain = await wheel_chain(request.root)
+    # Toolchains first: a machine without ROCm stops here, naming the missing toolchain.
+    toolchains = {spec.toolchain: spec.owner for spec in chain}
+    await MultiGet(
+        Get(ResolvedToolchain, ToolchainRequest(a, f"the `toolchain` field of {owner}"))
+        for a, owner in toolchains.items()
+    )
+    problems: List[str] = []
+    archives = await Get(Targets, Addresses(sorted({a for spec in chain for _, a in spec.archives})))
+    problems += [p for t in archives if isinstance(t, UpstreamArchiveTarget) for p in [pin_problem(t)] if p]
+    locked = [spec for spec in chain if spec.lock_path]
+    locks = await MultiGet(Get(ReadLock, ReadLockRequest(s.owner, s.lock_path or "")) for s in locked)
+    for spec, read in zip(locked, locks):
+        pin = spec.upstream
+        reasons = lockfile.stale_reasons(
+            read.lock, pin.pin_name, pin.pin.commit, python.major_minor, spec.requirements, None
+        )
+        if reasons:
+            problems.append(str(stale_lock_error(spec.owner, spec.lock_path or "", reasons)))
+    if problems:
+        raise RocmBuildError("\n".join(problems))
+    return CheckedChain(chain)
+
+
+def rules():
+    return collect_rules()
