@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Sequence
 
 import requests
 
+from rocm_build import lockfile
 from rocm_build.pins import FULL_SHA, Pin, PinsError, parse_pins, set_commit_in_text
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
@@ -230,6 +231,43 @@ def plan(args: argparse.Namespace, pins: Dict[str, Pin]) -> List[Move]:
     return moves
 
 
+@dataclass
+class LockState:
+    path: Path
+    pin: str
+    commit: str
+    target: str  # the rocm_wheel the lock belongs to
+
+
+def read_locks(locks_dir: Path) -> List[LockState]:
+    """The build-requirements locks (see lockfile.py), with the pin commit each was made at."""
+    states = []
+    for path in sorted(locks_dir.glob("*.lock")):
+        try:
+            lock = lockfile.parse(path.read_text(), str(path))
+        except lockfile.LockError as e:
+            raise UpdateError(str(e)) from None
+        states.append(LockState(path, lock.pin, lock.commit, lock.regenerate.rpartition(" ")[2]))
+    return states
+
+
+def stale_locks(locks: Sequence[LockState], pins: Dict[str, Pin], moves: Sequence[Move]) -> List[LockState]:
+    """Locks whose pin is at another commit now, or will be once `moves` are written."""
+    after = {name: pin.commit for name, pin in pins.items()}
+    after.update({m.name: m.new for m in moves})
+    return [lock for lock in locks if lock.pin in after and lock.commit != after[lock.pin]]
+
+
+def refresh_locks(pants: str, locks: Sequence[LockState]) -> Optional[str]:
+    """Regenerates `locks` with a nested Pants (`--concurrent`: this program runs under one)."""
+    if not locks:
+        return None
+    targets = [lock.target for lock in locks]
+    print(f"refreshing {len(locks)} lock(s): {pants} lock-build-requirements {' '.join(targets)}")
+    result = subprocess.run([pants, "--concurrent", "--no-dynamic-ui", "lock-build-requirements", *targets])
+    return None if result.returncode == 0 else f"`{pants} lock-build-requirements {' '.join(targets)}` failed"
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="update-pins", description=__doc__.splitlines()[0])
     parser.add_argument("--pins-file", default="components/pins.toml")
@@ -239,6 +277,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
     parser.add_argument("--force", action="store_true", help="move pins even if their patches fail")
     parser.add_argument("--no-patch-check", action="store_true", help="skip checking that patches apply")
+    parser.add_argument("--locks-dir", default="3rdparty/build", help="build-requirements locks (*.lock)")
+    parser.add_argument("--no-lock-refresh", action="store_true", help="leave the locks of moved pins stale")
+    parser.add_argument("--pants", default="./pants", help="the Pants launcher that refreshes locks")
     parser.add_argument(
         "--github-api",
         default=os.environ.get("ROCM_PANTS_GITHUB_API", "https://api.github.com"),
@@ -250,6 +291,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     try:
         text = path.read_text()
         pins = parse_pins(str(path), text)
+        locks = read_locks(Path(args.locks_dir))
         moves = plan(args, pins)
     except (UpdateError, PinsError, OSError) as e:
         print(f"update-pins: {e}", file=sys.stderr)
@@ -258,8 +300,12 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{move.name}: {move.old[:12]} -> {move.new[:12]} ({move.why})")
     if not moves:
         print("all pins are up to date")
+    stale = stale_locks(locks, pins, moves)
     if args.check:
-        return 1 if moves or args.patch_failures else 0
+        for lock in stale:
+            print(f"{lock.path}: made at {lock.pin} {lock.commit[:12]}, stale; regenerate: "
+                  f"pants lock-build-requirements {lock.target}")  # fmt: skip
+        return 1 if moves or args.patch_failures or stale else 0
     new_text = text
     for move in moves:
         new_text = set_commit_in_text(new_text, move.name, move.new)
@@ -272,7 +318,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         tmp.write_text(new_text)
         os.replace(tmp, path)
         print(f"wrote {path}")
-    return 1 if args.patch_failures else 0
+    problem = None if args.no_lock_refresh else refresh_locks(args.pants, stale)
+    if problem:
+        print(f"update-pins: {problem}; the pins are moved, the locks are stale", file=sys.stderr)
+    return 1 if args.patch_failures or problem else 0
 
 
 if __name__ == "__main__":

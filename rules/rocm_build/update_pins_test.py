@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.git_fixtures import commit_files, init_repo
+from rocm_build.lockfile import BuildLock, render
 from rocm_build.update_pins import main
 
 PATCH = """\
@@ -41,7 +42,29 @@ def world(tmp_path: Path):
 
 
 def run(tmp_path: Path, pins: Path, *extra: str) -> int:
-    return main(["--pins-file", str(pins), "--patches-dir", str(tmp_path / "patches"), *extra])
+    (tmp_path / "locks").mkdir(exist_ok=True)
+    return main(
+        ["--pins-file", str(pins), "--patches-dir", str(tmp_path / "patches"), "--locks-dir", str(tmp_path / "locks"), *extra]
+    )
+
+
+def test_check_reports_locks_of_moving_pins(world, capsys) -> None:
+    tmp_path, torch, _, pins, (torch_1, _, _) = world
+    (tmp_path / "locks").mkdir()
+    lock = BuildLock("torch", torch_1, "3.11", ("ninja",), (), (), regenerate="pants lock-build-requirements components/torch:wheel")
+    (tmp_path / "locks/torch.lock").write_text(render(lock))
+    assert run(tmp_path, pins, "--check", "--only", "torch") == 0  # nothing moved: the lock is current
+    torch_2 = commit_files(torch, {"other": "x"})
+    assert run(tmp_path, pins, "--check", "--only", "torch") == 1
+    out = capsys.readouterr().out
+    assert (
+        f"{tmp_path}/locks/torch.lock: made at torch {torch_1[:12]}, stale; regenerate: "
+        "pants lock-build-requirements components/torch:wheel"
+    ) in out
+    # Moved without refreshing: the pin moves, and --check keeps reporting the lock.
+    assert run(tmp_path, pins, "--only", "torch", "--no-lock-refresh") == 0
+    assert torch_2 in pins.read_text()
+    assert run(tmp_path, pins, "--check", "--only", "torch") == 1
 
 
 def test_moves_tracked_and_derived_pins_keeping_comments(world, capsys) -> None:
@@ -137,7 +160,7 @@ def test_github_api_with_token(tmp_path, github, monkeypatch, capsys) -> None:
     FakeGitHub.replies = {"/repos/vllm-project/vllm/commits/main": (200, {}, {"sha": "b" * 40})}
     monkeypatch.setenv("GITHUB_TOKEN", "secret-token")
     pins = github_pins(tmp_path)
-    assert main(["--pins-file", str(pins), "--github-api", github, "--no-patch-check"]) == 0
+    assert main(["--pins-file", str(pins), "--github-api", github, "--no-patch-check", "--locks-dir", str(tmp_path)]) == 0
     assert "b" * 40 in pins.read_text()
     assert FakeGitHub.seen_auth[-1] == "Bearer secret-token"
     captured = capsys.readouterr()
@@ -153,7 +176,7 @@ def test_github_rate_limit(tmp_path, github, capsys) -> None:
     }  # fmt: skip
     pins = github_pins(tmp_path)
     before = pins.read_bytes()
-    assert main(["--pins-file", str(pins), "--github-api", github]) == 1
+    assert main(["--pins-file", str(pins), "--github-api", github, "--locks-dir", str(tmp_path)]) == 1
     assert pins.read_bytes() == before
     assert "the GitHub API rate limit is exhausted (HTTP 403, resets at epoch 1790000000). Set GITHUB_TOKEN" in capsys.readouterr().err
 

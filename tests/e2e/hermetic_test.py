@@ -128,32 +128,50 @@ def test_lock_hash_mismatch_names_lock_distribution_and_both_digests(ws) -> None
     assert dist_files(ws) == before
 
 
-def test_stale_lock_stops_the_build_and_the_goal_regenerates_it(ws) -> None:
+def update_pins(ws: Workspace, *args: str):
+    return ws.pants(
+        "run", "rules:update-pins", "--", "--pins-file", "tests/mini/pins.toml", "--patches-dir",
+        "tests/mini/patches", "--only", "mini-vllm", *args,
+    )  # fmt: skip
+
+
+def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
     require_success(ws.package(VLLM), "the chain")
-    before, lock_text = dist_files(ws), ws.read(LOCK)
+    before, lock_text, pins_text = dist_files(ws), ws.read(LOCK), ws.read("tests/mini/pins.toml")
     old = ws.upstreams.commits["vllm"]
     try:
         new = ws.upstreams.new_commit("vllm", {"requirements/build.txt": "six>=1.16\ntomli>=2\n"}, "pin six")
-        ws.write("tests/mini/pins.toml", ws.upstreams.pins_text())
+        require_success(update_pins(ws, "--no-lock-refresh"), "update-pins without refreshing locks")
+        assert f'commit = "{new}"' in ws.read("tests/mini/pins.toml")
         run = ws.package(VLLM)
         assert run.returncode != 0
-        # Known without fetching anything, so the chain stops before any work.
+        # Known without building anything, so the chain stops before any build.
         assert (
             f"rocm_wheel tests/mini/vllm:wheel: the lock {LOCK} no longer matches its inputs: it was made for "
             f"pin `mini-vllm` at {old}, the build uses `mini-vllm` at {new}. Regenerate it: "
             "pants lock-build-requirements tests/mini/vllm:wheel"
         ) in run.stderr, run.stderr[-3000:]
-        assert "Fetching" not in run.stderr and "Building rocm_wheel" not in run.stderr
+        assert "Building rocm_wheel" not in run.stderr
         assert dist_files(ws) == before
+        check = update_pins(ws, "--check")
+        assert check.returncode == 1
+        assert f"{LOCK}: made at mini-vllm {old[:12]}, stale; regenerate: pants lock-build-requirements {VLLM}" in check.stdout
 
         lock = require_success(ws.pants("lock-build-requirements", VLLM), "regenerating the lock")
         assert f"Wrote {LOCK}: 2 distribution(s) for tests/mini/vllm:wheel" in lock.stdout
         assert f"# pin: mini-vllm {new}\n" in ws.read(LOCK)
         assert f"six==1.16.0 --hash=sha256:{SIX_SHA}\n" in ws.read(LOCK)
         assert require_success(ws.package(VLLM), "with the new lock").built == [VLLM]
+
+        # update-pins itself refreshes the locks of the pins it moves.
+        newer = ws.upstreams.new_commit("vllm", {"README.md": "# mini_vllm, again\n"}, "readme")
+        moved = require_success(update_pins(ws), "update-pins refreshing the lock")
+        assert f"refreshing 1 lock(s): ./pants lock-build-requirements {VLLM}" in moved.stdout
+        assert f"# pin: mini-vllm {newer}\n" in ws.read(LOCK)
+        assert require_success(ws.package(VLLM), "after update-pins").built == [VLLM]
     finally:
         ws.upstreams.commits["vllm"] = old
-        ws.write("tests/mini/pins.toml", ws.upstreams.pins_text())
+        ws.write("tests/mini/pins.toml", pins_text)
         ws.write(LOCK, lock_text)
 
 
