@@ -13,7 +13,16 @@ from typing import Dict, List, Optional
 
 from pants.engine.addresses import Addresses
 from pants.engine.console import Console
-from pants.engine.fs import EMPTY_DIGEST, AddPrefix, CreateDigest, Digest, DigestContents, FileContent, MergeDigests, Workspace
+from pants.engine.fs import (
+    EMPTY_DIGEST,
+    AddPrefix,
+    CreateDigest,
+    Digest,
+    DigestContents,
+    FileContent,
+    MergeDigests,
+    Workspace,
+)
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, goal_rule
@@ -24,7 +33,12 @@ from pants.util.logging import LogLevel
 from rocm_build import lockfile
 from rocm_build.bootstrap_wheels import bootstrap_wheels_digest
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
-from rocm_build.build_requirements import pip_environment, regenerate_command, sha256_or_none, tree_files
+from rocm_build.build_requirements import (
+    pip_environment,
+    regenerate_command,
+    sha256_or_none,
+    tree_files,
+)
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.settings import RocmBuildSubsystem

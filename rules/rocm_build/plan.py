@@ -13,18 +13,33 @@ from typing import List, Tuple
 
 from pants.engine.addresses import Addresses
 from pants.engine.console import Console
-from pants.engine.fs import EMPTY_DIGEST, DigestContents, GlobMatchErrorBehavior, PathGlobs
+from pants.engine.fs import (
+    EMPTY_DIGEST,
+    DigestContents,
+    GlobMatchErrorBehavior,
+    PathGlobs,
+)
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
 from pants.engine.rules import Get, collect_rules, goal_rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
+from rocm_build.build_request import (
+    WheelBuildRequest,
+    WheelBuildSpec,
+    describe_commands,
+    quote_env,
+)
 from rocm_build.chain import wheel_chain
-from rocm_build.build_request import WheelBuildRequest, WheelBuildSpec, describe_commands, quote_env
 from rocm_build.errors import RocmBuildError
 from rocm_build.isolation import NetworkIsolation
 from rocm_build.lockfile import LockError, parse
-from rocm_build.target_types import RocmToolchainTarget, RocmWheelTarget, ToolchainLabelField, ToolchainProviderField
+from rocm_build.target_types import (
+    RocmToolchainTarget,
+    RocmWheelTarget,
+    ToolchainLabelField,
+    ToolchainProviderField,
+)
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import ResolvedToolchain
 from rocm_build.tools import BuildPython

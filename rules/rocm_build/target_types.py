@@ -15,7 +15,7 @@ from pants.engine.target import (
     Target,
     ValidNumbers,
 )
-from pants.util.strutil import softwrap
+from pants.util.strutil import help_text, softwrap
 
 # --------------------------------------------------------------------------- patch_set
 
@@ -317,12 +317,29 @@ class RocmWheelTarget(Target):
         WheelTimeoutField,
         WheelMaxJobsField,
     )
-    help = softwrap(
-        """
+    help = help_text(
+        lambda: f"""
         A wheel built from an `upstream_repo` in a sandbox with the ROCm environment for
-        `gpu_targets`, with the wheels of its `rocm_wheel` dependencies installed. The wheel
-        gets a local label naming toolchain and arch (e.g. `+rocm7.10gfx1151`) and a
-        `rocm_build_info.json` listing pins, patch digests, toolchain and dependency wheels.
+        `{GpuTargetsField.alias}`, with the wheels of its `rocm_wheel` dependencies and its
+        locked `{WheelBuildRequirementsField.alias}` installed, and no network. The wheel gets a
+        local label naming toolchain and arch (e.g. `+rocm7.10gfx1151`) and a
+        `rocm_build_info.json` listing pins, patch digests, toolchain, interpreter, lock,
+        archives and dependency wheels. `pants rocm-plan <target>` shows the exact process.
+
+        Example (components/vllm/BUILD):
+
+            upstream_repo(name="src", pin="vllm", patches=["patches/vllm:gfx1151"])
+
+            rocm_wheel(
+                name="wheel",
+                source=":src",
+                toolchain="components:rocm",
+                gpu_targets=["gfx1151"],
+                kind="vllm",
+                dependencies=["components/torch:wheel"],
+                build_requirements=["-r requirements/build.txt"],  # lock: 3rdparty/build/vllm.lock
+                build_command=["python use_existing_torch.py"],
+            )
         """
     )
 

@@ -13,7 +13,12 @@ import re
 from dataclasses import dataclass
 
 from pants.engine.addresses import Address
-from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope, ProcessResult
+from pants.engine.process import (
+    FallibleProcessResult,
+    Process,
+    ProcessCacheScope,
+    ProcessResult,
+)
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 

@@ -19,7 +19,6 @@ from pants.engine.fs import (
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.engine.unions import UnionRule
 from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
@@ -36,9 +35,9 @@ from rocm_build.build_request import (
 )
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.chain import ChainRequest, CheckedChain
-from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.errors import RocmBuildError
 from rocm_build.isolation import NetworkIsolation, explain_build_failure
-from rocm_build.target_types import RocmWheelTarget, WheelSourceField
+from rocm_build.target_types import WheelSourceField
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
 from rocm_build.tools import BuildPython
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
