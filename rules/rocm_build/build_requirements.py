@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 from pants.engine.fs import (
     AddPrefix,
@@ -129,14 +129,6 @@ async def read_lock(request: ReadLockRequest) -> ReadLock:
         raise RocmBuildError(f"rocm_wheel {owner}: {e}. Regenerate it: {regenerate_command(owner)}") from None
 
 
-def stale_lock_error(owner: str, path: str, reasons: List[str]) -> RocmBuildError:
-    return RocmBuildError(
-        f"rocm_wheel {owner}: the lock {path} no longer matches its inputs: "
-        + "; ".join(reasons)
-        + f". Regenerate it: {regenerate_command(owner)}"
-    )
-
-
 @rule(desc="Checking a build-requirements lock")
 async def locked_requirements(request: LockedRequirementsRequest, python: BuildPython) -> LockedRequirements:
     owner, path = request.owner, request.lock_path
@@ -148,7 +140,11 @@ async def locked_requirements(request: LockedRequirementsRequest, python: BuildP
         lock, request.pin, request.commit, python.major_minor, request.requirements, hashes
     )
     if reasons:
-        raise stale_lock_error(owner, path, reasons)
+        raise RocmBuildError(
+            f"rocm_wheel {owner}: the lock {path} no longer matches its inputs: "
+            + "; ".join(reasons)
+            + f". Regenerate it: {regenerate_command(owner)}"
+        )
     lock_file = await Get(Digest, CreateDigest([FileContent(LOCK_IN_SANDBOX, read.content)]))
     wheelhouse = await Get(Wheelhouse, WheelhouseRequest(owner, path, lock_file, len(lock.dists)))
     return LockedRequirements(

@@ -1,27 +1,27 @@
 """A rocm_wheel chain in build order, and the checks that need no fetch, run before any work.
 
-A torch build takes hours: whatever can be known without fetching or building (a missing
-toolchain, an archive nobody resolved, a lock that is missing or made for another pin or
-Python) stops `package` at once, for every component of the chain.
+A torch build takes hours: whatever can be known without compiling (a missing toolchain,
+an archive nobody resolved, a lock that is missing or no longer matches its pin, Python
+or requirement files, a wheelhouse that cannot be downloaded) stops `package` before the
+first build of the chain.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import Tuple
 
 from pants.engine.addresses import Address, Addresses
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Targets
 
-from rocm_build import lockfile
 from rocm_build.archives import pin_problem
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
-from rocm_build.build_requirements import ReadLock, ReadLockRequest, stale_lock_error
+from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.target_types import UpstreamArchiveTarget
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
-from rocm_build.tools import BuildPython
+from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
 
 async def wheel_chain(root: Address) -> Tuple[WheelBuildSpec, ...]:
@@ -64,7 +64,7 @@ class CheckedChain:
 
 
 @rule(desc="Checking a rocm_wheel chain before any work")
-async def check_chain(request: ChainRequest, python: BuildPython) -> CheckedChain:
+async def check_chain(request: ChainRequest) -> CheckedChain:
     chain = await wheel_chain(request.root)
     # Toolchains first: a machine without ROCm stops here, naming the missing toolchain.
     toolchains = {spec.toolchain: spec.owner for spec in chain}
@@ -72,20 +72,23 @@ async def check_chain(request: ChainRequest, python: BuildPython) -> CheckedChai
         Get(ResolvedToolchain, ToolchainRequest(a, f"the `toolchain` field of {owner}"))
         for a, owner in toolchains.items()
     )
-    problems: List[str] = []
     archives = await Get(Targets, Addresses(sorted({a for spec in chain for _, a in spec.archives})))
-    problems += [p for t in archives if isinstance(t, UpstreamArchiveTarget) for p in [pin_problem(t)] if p]
-    locked = [spec for spec in chain if spec.lock_path]
-    locks = await MultiGet(Get(ReadLock, ReadLockRequest(s.owner, s.lock_path or "")) for s in locked)
-    for spec, read in zip(locked, locks):
-        pin = spec.upstream
-        reasons = lockfile.stale_reasons(
-            read.lock, pin.pin_name, pin.pin.commit, python.major_minor, spec.requirements, None
-        )
-        if reasons:
-            problems.append(str(stale_lock_error(spec.owner, spec.lock_path or "", reasons)))
+    problems = [p for t in archives if isinstance(t, UpstreamArchiveTarget) for p in [pin_problem(t)] if p]
     if problems:
         raise RocmBuildError("\n".join(problems))
+    # Locked components: fetch and patch their trees, check the locks against them and
+    # download the wheelhouses, all before the first compile of the chain.
+    locked = [spec for spec in chain if spec.lock_path]
+    upstreams = await MultiGet(
+        Get(ResolvedUpstream, UpstreamRequest(s.upstream.address, f"the `source` field of {s.owner}")) for s in locked
+    )
+    await MultiGet(
+        Get(
+            LockedRequirements,
+            LockedRequirementsRequest(s.owner, s.lock_path or "", u.pin_name, u.pin.commit, s.requirements, u.tree),
+        )
+        for s, u in zip(locked, upstreams)
+    )
     return CheckedChain(chain)
 
 

@@ -170,17 +170,9 @@ def from_pip_report(report: dict) -> Tuple[Tuple[LockedDist, ...], Tuple[str, ..
 
 
 def stale_reasons(
-    lock: BuildLock,
-    pin: str,
-    commit: str,
-    python: str,
-    requirements: Sequence[str],
-    tree_sha256: Optional[Dict[str, Optional[str]]],
+    lock: BuildLock, pin: str, commit: str, python: str, requirements: Sequence[str], tree_sha256: Dict[str, Optional[str]]
 ) -> List[str]:
-    """Why `lock` no longer matches what the build would install from; empty if it does.
-
-    `tree_sha256` None: the tree is not fetched yet, so its files are not compared.
-    """
+    """Why `lock` no longer matches what the build would install from; empty if it does."""
     why = []
     if (lock.pin, lock.commit) != (pin, commit):
         why.append(f"it was made for pin `{lock.pin}` at {lock.commit}, the build uses `{pin}` at {commit}")
@@ -188,7 +180,7 @@ def stale_reasons(
         why.append(f"it was resolved for Python {lock.python}, the build uses Python {python}")
     if tuple(lock.requirements) != tuple(requirements):
         why.append(f"it was made from `build_requirements` {list(lock.requirements)}, the target now says {list(requirements)}")
-    for path, sha in lock.files if tree_sha256 is not None else ():
+    for path, sha in lock.files:
         now = tree_sha256.get(path)
         if now != sha:
             state = "is gone from the tree" if now is None else "changed in the tree"

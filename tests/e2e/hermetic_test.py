@@ -145,11 +145,11 @@ def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
         assert f'commit = "{new}"' in ws.read("tests/mini/pins.toml")
         run = ws.package(VLLM)
         assert run.returncode != 0
-        # Known without building anything, so the chain stops before any build.
+        # Checked against the fetched tree before the first build of the chain.
         assert (
             f"rocm_wheel tests/mini/vllm:wheel: the lock {LOCK} no longer matches its inputs: it was made for "
-            f"pin `mini-vllm` at {old}, the build uses `mini-vllm` at {new}. Regenerate it: "
-            "pants lock-build-requirements tests/mini/vllm:wheel"
+            f"pin `mini-vllm` at {old}, the build uses `mini-vllm` at {new}; requirements/build.txt changed in "
+            "the tree since the lock was made. Regenerate it: pants lock-build-requirements tests/mini/vllm:wheel"
         ) in run.stderr, run.stderr[-3000:]
         assert "Building rocm_wheel" not in run.stderr
         assert dist_files(ws) == before
