@@ -94,8 +94,11 @@ class WheelBuildRequest:
     python: BuildPython
     network_isolation: bool
     label: str  # the wheel's local version label
-    inputs: Digest  # tree/, deps/, bootstrap/, wheelhouse/ + lock, .archives/<VAR>/
-    build_info: str  # JSON, becomes rocm_build_info.json
+    source_date_epoch: int  # the pinned commit's time
+    # tree/, deps/ (dependency wheels without their build info), bootstrap/, wheelhouse/ +
+    # lock, .archives/<VAR>/. Build info is not an input: it is added to the wheel after the
+    # build, so a rebuild whose output is unchanged changes nothing downstream.
+    inputs: Digest
 
 
 async def _single(target: RocmWheelTarget, field) -> Address:
@@ -194,6 +197,7 @@ def process_env(request: WheelBuildRequest) -> Dict[str, str]:
         "ROCM_BUILD_LOCK": LOCK_IN_SANDBOX if spec.lock_path else "",
         "ROCM_BUILD_WHEELHOUSE": WHEELHOUSE_DIR,
         "ROCM_BUILD_NETWORK": "none" if request.network_isolation else "host",
+        "SOURCE_DATE_EPOCH": str(request.source_date_epoch),
         "ROCM_BUILD_EXPAND_VARS": " ".join(dict.fromkeys(expand)),
         **({"MAX_JOBS": str(spec.max_jobs)} if spec.max_jobs else {}),
     }
@@ -215,9 +219,8 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools) -> P
         CreateDigest(
             [
                 FileContent(f"{SCRIPTS_DIR}/build_wheel.sh", script_bytes("build_wheel.sh")),
-                FileContent(f"{SCRIPTS_DIR}/label_wheel.py", script_bytes("label_wheel.py")),
+                FileContent(f"{SCRIPTS_DIR}/wheel_files.py", script_bytes("wheel_files.py")),
                 FileContent(f"{SCRIPTS_DIR}/steps.sh", steps_script(spec).encode()),
-                FileContent(f"{SCRIPTS_DIR}/build_info.json", request.build_info.encode()),
             ]
         ),
     )

@@ -58,7 +58,7 @@ def wheel_build(rule_runner: RuleRunner, **fields: str) -> WheelBuildSpec:
 def process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, isolation: bool = True) -> Process:
     toolchain = ResolvedToolchain(Address("components", target_name="llvm"), "llvm", "provider=llvm\nclang 19", "llvm19", "rocm_toolchain_abc")
     python = BuildPython("/usr/bin/python3", "CPython", "3.11.2")
-    request = WheelBuildRequest(spec, toolchain, python, isolation, "llvm19gfx1100.gfx1151", EMPTY_DIGEST, "{}")
+    request = WheelBuildRequest(spec, toolchain, python, isolation, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST)
     return rule_runner.request(Process, [request])
 
 
@@ -96,6 +96,7 @@ def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) 
     assert env["ROCM_BUILD_LOCK"] == "__rocm_build/build.lock"
     assert env["ROCM_BUILD_PYTHON_VERSION"] == "CPython 3.11.2"
     assert env["MAX_JOBS"] == "3"
+    assert env["SOURCE_DATE_EPOCH"] == "1767225600"
     # Sandbox paths are expanded before the target's values that refer to them.
     expand = env["ROCM_BUILD_EXPAND_VARS"].split()
     assert expand.index("ROCM_PATH") < expand.index("EXTRA")

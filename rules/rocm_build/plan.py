@@ -83,7 +83,7 @@ async def _describe(step: int, spec: WheelBuildSpec, python: BuildPython, isolat
         cache_name="rocm_toolchain_by_identity",
     )
     request = WheelBuildRequest(
-        spec, toolchain, python, isolation.enabled, f"{toolchain.label}{'.'.join(spec.gpu_targets)}", EMPTY_DIGEST, "{}"
+        spec, toolchain, python, isolation.enabled, f"{toolchain.label}{'.'.join(spec.gpu_targets)}", 0, EMPTY_DIGEST
     )
     process = await Get(Process, WheelBuildRequest, request)
     lock, locked = await _lock_summary(spec)
@@ -100,7 +100,7 @@ async def _describe(step: int, spec: WheelBuildSpec, python: BuildPython, isolat
         *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),
         f"  argv      {' '.join(process.argv)}",
         "  env (`$ROCM_BUILD_SANDBOX` is the build's sandbox)",
-        *(f"    {line}" for line in quote_env(dict(process.env))),
+        *(f"    {line}" for line in quote_env({**process.env, "SOURCE_DATE_EPOCH": "<time of the pinned commit>"})),
         "  commands (in the patched tree)",
         *(f"    {c}" for c in describe_commands(spec, locked)),
         "",

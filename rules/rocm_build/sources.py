@@ -10,9 +10,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from pants.engine.fs import Digest
+from pants.engine.fs import Digest, DigestContents, DigestSubset, PathGlobs
 from pants.engine.process import FallibleProcessResult, Process
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -34,6 +34,8 @@ got="$(git rev-parse HEAD)"
 if [ "$submodules" = 1 ]; then
   git -c protocol.file.allow=always submodule update -q --init --recursive --depth 1 || exit 12
 fi
+# The commit's time, for SOURCE_DATE_EPOCH: a timestamp that is content, not the day's.
+git log -1 --format=%ct HEAD > ../commit_time || exit 1
 # The digest is the tree itself: git metadata differs between fetches of the same commit.
 find . -name .git -prune -exec rm -rf {} +
 """
@@ -58,7 +60,8 @@ class FetchRequest:
 
 @dataclass(frozen=True)
 class FetchedTree:
-    digest: Digest
+    digest: Digest  # the tree, under TREE_DIR/
+    commit_time: int  # seconds since the epoch, the commit's committer date
 
 
 @rule
@@ -84,6 +87,7 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
                 "ROCM_BUILD_GIT": tools.git.fingerprint,
             },
             output_directories=(TREE_DIR,),
+            output_files=("commit_time",),
             description=f"Fetching {request.pin_name} @ {request.commit[:12]} for {request.owner}",
             level=LogLevel.INFO,
             timeout_seconds=3600,
@@ -91,7 +95,12 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
     )
     if result.exit_code != 0:
         raise RocmBuildError(explain_fetch_failure(request, result.exit_code, result.stderr.decode()))
-    return FetchedTree(result.output_digest)
+    tree, time_file = await MultiGet(
+        Get(Digest, DigestSubset(result.output_digest, PathGlobs([f"{TREE_DIR}/**"]))),
+        Get(Digest, DigestSubset(result.output_digest, PathGlobs(["commit_time"]))),
+    )
+    commit_time = await Get(DigestContents, Digest, time_file)
+    return FetchedTree(tree, int(commit_time[0].content))
 
 
 def explain_fetch_failure(request: FetchRequest, exit_code: int, stderr: str) -> str:

@@ -63,6 +63,7 @@ class ResolvedUpstream:
     patches: Tuple[PatchFile, ...]
     tree: Digest  # the patched tree, under TREE_DIR/
     patch_log: str
+    commit_time: int  # of the pinned commit: the builds' SOURCE_DATE_EPOCH
 
 
 @dataclass(frozen=True)
@@ -178,6 +179,7 @@ async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
         patches=spec.patches,
         tree=patched.digest,
         patch_log=patched.log,
+        commit_time=fetched.commit_time,
     )
 
 

@@ -10,14 +10,17 @@ from typing import Optional, Tuple
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.engine.addresses import Address
 from pants.engine.fs import (
+    EMPTY_DIGEST,
     AddPrefix,
     CreateDigest,
     Digest,
     DigestEntries,
+    FileContent,
     FileEntry,
     MergeDigests,
+    RemovePrefix,
 )
-from pants.engine.process import FallibleProcessResult, Process
+from pants.engine.process import FallibleProcessResult, Process, ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.unions import UnionRule
 from pants.option.global_options import NamedCachesDirOption
@@ -39,7 +42,8 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.target_types import WheelSourceField
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
-from rocm_build.tools import BuildPython
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.tools import BuildPython, HostTools
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
 logger = logging.getLogger(__name__)
@@ -51,9 +55,13 @@ class BuiltRocmWheel:
     # None when an optional build failed; `error` then says why.
     wheel_name: Optional[str]
     wheel_sha256: str
-    wheel: Digest  # the wheel file alone, at the digest root
+    wheel: Digest  # the wheel file alone, at the digest root, with rocm_build_info.json
     log: Digest  # `<wheel or target>.build.log` at the digest root
     build_info: str  # JSON
+    # What the build wrote: the same wheel without its build info. Dependents build against
+    # it, so they are keyed by what this wheel ships, not by how it was made (early cutoff).
+    payload: Digest = EMPTY_DIGEST
+    payload_sha256: str = ""
     error: Optional[str] = None
     # This wheel and the wheels of its dependencies, for `package` to write to dist/.
     closure: Tuple["BuiltRocmWheel", ...] = ()
@@ -62,7 +70,15 @@ class BuiltRocmWheel:
 @dataclass(frozen=True)
 class PreparedWheelBuild:
     request: WheelBuildRequest
+    build_info: str  # JSON: the request's inputs, down to the dependencies' sources
     dependencies: Tuple[BuiltRocmWheel, ...]  # the ones that built (optional ones may not)
+
+
+@dataclass(frozen=True)
+class WheelWithBuildInfo:
+    payload: Digest  # the wheel at the digest root
+    wheel_name: str
+    build_info: str
 
 
 def build_info_json(
@@ -102,11 +118,14 @@ def build_info_json(
                 var: {"target": a.address.spec, "url": a.url, "sha256": a.sha256}
                 for (var, _), a in zip(spec.archives, archives)
             },
+            "source_date_epoch": upstream.commit_time,
             "dependencies": [
                 {
                     "target": d.address.spec,
                     "wheel": d.wheel_name,
-                    "sha256": d.wheel_sha256,
+                    # The bytes this wheel was built against: the dependency without its
+                    # build info.
+                    "payload_sha256": d.payload_sha256,
                     "source": json.loads(d.build_info)["source"],
                 }
                 for d in deps
@@ -144,7 +163,7 @@ async def prepare_wheel_build(
     usable = tuple(d for d in deps if d.wheel_name)
 
     bootstrap = await bootstrap_wheels_digest()
-    dep_wheels = await Get(Digest, MergeDigests(d.wheel for d in usable))
+    dep_wheels = await Get(Digest, MergeDigests(d.payload for d in usable))
     archive_trees = await MultiGet(
         Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)
     )
@@ -162,15 +181,14 @@ async def prepare_wheel_build(
     )
     label = f"{toolchain.label}{'.'.join(spec.gpu_targets)}"
     info = build_info_json(spec, upstream, toolchain, python, label, isolation, locked, archives, usable)
-    return PreparedWheelBuild(
-        WheelBuildRequest(spec, toolchain, python, isolation.enabled, label, inputs, info), usable
-    )
+    request = WheelBuildRequest(spec, toolchain, python, isolation.enabled, label, upstream.commit_time, inputs)
+    return PreparedWheelBuild(request, info, usable)
 
 
 @rule(desc="Building rocm_wheel", level=LogLevel.DEBUG)
 async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOption) -> BuiltRocmWheel:
     prepared = await Get(PreparedWheelBuild, WheelRequest, request)
-    spec, build_info = prepared.request.spec, prepared.request.build_info
+    spec, build_info = prepared.request.spec, prepared.build_info
     process = await Get(Process, WheelBuildRequest, prepared.request)
     result = await Get(FallibleProcessResult, Process, process)
     if result.exit_code != 0:
@@ -179,7 +197,7 @@ async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOp
         message = explain_build_failure(spec.owner, spec.timeout, result.exit_code, output, log_path)
         if spec.optional:
             logger.warning(f"{message}\n{spec.owner} is optional: its dependents are built without it.")
-            return BuiltRocmWheel(spec.address, None, "", _EMPTY, _EMPTY, build_info, error=message)
+            return BuiltRocmWheel(spec.address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, build_info, error=message)
         raise RocmBuildError(message)
 
     # Entries carry each file's sha256, so even a GB-sized torch wheel is never read into
@@ -188,23 +206,44 @@ async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOp
     files = {e.path: e for e in entries if isinstance(e, FileEntry)}
     (wheel_path,) = [p for p in files if p.endswith(".whl")]
     wheel_name = wheel_path.rsplit("/", 1)[-1]
-    wheel, log = await MultiGet(
+    payload, log = await MultiGet(
         Get(Digest, CreateDigest([FileEntry(wheel_name, files[wheel_path].file_digest)])),
         Get(Digest, CreateDigest([FileEntry(f"{wheel_name}.build.log", files["out/build.log"].file_digest)])),
     )
+    wheel = await Get(Digest, WheelWithBuildInfo(payload, wheel_name, build_info))
+    wheel_entries = await Get(DigestEntries, Digest, wheel)
     closure = tuple({w.address: w for d in prepared.dependencies for w in d.closure}.values())
     built = BuiltRocmWheel(
         address=spec.address,
         wheel_name=wheel_name,
-        wheel_sha256=files[wheel_path].file_digest.fingerprint,
+        wheel_sha256=wheel_entries[0].file_digest.fingerprint,
         wheel=wheel,
         log=log,
         build_info=build_info,
+        payload=payload,
+        payload_sha256=files[wheel_path].file_digest.fingerprint,
     )
     return replace(built, closure=(*closure, built))
 
 
-_EMPTY = Digest("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855", 0)
+@rule(desc="Adding build info to a wheel", level=LogLevel.DEBUG)
+async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> Digest:
+    scripts = await script_digest("wheel_files.py")
+    info = await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/build_info.json", request.build_info.encode())]))
+    result = await Get(
+        ProcessResult,
+        Process(
+            argv=(
+                tools.python.path, f"{SCRIPTS_DIR}/wheel_files.py", "add-info",
+                request.wheel_name, "out", f"{SCRIPTS_DIR}/build_info.json",
+            ),
+            input_digest=await Get(Digest, MergeDigests([request.payload, scripts, info])),
+            output_directories=("out",),
+            description=f"Adding rocm_build_info.json to {request.wheel_name}",
+            level=LogLevel.DEBUG,
+        ),
+    )  # fmt: skip
+    return await Get(Digest, RemovePrefix(result.output_digest, "out"))
 
 
 @dataclass(frozen=True)

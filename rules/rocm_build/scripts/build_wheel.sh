@@ -3,17 +3,29 @@
 # machine path is part of the process's cache key.
 set -euo pipefail
 
-# No network: re-run this script in a new network namespace (a user namespace too when not
-# root). Only loopback exists there, and it is down.
+# Isolation: re-run this script in new network, mount and UTS namespaces (a user namespace
+# too when not root). No network: only loopback exists there, and it is down. Same paths on
+# every machine: the sandbox is bind-mounted at $ROCM_BUILD_FIXED_DIR (on a private tmpfs
+# over /mnt), so compilers, CMake and debug info see one path wherever Pants put the
+# sandbox, and the hostname is fixed.
+ROCM_BUILD_FIXED_DIR=/mnt/rocm-build
 if [[ "${ROCM_BUILD_NETWORK:-}" == "none" && -z "${ROCM_BUILD_IN_NAMESPACE:-}" ]]; then
-  unshare_args=(--net)
+  unshare_args=(--net --mount --uts)
   [[ "$(id -u)" -eq 0 ]] || unshare_args+=(--map-root-user)
   if ! why="$(unshare "${unshare_args[@]}" true 2>&1)"; then
-    echo "rocm_build: cannot create a network namespace for $ROCM_BUILD_TARGET (unshare ${unshare_args[*]}): $why" >&2
+    echo "rocm_build: cannot create namespaces for $ROCM_BUILD_TARGET (unshare ${unshare_args[*]}): $why" >&2
     exit 44
   fi
   export ROCM_BUILD_IN_NAMESPACE=1
   exec unshare "${unshare_args[@]}" bash "$0" "$@"
+fi
+if [[ -n "${ROCM_BUILD_IN_NAMESPACE:-}" && "$PWD" != "$ROCM_BUILD_FIXED_DIR" ]]; then
+  if ! why="$(mount -t tmpfs -o mode=0755 rocm-build /mnt 2>&1 && mkdir "$ROCM_BUILD_FIXED_DIR" &&
+      mount --bind "$PWD" "$ROCM_BUILD_FIXED_DIR" 2>&1 && hostname rocm-build 2>&1)"; then
+    echo "rocm_build: cannot set up the build's fixed path $ROCM_BUILD_FIXED_DIR for $ROCM_BUILD_TARGET: $why" >&2
+    exit 44
+  fi
+  cd "$ROCM_BUILD_FIXED_DIR"
 fi
 
 top="$PWD"
@@ -61,10 +73,10 @@ build() {
   for var in $ROCM_BUILD_EXPAND_VARS; do
     export "$var=$(eval "printf '%s' \"${!var}\"")"
   done
-  # ccache's store is a named cache (per component and arch), outside every cache key;
-  # BASEDIR and NOHASHDIR keep the per-run sandbox path out of its hashes (Python builds
-  # with -g, which would otherwise hash the working directory).
-  export CCACHE_DIR="$top/.ccache" CCACHE_BASEDIR="$top" CCACHE_NOHASHDIR=1
+  # ccache's store is a named cache (per component and arch), outside every cache key.
+  # Builds run at the fixed path, so ccache may hash the working directory (Python builds
+  # with -g): an object is reused only where its debug info names the same directory.
+  export CCACHE_DIR="$top/.ccache" CCACHE_BASEDIR="$top"
   if command -v ccache >/dev/null && [[ -z "${CCACHE_DISABLE:-}" ]]; then
     export CC="ccache ${CC:-cc}" CXX="ccache ${CXX:-c++}"
     export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
@@ -101,7 +113,7 @@ build() {
   cd "$top"
   local wheels=(out/raw/*.whl)
   [[ -f "${wheels[0]}" ]] || { echo "rocm_build: the wheel command wrote no wheel to \$WHEEL_OUT"; exit 43; }
-  python "$top/__rocm_build/label_wheel.py" "${wheels[0]}" out "$ROCM_BUILD_LABEL" __rocm_build/build_info.json
+  python "$top/__rocm_build/wheel_files.py" label "${wheels[0]}" out "$ROCM_BUILD_LABEL"
   rm -rf out/raw
   if [[ "${CC:-}" == ccache* ]]; then
     echo "== ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '/^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\t/ {printf "%s=%s ", $1, $2}')"
