@@ -13,6 +13,7 @@ from rocm_build import (
     toolchain,
     tools,
     upstream,
+    verify,
     wheel,
 )
 from rocm_build.target_types import target_types as _target_types
@@ -37,4 +38,5 @@ def rules():
         *wheel.rules(),
         *plan.rules(),
         *lock_goal.rules(),
+        *verify.rules(),
     ]

@@ -185,6 +185,34 @@ async def prepare_wheel_build(
     return PreparedWheelBuild(request, info, usable)
 
 
+@dataclass(frozen=True)
+class BuildOutput:
+    digest: Digest  # what a build process wrote: out/<wheel>, out/build.log
+
+
+@dataclass(frozen=True)
+class BuiltPayload:
+    wheel_name: str
+    payload: Digest  # the wheel as the build wrote it, at the digest root
+    sha256: str
+    log: Digest  # `<wheel>.build.log` at the digest root
+
+
+@rule
+async def split_build_output(output: BuildOutput) -> BuiltPayload:
+    # Entries carry each file's sha256, so even a GB-sized torch wheel is never read into
+    # memory here; renaming a file is a new entry pointing at the same content.
+    entries = await Get(DigestEntries, Digest, output.digest)
+    files = {e.path: e for e in entries if isinstance(e, FileEntry)}
+    (wheel_path,) = [p for p in files if p.endswith(".whl")]
+    wheel_name = wheel_path.rsplit("/", 1)[-1]
+    payload, log = await MultiGet(
+        Get(Digest, CreateDigest([FileEntry(wheel_name, files[wheel_path].file_digest)])),
+        Get(Digest, CreateDigest([FileEntry(f"{wheel_name}.build.log", files["out/build.log"].file_digest)])),
+    )
+    return BuiltPayload(wheel_name, payload, files[wheel_path].file_digest.fingerprint, log)
+
+
 @rule(desc="Building rocm_wheel", level=LogLevel.DEBUG)
 async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOption) -> BuiltRocmWheel:
     prepared = await Get(PreparedWheelBuild, WheelRequest, request)
@@ -200,28 +228,19 @@ async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOp
             return BuiltRocmWheel(spec.address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, build_info, error=message)
         raise RocmBuildError(message)
 
-    # Entries carry each file's sha256, so even a GB-sized torch wheel is never read into
-    # memory here; renaming the log is a new entry pointing at the same content.
-    entries = await Get(DigestEntries, Digest, result.output_digest)
-    files = {e.path: e for e in entries if isinstance(e, FileEntry)}
-    (wheel_path,) = [p for p in files if p.endswith(".whl")]
-    wheel_name = wheel_path.rsplit("/", 1)[-1]
-    payload, log = await MultiGet(
-        Get(Digest, CreateDigest([FileEntry(wheel_name, files[wheel_path].file_digest)])),
-        Get(Digest, CreateDigest([FileEntry(f"{wheel_name}.build.log", files["out/build.log"].file_digest)])),
-    )
-    wheel = await Get(Digest, WheelWithBuildInfo(payload, wheel_name, build_info))
+    out = await Get(BuiltPayload, BuildOutput(result.output_digest))
+    wheel = await Get(Digest, WheelWithBuildInfo(out.payload, out.wheel_name, build_info))
     wheel_entries = await Get(DigestEntries, Digest, wheel)
     closure = tuple({w.address: w for d in prepared.dependencies for w in d.closure}.values())
     built = BuiltRocmWheel(
         address=spec.address,
-        wheel_name=wheel_name,
+        wheel_name=out.wheel_name,
         wheel_sha256=wheel_entries[0].file_digest.fingerprint,
         wheel=wheel,
-        log=log,
+        log=out.log,
         build_info=build_info,
-        payload=payload,
-        payload_sha256=files[wheel_path].file_digest.fingerprint,
+        payload=out.payload,
+        payload_sha256=out.sha256,
     )
     return replace(built, closure=(*closure, built))
 
