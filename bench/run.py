@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(REPO / "tests")]
 
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success  # noqa: E402
-from e2e.remote_cache_test import BGD_CONFIG, bgd_binary, free_port  # noqa: E402
+from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port  # noqa: E402
 from mini import make_upstreams  # noqa: E402
 
 VLLM = "tests/mini/vllm:wheel"
@@ -56,6 +56,18 @@ def rebuild_counts(out: Path) -> None:
         ws.write(patch, ws.read(patch).replace('"gfx1151"', '"gfx1151 bench"'))
         edit = require_success(ws.package(VLLM), "patch edit")
         rows.append(["one patch edit in vllm", len(edit.built), CHAIN_SIZE, f"{len(edit.built) / CHAIN_SIZE:.2f}"])
+        # A patch that changes none of the files aotriton's wheel ships: aotriton rebuilds,
+        # its payload comes out identical, and its dependents are cache hits (early cutoff).
+        build = "tests/mini/aotriton/BUILD"
+        ws.write(build, ws.read(build).replace('pins_file="tests/mini/pins.toml")',
+                 'pins_file="tests/mini/pins.toml", patches=["tests/mini/patches/aotriton:notes"])'))  # fmt: skip
+        ws.path("tests/mini/patches/aotriton").mkdir(parents=True, exist_ok=True)
+        ws.write("tests/mini/patches/aotriton/BUILD", 'patch_set(name="notes")\n')
+        ws.write("tests/mini/patches/aotriton/0001-notes.patch",
+                 "--- /dev/null\n+++ b/NOTES.md\n@@ -0,0 +1 @@\n+bench\n")  # fmt: skip
+        cutoff = require_success(ws.package(VLLM), "patch outside the package")
+        rows.append(["aotriton patch that ships nothing new", len(cutoff.built), CHAIN_SIZE,
+                     f"{len(cutoff.built) / CHAIN_SIZE:.2f}"])  # fmt: skip
         files = make_upstreams.component_files("aotriton", version="1.0.1")
         upstreams.new_commit("aotriton", {"setup.py": files["setup.py"]}, "bench: aotriton 1.0.1")
         ws.write("tests/mini/pins.toml", upstreams.pins_text())

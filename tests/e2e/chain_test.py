@@ -87,7 +87,9 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
         upstreams.new_commit("aotriton", {"setup.py": files["setup.py"]}, "mini aotriton 1.0.1")
         ws.write("tests/mini/pins.toml", upstreams.pins_text())
         after_pin = require_success(ws.package(VLLM), "build after moving the aotriton pin")
-        assert after_pin.built == CHAIN
+        # aotriton's new version reaches torch's build, but not the bytes of torch's wheel:
+        # its dependents are cache hits (early cutoff).
+        assert after_pin.built == CHAIN[:2]
         assert "mini_aotriton-1.0.1+llvm19gfx1151" in ws.dist_wheels()["tests.mini.aotriton"].name
     finally:
         ws.stop()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import hashlib
-import os
 import socket
 import subprocess
 import time
@@ -12,48 +11,10 @@ from pathlib import Path
 
 import pytest
 
+from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 
 VLLM = "tests/mini/vllm:wheel"
-BGD_CONFIG = """\
-server:
-  - !channel
-    address: "127.0.0.1:{port}"
-    insecure-mode: true
-instances:
-  - name: ''
-    storages:
-      - !disk-storage &cas
-        path: {storage}
-    caches:
-      - !lru-action-cache &ac
-        storage: *cas
-        max-cached-refs: 100000
-        allow-updates: true
-        cache-failed-actions: false
-    services:
-      - !cas
-        storage: *cas
-      - !bytestream
-        storage: *cas
-      - !action-cache
-        cache: *ac
-"""
-
-
-def bgd_binary() -> str:
-    cache = os.environ.get("ROCM_PANTS_CACHE") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "rocm-pants"
-    )
-    path = os.path.join(cache, "buildgrid-0.4.4", "bin", "bgd")
-    assert os.path.exists(path), f"BuildGrid is not installed at {path}: run ./setup"
-    return path
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture
