@@ -8,19 +8,23 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from pants.engine.addresses import Address
-from pants.engine.fs import Digest, RemovePrefix
+from pants.engine.fs import Digest, DigestContents, GlobMatchErrorBehavior, PathGlobs, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import GlobalOptions
 from pants.util.logging import LogLevel
 
+from rocm_build.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.pins import PinsError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import (
     ArchiveMirrorsField,
+    ArchivePinField,
+    ArchivePinsFileField,
     ArchiveSha256Field,
     ArchiveStripPrefixField,
     ArchiveUrlField,
@@ -48,34 +52,72 @@ class FetchedArchive:
     tree: Digest  # the unpacked archive, at the digest root
 
 
-def pin_problem(target: UpstreamArchiveTarget) -> Optional[str]:
+@dataclass(frozen=True)
+class ArchiveSpec:
+    """What an upstream_archive pins, from its fields or its table in the archive pins file."""
+
+    address: Address
+    url: str
+    mirrors: Tuple[str, ...]
+    sha256: str
+    strip_prefix: str
+    pinned_in: str  # where to change it: "the target" or "[name] in <file>"
+
+
+@rule(desc="Reading an upstream_archive")
+async def archive_spec(request: ArchiveRequest) -> ArchiveSpec:
+    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
+    owner, mirrors = target.address.spec, tuple(target[ArchiveMirrorsField].value or ())
+    pin, path = target[ArchivePinField].value, target[ArchivePinsFileField].value
+    if not pin:
+        if not target[ArchiveUrlField].value:
+            raise RocmBuildError(f"upstream_archive {owner}: set `url` and `sha256`, or `pin`")
+        return ArchiveSpec(
+            target.address, target[ArchiveUrlField].value, mirrors, (target[ArchiveSha256Field].value or "").strip(),
+            target[ArchiveStripPrefixField].value or "", f"the `sha256` field of {owner}",
+        )  # fmt: skip
+    contents = await Get(
+        DigestContents,
+        PathGlobs([path], glob_match_error_behavior=GlobMatchErrorBehavior.error, description_of_origin=f"the `pins_file` field of {owner}"),
+    )
+    try:
+        table = parse_archive_pins(path, contents[0].content.decode())[pin]
+    except PinsError as e:
+        raise RocmBuildError(f"upstream_archive {owner}: {e}") from None
+    except KeyError:
+        raise RocmBuildError(f"upstream_archive {owner}: no table [{pin}] in {path}") from None
+    return ArchiveSpec(target.address, table.url, mirrors, table.sha256, table.strip_prefix, f"[{pin}] in {path}")
+
+
+def pin_problem(spec: ArchiveSpec) -> Optional[str]:
     """Why the archive cannot be fetched as pinned, without downloading anything."""
-    owner, url, sha256 = target.address.spec, target[ArchiveUrlField].value, target[ArchiveSha256Field].value.strip()
-    if not sha256:
+    owner = spec.address.spec
+    if not spec.sha256:
+        where = f"Where {spec.url} is reachable, check" if spec.url else "Find its URL and check"
         return (
-            f"upstream_archive {owner} is not resolved: it has no sha256. Where {url} is "
-            f"reachable, check the archive and put its `sha256sum` into the target (never guess one)."
+            f"upstream_archive {owner} is not resolved: it has no sha256 ({spec.pinned_in}). {where} "
+            f"the archive and put its `sha256sum` there (never guess one); for an archive pin, "
+            f"`pants run rules:update-pins` does it where the upstreams are reachable."
         )
-    if not SHA256.match(sha256):
-        return f"upstream_archive {owner}: `sha256` {sha256!r} is not 64 lowercase hex digits"
+    if not SHA256.match(spec.sha256):
+        return f"upstream_archive {owner}: `sha256` {spec.sha256!r} ({spec.pinned_in}) is not 64 lowercase hex digits"
     return None
 
 
 @rule(desc="Fetching an upstream_archive")
 async def fetch_archive(request: ArchiveRequest, tools: HostTools, global_options: GlobalOptions) -> FetchedArchive:
-    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
-    owner = target.address.spec
-    problem = pin_problem(target)
+    spec = await Get(ArchiveSpec, ArchiveRequest, request)
+    owner, url, sha256 = spec.address.spec, spec.url, spec.sha256
+    problem = pin_problem(spec)
     if problem:
         raise RocmBuildError(problem)
-    url, sha256 = target[ArchiveUrlField].value, target[ArchiveSha256Field].value.strip()
-    urls = (url, *(target[ArchiveMirrorsField].value or ()))
+    urls = (url, *spec.mirrors)
     result = await Get(
         FallibleProcessResult,
         Process(
             argv=(
                 tools.python.path, f"{SCRIPTS_DIR}/fetch_archive.py",
-                sha256, target[ArchiveStripPrefixField].value or "", *urls,
+                sha256, spec.strip_prefix, *urls,
             ),
             env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_CA_CERTS": global_options.ca_certs_path or ""},
             input_digest=await script_digest("fetch_archive.py"),
@@ -92,12 +134,12 @@ async def fetch_archive(request: ArchiveRequest, tools: HostTools, global_option
             raise RocmBuildError(
                 f"upstream_archive {owner}: the file at {got.group(2) if got else url} has sha256 "
                 f"{got.group(1) if got else '?'}, but the target pins {sha256}. Nothing was "
-                f"unpacked. If the new bytes are expected, check them and update `sha256`."
+                f"unpacked. If the new bytes are expected, check them and update {spec.pinned_in}."
             )
         what = "could not be downloaded" if result.exit_code == EXIT_DOWNLOAD else "could not be unpacked"
         raise RocmBuildError(f"upstream_archive {owner}: {url} {what}.\n{indent(tail(said, 8))}")
     tree = await Get(Digest, RemovePrefix(result.output_digest, ARCHIVE_DIR))
-    return FetchedArchive(target.address, url, sha256, tree)
+    return FetchedArchive(spec.address, url, sha256, tree)
 
 
 def rules():

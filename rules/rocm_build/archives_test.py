@@ -96,3 +96,20 @@ def test_unresolved_archive_stops_before_any_download(rule_runner, server) -> No
     with pytest.raises(ExecutionError) as e:
         fetch(rule_runner, f"{base}/llvm-abc-ubuntu-x64.tar.gz", "")
     assert "upstream_archive third_party:llvm is not resolved: it has no sha256" in str(e.value)
+
+
+def test_archive_pin_reads_url_sha256_and_prefix_from_the_archive_pins_file(rule_runner, server) -> None:
+    base, sha = server
+    rule_runner.write_files(
+        {
+            "components/archives.toml": f'[llvm]\nurl = "{base}/llvm-abc-ubuntu-x64.tar.gz"\nsha256 = "{sha}"\n'
+            'strip_prefix = "llvm-abc-ubuntu-x64"\n',
+            "third_party/BUILD": "upstream_archive(name='llvm', pin='llvm')",
+        }
+    )
+    archive = rule_runner.request(FetchedArchive, [ArchiveRequest(ARCHIVE, "test")])
+    assert sorted(unpacked(rule_runner, archive)) == ["bin/clang", "lib/cmake/LLVMConfig.cmake"]
+    rule_runner.write_files({"components/archives.toml": '[llvm]\nurl = ""\nsha256 = ""\n'})
+    with pytest.raises(ExecutionError) as e:
+        rule_runner.request(FetchedArchive, [ArchiveRequest(ARCHIVE, "test")])
+    assert "upstream_archive third_party:llvm is not resolved: it has no sha256 ([llvm] in components/archives.toml)" in str(e.value)

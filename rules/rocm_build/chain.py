@@ -11,15 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-from pants.engine.addresses import Address, Addresses
+from pants.engine.addresses import Address
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import Targets
 
-from rocm_build.archives import pin_problem
+from rocm_build.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.errors import RocmBuildError
-from rocm_build.target_types import UpstreamArchiveTarget
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
@@ -72,8 +70,12 @@ async def check_chain(request: ChainRequest) -> CheckedChain:
         Get(ResolvedToolchain, ToolchainRequest(a, f"the `toolchain` field of {owner}"))
         for a, owner in toolchains.items()
     )
-    archives = await Get(Targets, Addresses(sorted({a for spec in chain for _, a in spec.archives})))
-    problems = [p for t in archives if isinstance(t, UpstreamArchiveTarget) for p in [pin_problem(t)] if p]
+    archives = await MultiGet(
+        Get(ArchiveSpec, ArchiveRequest(a, f"the `archives` field of {spec.owner}"))
+        for spec in chain
+        for _, a in spec.archives
+    )
+    problems = [p for a in archives for p in [pin_problem(a)] if p]
     if problems:
         raise RocmBuildError("\n".join(problems))
     # Locked components: fetch and patch their trees, check the locks against them and

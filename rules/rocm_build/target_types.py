@@ -349,8 +349,7 @@ class RocmWheelTarget(Target):
 
 class ArchiveUrlField(StringField):
     alias = "url"
-    required = True
-    help = "Where the archive is downloaded from (https://, http:// or file://)."
+    help = "Where the archive is downloaded from (https://, http:// or file://). Not with `pin`."
 
 
 class ArchiveMirrorsField(StringSequenceField):
@@ -360,7 +359,6 @@ class ArchiveMirrorsField(StringSequenceField):
 
 class ArchiveSha256Field(StringField):
     alias = "sha256"
-    required = True
     help = softwrap(
         """
         The sha256 of the archive file (64 hex digits). The download is verified against it
@@ -376,6 +374,23 @@ class ArchiveStripPrefixField(StringField):
     help = "A directory prefix removed from every member, e.g. `llvm-3c709802-ubuntu-x64`."
 
 
+class ArchivePinField(StringField):
+    alias = "pin"
+    help = softwrap(
+        """
+        Instead of `url`, `sha256` and `strip_prefix`: the table in `pins_file` that holds
+        them, which `pants run rules:update-pins` keeps derived from another pin (e.g. Triton's
+        LLVM from `cmake/llvm-hash.txt` at the triton pin).
+        """
+    )
+
+
+class ArchivePinsFileField(StringField):
+    alias = "pins_file"
+    default = "components/archives.toml"
+    help = "With `pin`: the archive pins file, relative to the build root."
+
+
 class UpstreamArchiveTarget(Target):
     alias = "upstream_archive"
     core_fields = (
@@ -384,6 +399,8 @@ class UpstreamArchiveTarget(Target):
         ArchiveMirrorsField,
         ArchiveSha256Field,
         ArchiveStripPrefixField,
+        ArchivePinField,
+        ArchivePinsFileField,
     )
     help = softwrap(
         """

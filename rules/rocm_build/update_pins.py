@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import hashlib
 import os
 import pkgutil
 import re
@@ -25,6 +26,7 @@ from typing import Dict, List, Optional, Sequence
 import requests
 
 from rocm_build import lockfile
+from rocm_build.archive_pins import ArchivePin, parse_archive_pins, set_fields_in_text
 from rocm_build.pins import FULL_SHA, Pin, PinsError, parse_pins, set_commit_in_text
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
@@ -176,6 +178,55 @@ def patches_apply(name: str, tree: str, patches: Sequence[str]) -> Optional[str]
     return None if result.returncode == 0 else result.stderr.strip()
 
 
+@dataclass
+class ArchiveMove:
+    name: str
+    values: Dict[str, str]  # url, strip_prefix, sha256
+    why: str
+
+
+def derived_file_commit(spec: str, tree: str, name: str) -> str:
+    """The commit a derived archive's file names (its first 40-hex word)."""
+    path = spec.partition(":")[2]
+    try:
+        m = ANY_SHA.search(Path(tree, path).read_text())
+    except OSError:
+        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: {path} is not in that commit") from None
+    if not m:
+        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: no commit SHA in {path}")
+    return m.group(1)
+
+
+def download_sha256(url: str) -> str:
+    digest = hashlib.sha256()
+    with requests.get(url, stream=True, timeout=60) as response:
+        response.raise_for_status()
+        for chunk in response.iter_content(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def plan_archives(archives: Dict[str, ArchivePin], commits: Dict[str, str], pins: Dict[str, Pin], tree_of) -> List[ArchiveMove]:
+    """Derived archives whose source pin (at its new commit) names another file, or that
+    were never resolved: new url and strip_prefix, and the sha256 of the downloaded file."""
+    moves = []
+    for name, archive in archives.items():
+        source = (archive.derived_from or "").partition(":")[0]
+        if source not in commits:
+            continue
+        values = archive.derive(derived_file_commit(archive.derived_from or "", tree_of(source), name))
+        if values["url"] == archive.url and archive.sha256:
+            continue
+        try:
+            values["sha256"] = download_sha256(values["url"])
+            why = f"{archive.derived_from} at {source} {commits[source][:12]}"
+        except requests.RequestException as e:
+            values["sha256"] = ""
+            why = f"UNRESOLVED, {values['url']} could not be downloaded ({_redact(str(e))})"
+        moves.append(ArchiveMove(name, values, why))
+    return moves
+
+
 def plan(args: argparse.Namespace, pins: Dict[str, Pin]) -> List[Move]:
     selected = set(args.only or pins)
     unknown = selected - set(pins)
@@ -192,6 +243,13 @@ def plan(args: argparse.Namespace, pins: Dict[str, Pin]) -> List[Move]:
             moves.append(Move(name, pin.commit, sha, f"{pin.track} moved"))
     trees = {}
     with tempfile.TemporaryDirectory(prefix="update-pins-") as tmp:
+
+        def tree_of(source: str) -> str:
+            if source not in trees:
+                trees[source] = os.path.join(tmp, source)
+                checkout(source, pins[source].url, new.get(source, pins[source].commit), trees[source])
+            return trees[source]
+
         for name, pin in pins.items():
             if not pin.derived_from:
                 continue
@@ -201,12 +259,12 @@ def plan(args: argparse.Namespace, pins: Dict[str, Pin]) -> List[Move]:
             if source not in selected and name not in selected:
                 continue
             commit = new.get(source, pins[source].commit)
-            if source not in trees:
-                trees[source] = os.path.join(tmp, source)
-                checkout(source, pins[source].url, commit, trees[source])
-            sha = derived_commit(pin.derived_from, trees[source], name)
+            sha = derived_commit(pin.derived_from, tree_of(source), name)
             if sha != pin.commit:
                 moves.append(Move(name, pin.commit, sha, f"{pin.derived_from} at {source} {commit[:12]} names it"))
+        commits = {n: new.get(n, p.commit) for n, p in pins.items() if n in selected}
+        commits.update({m.name: m.new for m in moves})
+        args.archive_moves = plan_archives(args.archives, commits, pins, tree_of)
         if not args.no_patch_check:
             failures = []
             for move in moves:
@@ -278,6 +336,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--force", action="store_true", help="move pins even if their patches fail")
     parser.add_argument("--no-patch-check", action="store_true", help="skip checking that patches apply")
     parser.add_argument("--locks-dir", default="3rdparty/build", help="build-requirements locks (*.lock)")
+    parser.add_argument("--archives-file", default="components/archives.toml", help="archive pins (upstream_archive pin=)")
     parser.add_argument("--no-lock-refresh", action="store_true", help="leave the locks of moved pins stale")
     parser.add_argument("--pants", default="./pants", help="the Pants launcher that refreshes locks")
     parser.add_argument(
@@ -287,37 +346,50 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     )
     args = parser.parse_args(argv)
     args.patch_failures = False
+    args.archive_moves = []
     path = Path(args.pins_file)
     try:
         text = path.read_text()
         pins = parse_pins(str(path), text)
         locks = read_locks(Path(args.locks_dir))
+        archives_path = Path(args.archives_file)
+        archives_text = archives_path.read_text() if archives_path.exists() else ""
+        args.archives = parse_archive_pins(str(archives_path), archives_text)
         moves = plan(args, pins)
     except (UpdateError, PinsError, OSError) as e:
         print(f"update-pins: {e}", file=sys.stderr)
         return 1
     for move in moves:
         print(f"{move.name}: {move.old[:12]} -> {move.new[:12]} ({move.why})")
-    if not moves:
+    for archive in args.archive_moves:
+        print(f"{archive.name}: {archive.values['url'] or '(no url)'} sha256 {archive.values['sha256'][:12] or '-'} ({archive.why})")
+    if not moves and not args.archive_moves:
         print("all pins are up to date")
     stale = stale_locks(locks, pins, moves)
     if args.check:
         for lock in stale:
             print(f"{lock.path}: made at {lock.pin} {lock.commit[:12]}, stale; regenerate: "
                   f"pants lock-build-requirements {lock.target}")  # fmt: skip
-        return 1 if moves or args.patch_failures or stale else 0
+        return 1 if moves or args.archive_moves or args.patch_failures or stale else 0
     new_text = text
     for move in moves:
         new_text = set_commit_in_text(new_text, move.name, move.new)
     if args.dry_run:
         sys.stdout.writelines(difflib.unified_diff(
             text.splitlines(True), new_text.splitlines(True), str(path), str(path)))  # fmt: skip
+    new_archives = archives_text
+    for archive in args.archive_moves:
+        new_archives = set_fields_in_text(new_archives, archive.name, archive.values)
+    if args.dry_run:
+        sys.stdout.writelines(difflib.unified_diff(
+            archives_text.splitlines(True), new_archives.splitlines(True), str(archives_path), str(archives_path)))  # fmt: skip
         return 0
-    if new_text != text:
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(new_text)
-        os.replace(tmp, path)
-        print(f"wrote {path}")
+    for file, before, after in ((path, text, new_text), (archives_path, archives_text, new_archives)):
+        if after != before:
+            tmp = file.with_name(f".{file.name}.tmp")
+            tmp.write_text(after)
+            os.replace(tmp, file)
+            print(f"wrote {file}")
     problem = None if args.no_lock_refresh else refresh_locks(args.pants, stale)
     if problem:
         print(f"update-pins: {problem}; the pins are moved, the locks are stale", file=sys.stderr)

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import functools
+import hashlib
 import http.server
 import json
 import threading
@@ -44,8 +46,59 @@ def world(tmp_path: Path):
 def run(tmp_path: Path, pins: Path, *extra: str) -> int:
     (tmp_path / "locks").mkdir(exist_ok=True)
     return main(
-        ["--pins-file", str(pins), "--patches-dir", str(tmp_path / "patches"), "--locks-dir", str(tmp_path / "locks"), *extra]
-    )
+        [
+            "--pins-file", str(pins), "--patches-dir", str(tmp_path / "patches"), "--locks-dir", str(tmp_path / "locks"),
+            "--archives-file", str(tmp_path / "archives.toml"), *extra,
+        ]
+    )  # fmt: skip
+
+
+ARCHIVES = """\
+# kept
+[torch-llvm]
+url = ""
+sha256 = ""  # filled by update-pins
+strip_prefix = ""
+derived_from = "torch:cmake/llvm-hash.txt"
+url_template = "{base}/llvm-{{hash8}}-ubuntu-x64.tar.gz"
+strip_prefix_template = "llvm-{{hash8}}-ubuntu-x64"
+"""
+
+
+def test_derived_archive_follows_its_source_pin_and_gets_its_sha256(world, tmp_path, capsys) -> None:
+    _, torch, _, pins, _ = world
+    llvm = "3c709802" + "d" * 32
+    commit_files(torch, {"cmake/llvm-hash.txt": llvm + "\n"})
+    served = tmp_path / "served"
+    served.mkdir()
+    (served / "llvm-3c709802-ubuntu-x64.tar.gz").write_bytes(b"an llvm build")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    archives = tmp_path / "archives.toml"
+    archives.write_text(ARCHIVES.format(base=base))
+    try:
+        assert run(tmp_path, pins, "--only", "torch", "--no-patch-check") == 0
+    finally:
+        server.shutdown()
+    text = archives.read_text()
+    assert f'url = "{base}/llvm-3c709802-ubuntu-x64.tar.gz"\n' in text
+    assert f'sha256 = "{hashlib.sha256(b"an llvm build").hexdigest()}"  # filled by update-pins\n' in text
+    assert 'strip_prefix = "llvm-3c709802-ubuntu-x64"\n' in text and text.startswith("# kept\n")
+    assert "torch-llvm: " in capsys.readouterr().out
+    assert run(tmp_path, pins, "--check", "--only", "torch", "--no-patch-check") == 0  # now current
+
+
+def test_derived_archive_that_cannot_be_downloaded_stays_unresolved(world, tmp_path, capsys) -> None:
+    _, torch, _, pins, _ = world
+    commit_files(torch, {"cmake/llvm-hash.txt": "3c709802" + "d" * 32 + "\n"})
+    archives = tmp_path / "archives.toml"
+    archives.write_text(ARCHIVES.format(base="http://127.0.0.1:9"))
+    assert run(tmp_path, pins, "--only", "torch", "--no-patch-check") == 0
+    assert 'url = "http://127.0.0.1:9/llvm-3c709802-ubuntu-x64.tar.gz"' in archives.read_text()
+    assert 'sha256 = ""  # filled by update-pins' in archives.read_text()
+    assert "UNRESOLVED, http://127.0.0.1:9/llvm-3c709802-ubuntu-x64.tar.gz could not be downloaded" in capsys.readouterr().out
 
 
 def test_check_reports_locks_of_moving_pins(world, capsys) -> None:

@@ -1,0 +1,80 @@
+"""The archive pins file (components/archives.toml): URL, sha256 and strip prefix of archives.
+
+An `upstream_archive(pin=...)` reads its table here instead of spelling `url` and `sha256`
+in BUILD, so that `update-pins` can keep it derived from a file in another pin's tree:
+Triton's LLVM build is named by `cmake/llvm-hash.txt` at the triton pin.
+
+    [triton-llvm]
+    url = "https://.../llvm-3c709802-ubuntu-x64.tar.gz"
+    sha256 = "..."                      # "" = unresolved: builds stop before any work
+    strip_prefix = "llvm-3c709802-ubuntu-x64"
+    derived_from = "triton:cmake/llvm-hash.txt"
+    url_template = "https://.../llvm-{hash8}-ubuntu-x64.tar.gz"   # {hash}, {hash8}
+    strip_prefix_template = "llvm-{hash8}-ubuntu-x64"
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Dict, Mapping, Optional
+
+import toml
+from pydantic import BaseModel, Extra, ValidationError
+
+from rocm_build.pins import PinsError
+
+
+class ArchivePin(BaseModel):
+    url: str
+    sha256: str = ""
+    strip_prefix: str = ""
+    derived_from: Optional[str] = None
+    url_template: Optional[str] = None
+    strip_prefix_template: Optional[str] = None
+
+    class Config:
+        extra = Extra.forbid
+        allow_mutation = False
+        frozen = True
+
+    def derive(self, commit: str) -> Dict[str, str]:
+        """url and strip_prefix for the commit the `derived_from` file names."""
+        values = {"hash": commit, "hash8": commit[:8]}
+        return {
+            "url": (self.url_template or self.url).format(**values),
+            "strip_prefix": (self.strip_prefix_template or self.strip_prefix).format(**values),
+        }
+
+
+def parse_archive_pins(path: str, text: str) -> Dict[str, ArchivePin]:
+    try:
+        raw = toml.loads(text)
+    except toml.TomlDecodeError as e:
+        raise PinsError(f"{path}: TOML syntax error at line {e.lineno}, column {e.colno}: {e.msg}")
+    pins = {}
+    for name, table in raw.items():
+        if not isinstance(table, Mapping):
+            raise PinsError(f"{path}: `{name}` must be a table like [{name}] with url and sha256")
+        try:
+            pins[name] = ArchivePin(**table)
+        except ValidationError as e:
+            problems = "; ".join(f"field `{'.'.join(str(p) for p in err['loc'])}`: {err['msg']}" for err in e.errors())
+            raise PinsError(f"{path}: [{name}] {problems}") from None
+    return pins
+
+
+def set_fields_in_text(text: str, name: str, values: Mapping[str, str]) -> str:
+    """Rewrites string fields of one table in place, keeping comments, order and layout."""
+    lines = text.splitlines(keepends=True)
+    in_table, todo = False, dict(values)
+    for i, line in enumerate(lines):
+        header = re.match(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$", line)
+        if header:
+            in_table = header.group(1).strip().strip('"') == name
+            continue
+        m = re.match(r'^(\s*(\w+)\s*=\s*)(["\'])([^"\']*)\3(.*)$', line, re.S) if in_table else None
+        if m and m.group(2) in todo:
+            lines[i] = f"{m.group(1)}{m.group(3)}{todo.pop(m.group(2))}{m.group(3)}{m.group(5)}"
+    if todo:
+        raise PinsError(f"cannot find {', '.join(todo)} in table [{name}] to rewrite")
+    return "".join(lines)
