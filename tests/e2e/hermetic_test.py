@@ -235,7 +235,10 @@ def test_upstream_archive_is_verified_and_unpacked_into_the_build(ws, server) ->
         ws.write(AOT_BUILD, with_archive(""))
         unresolved = ws.package(VLLM)
         assert unresolved.returncode != 0
-        assert "upstream_archive tests/mini/aotriton:data is not resolved: it has no sha256." in unresolved.stderr
+        assert (
+            "upstream_archive tests/mini/aotriton:data is not resolved: it has no sha256 (the `sha256` field "
+            "of tests/mini/aotriton:data)."
+        ) in unresolved.stderr
         assert "Building rocm_wheel" not in unresolved.stderr and seen == ["/data-1.tar.gz"]
 
         ws.write(AOT_BUILD, with_archive("1" * 64))

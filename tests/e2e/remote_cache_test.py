@@ -99,8 +99,13 @@ def test_corrupted_remote_entry_is_detected_not_installed(tmp_path, cache_server
         digest = hashlib.sha256(good).hexdigest()
         blob = storage / "cas" / "objects" / digest[:2] / digest[2:]
         assert blob.read_bytes() == good, "the server should hold the wheel under its sha256"
-        # Same size, one byte flipped: only a content check can tell.
-        blob.write_bytes(good[:100] + bytes([good[100] ^ 0xFF]) + good[101:])
+        # Every wheel the server holds (the build's output, and the same wheel with its build
+        # info): same size, one byte flipped, so only a content check can tell.
+        wheels = [p for p in (storage / "cas" / "objects").glob("*/*") if p.read_bytes()[:4] == b"PK\x03\x04"]
+        assert len(wheels) == 2, wheels
+        for path in wheels:
+            data = path.read_bytes()
+            path.write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
 
         run = require_success(
             b.package("tests/mini/aotriton:wheel", extra_options=remote_options(address)), "machine B"
