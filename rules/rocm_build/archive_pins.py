@@ -18,10 +18,9 @@ from __future__ import annotations
 import re
 from typing import Dict, Mapping, Optional
 
-import toml
-from pydantic import BaseModel, Extra, ValidationError
+from pydantic import BaseModel, Extra
 
-from rocm_build.pins import PinsError
+from rocm_build.pins import PinsError, parse_tables
 
 
 class ArchivePin(BaseModel):
@@ -47,20 +46,7 @@ class ArchivePin(BaseModel):
 
 
 def parse_archive_pins(path: str, text: str) -> Dict[str, ArchivePin]:
-    try:
-        raw = toml.loads(text)
-    except toml.TomlDecodeError as e:
-        raise PinsError(f"{path}: TOML syntax error at line {e.lineno}, column {e.colno}: {e.msg}")
-    pins = {}
-    for name, table in raw.items():
-        if not isinstance(table, Mapping):
-            raise PinsError(f"{path}: `{name}` must be a table like [{name}] with url and sha256")
-        try:
-            pins[name] = ArchivePin(**table)
-        except ValidationError as e:
-            problems = "; ".join(f"field `{'.'.join(str(p) for p in err['loc'])}`: {err['msg']}" for err in e.errors())
-            raise PinsError(f"{path}: [{name}] {problems}") from None
-    return pins
+    return parse_tables(path, text, ArchivePin, "url and sha256", lambda err: str(err["msg"]))
 
 
 def set_fields_in_text(text: str, name: str, values: Mapping[str, str]) -> str:

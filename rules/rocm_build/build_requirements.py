@@ -23,7 +23,7 @@ from pants.engine.fs import (
     MergeDigests,
     PathGlobs,
 )
-from pants.engine.process import FallibleProcessResult, Process
+from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import GlobalOptions
 from pants.util.logging import LogLevel
@@ -155,35 +155,55 @@ async def locked_requirements(request: LockedRequirementsRequest, python: BuildP
     )
 
 
-@rule(desc="Downloading a wheelhouse")
-async def download_wheelhouse(
-    request: WheelhouseRequest,
-    tools: HostTools,
-    python: BuildPython,
-    settings: RocmBuildSubsystem,
-    global_options: GlobalOptions,
-) -> Wheelhouse:
+@dataclass(frozen=True)
+class PipRun:
+    """A pip command, run by the pinned bootstrap pip with the build Python (run_pip.sh)."""
+
+    args: Tuple[str, ...]  # pip's own; the index arguments of `[rocm-build]` are appended
+    inputs: Digest
+    description: str
+    output_files: Tuple[str, ...] = ()
+    output_directories: Tuple[str, ...] = ()
+    cache_scope: ProcessCacheScope = ProcessCacheScope.SUCCESSFUL
+
+
+@rule
+async def pip_run_process(
+    request: PipRun, tools: HostTools, python: BuildPython, settings: RocmBuildSubsystem, global_options: GlobalOptions
+) -> Process:
     bootstrap = await bootstrap_wheels_digest()
     scripts = await script_digest("run_pip.sh")
     input_digest = await Get(
-        Digest, MergeDigests([request.lock, scripts, await Get(Digest, AddPrefix(bootstrap, "bootstrap"))])
+        Digest, MergeDigests([request.inputs, scripts, await Get(Digest, AddPrefix(bootstrap, "bootstrap"))])
     )
-    result = await Get(
-        FallibleProcessResult,
-        Process(
-            argv=(
-                tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.path,
+    return Process(
+        argv=(tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.path, *request.args, *settings.pip_index_args()),
+        env=pip_environment(python, global_options),
+        input_digest=input_digest,
+        output_files=request.output_files,
+        output_directories=request.output_directories,
+        description=request.description,
+        level=LogLevel.INFO,
+        timeout_seconds=3600,
+        cache_scope=request.cache_scope,
+    )
+
+
+@rule(desc="Downloading a wheelhouse")
+async def download_wheelhouse(request: WheelhouseRequest, settings: RocmBuildSubsystem) -> Wheelhouse:
+    process = await Get(
+        Process,
+        PipRun(
+            args=(
                 "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "--progress-bar=off",
-                "--dest", WHEELHOUSE_DIR, "-r", LOCK_IN_SANDBOX, *settings.pip_index_args(),
+                "--dest", WHEELHOUSE_DIR, "-r", LOCK_IN_SANDBOX,
             ),
-            env=pip_environment(python, global_options),
-            input_digest=input_digest,
-            output_directories=(WHEELHOUSE_DIR,),
+            inputs=request.lock,
             description=f"Downloading {request.count} locked build requirement(s) of {request.owner}",
-            level=LogLevel.INFO,
-            timeout_seconds=3600,
+            output_directories=(WHEELHOUSE_DIR,),
         ),
     )  # fmt: skip
+    result = await Get(FallibleProcessResult, Process, process)
     if result.exit_code != 0:
         output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
         raise RocmBuildError(explain_download_failure(request, settings, output))

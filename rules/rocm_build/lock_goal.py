@@ -15,7 +15,6 @@ from pants.engine.addresses import Addresses
 from pants.engine.console import Console
 from pants.engine.fs import (
     EMPTY_DIGEST,
-    AddPrefix,
     CreateDigest,
     Digest,
     DigestContents,
@@ -27,24 +26,14 @@ from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, goal_rule
 from pants.engine.target import Targets
-from pants.option.global_options import GlobalOptions
-from pants.util.logging import LogLevel
 
 from rocm_build import lockfile
-from rocm_build.bootstrap_wheels import bootstrap_wheels_digest
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
-from rocm_build.build_requirements import (
-    pip_environment,
-    regenerate_command,
-    sha256_or_none,
-    tree_files,
-)
+from rocm_build.build_requirements import PipRun, regenerate_command, sha256_or_none, tree_files
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
-from rocm_build.settings import RocmBuildSubsystem
 from rocm_build.sources import TREE_DIR
 from rocm_build.target_types import RocmWheelTarget, WheelBuildRequirementsField
-from rocm_build.tools import BuildPython, HostTools
+from rocm_build.tools import BuildPython
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
 REQUIREMENTS_IN = f"{TREE_DIR}/.rocm-build-requirements.in"
@@ -65,10 +54,7 @@ async def lock_build_requirements(
     console: Console,
     addresses: Addresses,
     workspace: Workspace,
-    tools: HostTools,
     python: BuildPython,
-    settings: RocmBuildSubsystem,
-    global_options: GlobalOptions,
 ) -> LockBuildRequirements:
     targets = await Get(Targets, Addresses, addresses)
     wheels = [t for t in targets if isinstance(t, RocmWheelTarget) and t[WheelBuildRequirementsField].value]
@@ -76,8 +62,6 @@ async def lock_build_requirements(
         raise RocmBuildError(
             "lock-build-requirements: none of the given targets is a rocm_wheel with `build_requirements`"
         )
-    bootstrap = await bootstrap_wheels_digest()
-    scripts = await script_digest("run_pip.sh")
     written: List[FileContent] = []
     for target in wheels:
         spec = await Get(WheelBuildSpec, WheelRequest(target.address))
@@ -100,27 +84,21 @@ async def lock_build_requirements(
         requirements_in = await Get(
             Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(spec.requirements).encode() + b"\n")])
         )
-        input_digest = await Get(
-            Digest,
-            MergeDigests([tree, requirements_in, scripts, await Get(Digest, AddPrefix(bootstrap, "bootstrap"))]),
-        )
-        result = await Get(
-            FallibleProcessResult,
-            Process(
-                argv=(
-                    tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.path,
+        process = await Get(
+            Process,
+            PipRun(
+                args=(
                     "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet",
-                    "--report", "report.json", "-r", REQUIREMENTS_IN, *settings.pip_index_args(),
+                    "--report", "report.json", "-r", REQUIREMENTS_IN,
                 ),
-                env=pip_environment(python, global_options),
-                input_digest=input_digest,
-                output_files=("report.json",),
+                inputs=await Get(Digest, MergeDigests([tree, requirements_in])),
                 description=f"Resolving the build requirements of {spec.owner}",
-                level=LogLevel.INFO,
+                output_files=("report.json",),
                 # A resolve asks the index what exists today: never reuse an earlier answer.
                 cache_scope=ProcessCacheScope.PER_SESSION,
             ),
         )  # fmt: skip
+        result = await Get(FallibleProcessResult, Process, process)
         if result.exit_code != 0:
             raise RocmBuildError(
                 f"{spec.owner}: pip could not resolve {list(spec.requirements)} for {python.identity}:\n"

@@ -7,13 +7,14 @@ error names the file, the table and the field.
 from __future__ import annotations
 
 import re
-from typing import Dict, Mapping, Optional
+from typing import Callable, Dict, Mapping, Optional, Type, TypeVar
 
 import toml
 from pydantic import BaseModel, Extra, ValidationError, validator
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 HEX = re.compile(r"^[0-9a-fA-F]+$")
+M = TypeVar("M", bound=BaseModel)
 
 
 class PinsError(Exception):
@@ -63,24 +64,28 @@ class Pin(BaseModel):
         )
 
 
-def parse_pins(path: str, text: str) -> Dict[str, Pin]:
+def parse_tables(path: str, text: str, model: Type[M], needs: str, describe: Callable[[Mapping], str]) -> Dict[str, M]:
+    """Each top-level table of a TOML pins file as `model`; errors name file, table, field."""
     try:
         raw = toml.loads(text)
     except toml.TomlDecodeError as e:
         raise PinsError(f"{path}: TOML syntax error at line {e.lineno}, column {e.colno}: {e.msg}")
-    pins: Dict[str, Pin] = {}
+    tables: Dict[str, M] = {}
     for name, table in raw.items():
         if not isinstance(table, Mapping):
-            raise PinsError(f"{path}: `{name}` must be a table like [{name}] with url, track and commit")
+            raise PinsError(f"{path}: `{name}` must be a table like [{name}] with {needs}")
         try:
-            pins[name] = Pin(**table)
+            tables[name] = model(**table)
         except ValidationError as e:
             problems = "; ".join(
-                f"field `{'.'.join(str(p) for p in err['loc'])}`: {_describe(err)}"
-                for err in e.errors()
+                f"field `{'.'.join(str(p) for p in err['loc'])}`: {describe(err)}" for err in e.errors()
             )
             raise PinsError(f"{path}: [{name}] {problems}") from None
-    return pins
+    return tables
+
+
+def parse_pins(path: str, text: str) -> Dict[str, Pin]:
+    return parse_tables(path, text, Pin, "url, track and commit", _describe)
 
 
 def _describe(err: Mapping) -> str:
