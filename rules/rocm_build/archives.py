@@ -11,7 +11,13 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from pants.engine.addresses import Address
-from pants.engine.fs import Digest, DigestContents, GlobMatchErrorBehavior, PathGlobs, RemovePrefix
+from pants.engine.fs import (
+    Digest,
+    DigestContents,
+    GlobMatchErrorBehavior,
+    PathGlobs,
+    RemovePrefix,
+)
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import GlobalOptions

@@ -29,7 +29,12 @@ from pants.engine.target import Targets
 
 from rocm_build import lockfile
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
-from rocm_build.build_requirements import PipRun, regenerate_command, sha256_or_none, tree_files
+from rocm_build.build_requirements import (
+    PipRun,
+    regenerate_command,
+    sha256_or_none,
+    tree_files,
+)
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sources import TREE_DIR
 from rocm_build.target_types import RocmWheelTarget, WheelBuildRequirementsField

@@ -12,9 +12,9 @@ import dataclasses
 import os
 from typing import List
 
+from pants.base.build_root import BuildRoot
 from pants.engine.addresses import Addresses
 from pants.engine.console import Console
-from pants.base.build_root import BuildRoot
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
@@ -29,7 +29,13 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import RocmWheelTarget
 from rocm_build.tools import HostTools
-from rocm_build.wheel import BuildOutput, BuiltPayload, BuiltRocmWheel, PreparedWheelBuild, WheelWithBuildInfo
+from rocm_build.wheel import (
+    BuildOutput,
+    BuiltPayload,
+    BuiltRocmWheel,
+    PreparedWheelBuild,
+    WheelWithBuildInfo,
+)
 
 
 class VerifyReproducibleSubsystem(GoalSubsystem):

@@ -40,9 +40,9 @@ from rocm_build.build_requirements import LockedRequirements, LockedRequirements
 from rocm_build.chain import ChainRequest, CheckedChain
 from rocm_build.errors import RocmBuildError
 from rocm_build.isolation import NetworkIsolation, explain_build_failure
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import WheelSourceField
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.tools import BuildPython, HostTools
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
