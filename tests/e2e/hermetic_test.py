@@ -157,7 +157,10 @@ def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
         assert check.returncode == 1
         assert f"{LOCK}: made at mini-vllm {old[:12]}, stale; regenerate: pants lock-build-requirements {VLLM}" in check.stdout
 
-        lock = require_success(ws.pants("lock-build-requirements", VLLM), "regenerating the lock")
+        # The program form of the `lock-build-requirements` goal; it runs the goal nested.
+        lock = require_success(
+            ws.pants("run", "rules:lock-build-requirements", "--", "--only", "mini-vllm"), "regenerating the lock"
+        )
         assert f"Wrote {LOCK}: 2 distribution(s) for tests/mini/vllm:wheel" in lock.stdout
         assert f"# pin: mini-vllm {new}\n" in ws.read(LOCK)
         assert f"six==1.16.0 --hash=sha256:{SIX_SHA}\n" in ws.read(LOCK)
