@@ -42,7 +42,13 @@ KIND_ENV: Dict[str, Dict[str, str]] = {
         "USE_MEM_EFF_ATTENTION": "1",
     },
     "triton": {"TRITON_BUILD_WITH_CLANG_LLD": "1"},
-    "flash_attention": {"FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE"},
+    "flash_attention": {
+        "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",
+        # Its setup.py (at our pin) otherwise downloads a guessed prebuilt wheel from GitHub
+        # releases and ships it instead of building, and picks ROCm vs CUDA by asking torch.
+        "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
+        "BUILD_TARGET": "rocm",
+    },
     "vllm": {"VLLM_TARGET_DEVICE": "rocm"},
     "aiter": {"GPU_ARCHS": "{archs}"},
 }

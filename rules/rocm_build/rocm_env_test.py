@@ -15,4 +15,5 @@ def test_env_for_flash_attention() -> None:
     env = build_env("flash_attention", ["gfx1151", "gfx1100"], {"X": "1"}, "t")
     assert env["PYTORCH_ROCM_ARCH"] == "gfx1100;gfx1151"
     assert env["FLASH_ATTENTION_TRITON_AMD_ENABLE"] == "TRUE"
+    assert (env["FLASH_ATTENTION_FORCE_BUILD"], env["BUILD_TARGET"]) == ("TRUE", "rocm")
     assert env["X"] == "1"

@@ -21,7 +21,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import requests
 
@@ -34,6 +34,8 @@ GITHUB_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$")
 # How PyTorch names its AOTriton commit in cmake/External/aotriton.cmake.
 CMAKE_COMMIT = re.compile(r'__AOTRITON_CI_COMMIT\s+"?([0-9a-f]{40})"?')
 ANY_SHA = re.compile(r"\b([0-9a-f]{40})\b")
+# A file named in a build file: `${PROJECT_SOURCE_DIR}/.ci/docker/aotriton_version.txt`.
+REFERENCED_FILE = re.compile(r"([\w${}./-]*[\w-]+\.(?:txt|json|cmake))")
 
 
 class UpdateError(Exception):
@@ -138,15 +140,38 @@ def checkout(pin_name: str, url: str, commit: str, dest: str) -> None:
 
 
 def derived_commit(spec: str, tree: str, name: str) -> str:
+    return derived_commit_and_source(spec, tree, name)[0]
+
+
+def derived_commit_and_source(spec: str, tree: str, name: str) -> Tuple[str, str]:
+    """The commit `spec`'s file names, and the file it was read from: when the file holds no
+    SHA but names another file of the tree (PyTorch's aotriton.cmake reading
+    .ci/docker/aotriton_version.txt), that file is read instead."""
     _, _, path = spec.partition(":")
     try:
         text = Path(tree, path).read_text()
     except OSError:
-        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: {path} is not in that commit")
+        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: {path} is not in that commit") from None
     m = CMAKE_COMMIT.search(text) or ANY_SHA.search(text)
-    if not m:
-        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: no commit SHA in {path}")
-    return m.group(1)
+    if m:
+        return m.group(1), path
+    for referenced in REFERENCED_FILE.findall(text):
+        found = _find_in_tree(tree, referenced)
+        if found:
+            m = ANY_SHA.search(Path(tree, found).read_text())
+            if m:
+                return m.group(1), found
+    raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: no commit SHA in {path}, nor in a file it names")
+
+
+def _find_in_tree(tree: str, reference: str) -> Optional[str]:
+    """A path as a build file spells it (`${VAR}/../.ci/docker/x.txt`), found in the tree."""
+    parts = [p for p in reference.split("/") if p and p not in (".", "..") and not p.startswith("$")]
+    for start in range(len(parts)):
+        candidate = "/".join(parts[start:])
+        if Path(tree, candidate).is_file():
+            return candidate
+    return None
 
 
 def patch_files(patches_root: Path, name: str) -> List[str]:
@@ -259,9 +284,10 @@ def plan(args: argparse.Namespace, pins: Dict[str, Pin]) -> List[Move]:
             if source not in selected and name not in selected:
                 continue
             commit = new.get(source, pins[source].commit)
-            sha = derived_commit(pin.derived_from, tree_of(source), name)
+            sha, read = derived_commit_and_source(pin.derived_from, tree_of(source), name)
             if sha != pin.commit:
-                moves.append(Move(name, pin.commit, sha, f"{pin.derived_from} at {source} {commit[:12]} names it"))
+                via = "" if read == pin.derived_from.partition(":")[2] else f", read from {read}, which it names"
+                moves.append(Move(name, pin.commit, sha, f"{pin.derived_from} at {source} {commit[:12]} names it{via}"))
         commits = {n: new.get(n, p.commit) for n, p in pins.items() if n in selected}
         commits.update({m.name: m.new for m in moves})
         args.archive_moves = plan_archives(args.archives, commits, pins, tree_of)

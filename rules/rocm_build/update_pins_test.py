@@ -250,3 +250,21 @@ def test_derived_commit_reads_pytorch_cmake_shapes(tmp_path) -> None:
     # Older PyTorch: aotriton_version.txt, whose fourth line is the commit.
     (tmp_path / "aotriton_version.txt").write_text(f"0.7b\nmanylinux_2_17\nrocm6.2\n{'9' * 40}\n{'0' * 64}\ngz\n")
     assert derived_commit("torch:aotriton_version.txt", str(tmp_path), "aotriton") == "9" * 40
+
+
+def test_derived_pin_follows_the_file_its_file_names(world, capsys) -> None:
+    tmp_path, torch, aot, pins, (torch_1, aot_1, _) = world
+    aot_3 = commit_files(aot, {"x": "3"})
+    # PyTorch's second shape: aotriton.cmake reads the commit from aotriton_version.txt.
+    commit_files(torch, {
+        "cmake/External/aotriton.cmake":
+            'file(STRINGS "${CMAKE_CURRENT_LIST_DIR}/../../.ci/docker/aotriton_version.txt" __AOTRITON_CI_INFO)\n'
+            "list(GET __AOTRITON_CI_INFO 3 __AOTRITON_CI_COMMIT)\n",
+        ".ci/docker/aotriton_version.txt": f"0.7b\nmanylinux_2_28\nrocm6.3\n{aot_3}\n{'0' * 64}\n",
+    })  # fmt: skip
+    assert run(tmp_path, pins, "--no-patch-check") == 0
+    assert f'commit = "{aot_3}"' in pins.read_text()
+    assert (
+        f"aotriton: {aot_1[:12]} -> {aot_3[:12]} (torch:cmake/External/aotriton.cmake at torch"
+    ) in (out := capsys.readouterr().out)
+    assert "names it, read from .ci/docker/aotriton_version.txt, which it names)" in out
