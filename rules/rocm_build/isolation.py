@@ -20,8 +20,11 @@ from rocm_build.tools import HostTools
 
 # build_wheel.sh: exit 44 when the namespace cannot be made.
 EXIT_NO_NAMESPACE = 44
-# Same test as build_wheel.sh: a user namespace only when not root.
-PROBE = 'if [ "$(id -u)" = 0 ]; then unshare --net true; else unshare --net --map-root-user true; fi'
+# The namespaces build_wheel.sh makes (a user namespace only when not root).
+PROBE = (
+    'if [ "$(id -u)" = 0 ]; then unshare --net --mount --uts true; '
+    "else unshare --net --mount --uts --map-root-user true; fi"
+)
 NO_NETWORK_SIGNS = re.compile(
     r"Network is unreachable|Temporary failure in name resolution|Name or service not known|"
     r"Could not resolve host|No route to host|nodename nor servname|getaddrinfo failed|"
@@ -52,14 +55,14 @@ async def network_isolation(settings: RocmBuildSubsystem, tools: HostTools) -> N
         Process(
             argv=(tools.bash.path, "-c", PROBE),
             env={"PATH": "/usr/bin:/bin"},
-            description="Checking that builds can run without network (unshare --net)",
+            description="Checking that builds can run isolated (unshare --net --mount --uts)",
             cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
         ),
     )
     if probe.exit_code != 0:
         raise RocmBuildError(
-            "Builds run without network, in a new network namespace (`unshare --net`), and this "
-            f"machine does not permit one:\n{indent(tail(probe.stderr.decode(errors='replace'), 4))}\n"
+            "Builds run without network and at a fixed path, in new network, mount and UTS "
+            f"namespaces (`unshare --net --mount --uts`), and this machine does not permit them:\n{indent(tail(probe.stderr.decode(errors='replace'), 4))}\n"
             f"{HOW_TO_ALLOW}."
         )
     return NetworkIsolation(True)
