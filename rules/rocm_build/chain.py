@@ -1,4 +1,4 @@
-"""A rocm_wheel chain in build order, and the checks that need no fetch, run before any work.
+"""A rocm_wheel chain in build order, and the checks that need no compile, run before any build.
 
 A torch build takes hours: whatever can be known without compiling (a missing toolchain,
 an archive nobody resolved, a lock that is missing or no longer matches its pin, Python
