@@ -9,9 +9,10 @@ naming the pin commit, the Python and the requirement files it was made from.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from pants.engine.addresses import Addresses
+from pants.engine.addresses import Address, Addresses
 from pants.engine.console import Console
 from pants.engine.fs import (
     EMPTY_DIGEST,
@@ -24,7 +25,7 @@ from pants.engine.fs import (
 )
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
-from pants.engine.rules import Get, collect_rules, goal_rule
+from pants.engine.rules import Get, collect_rules, goal_rule, rule
 from pants.engine.target import Targets
 
 from rocm_build import lockfile
@@ -54,13 +55,79 @@ class LockBuildRequirements(Goal):
     environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
 
 
+@dataclass(frozen=True)
+class BuildLockRequest:
+    address: Address  # a rocm_wheel with build_requirements
+
+
+@dataclass(frozen=True)
+class ResolvedBuildLock:
+    path: str
+    lock: lockfile.BuildLock
+
+
+@rule(desc="Resolving a build-requirements lock")
+async def resolve_build_lock(request: BuildLockRequest, python: BuildPython) -> ResolvedBuildLock:
+    spec = await Get(WheelBuildSpec, WheelRequest(request.address))
+    pin = spec.upstream.pin
+    # The tree is fetched only when a requirement names a file in it: the -r files, nested
+    # ones too, read from the patched tree, which is what the build will see.
+    tree = EMPTY_DIGEST
+    if any(line.split()[0] in lockfile.INCLUDE_OPTIONS for line in spec.requirements):
+        upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {spec.owner}"))
+        tree = upstream.tree
+    texts: Dict[str, Optional[bytes]] = {}
+    while True:
+        try:
+            files = lockfile.included_files(spec.requirements, lambda p: _text(texts[p]))
+            break
+        except KeyError as missing:
+            texts.update(await tree_files(tree, (missing.args[0],)))
+        except lockfile.LockError as e:
+            raise RocmBuildError(f"{spec.owner}: `build_requirements`: {e} (pin {spec.upstream.pin_name} at {pin.commit})") from None
+    requirements_in = await Get(
+        Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(spec.requirements).encode() + b"\n")])
+    )
+    process = await Get(
+        Process,
+        PipRun(
+            args=(
+                "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet",
+                "--report", "report.json", "-r", REQUIREMENTS_IN,
+            ),
+            inputs=await Get(Digest, MergeDigests([tree, requirements_in])),
+            description=f"Resolving the build requirements of {spec.owner}",
+            output_files=("report.json",),
+            # A resolve asks the index what exists today: never reuse an earlier answer.
+            cache_scope=ProcessCacheScope.PER_SESSION,
+        ),
+    )  # fmt: skip
+    result = await Get(FallibleProcessResult, Process, process)
+    if result.exit_code != 0:
+        raise RocmBuildError(
+            f"{spec.owner}: pip could not resolve {list(spec.requirements)} for {python.identity}:\n"
+            f"{indent(tail(result.stderr.decode(errors='replace'), 15))}"
+        )
+    report = json.loads((await Get(DigestContents, Digest, result.output_digest))[0].content)
+    try:
+        dists, left_out = lockfile.from_pip_report(report)
+    except lockfile.LockError as e:
+        raise RocmBuildError(f"{spec.owner}: {e}") from None
+    lock = lockfile.BuildLock(
+        pin=spec.upstream.pin_name,
+        commit=pin.commit,
+        python=python.major_minor,
+        requirements=spec.requirements,
+        files=tuple((p, sha256_or_none(texts[p]) or "") for p in files),
+        dists=dists,
+        left_out=left_out,
+        regenerate=regenerate_command(spec.owner),
+    )
+    return ResolvedBuildLock(spec.lock_path or "", lock)
+
+
 @goal_rule
-async def lock_build_requirements(
-    console: Console,
-    addresses: Addresses,
-    workspace: Workspace,
-    python: BuildPython,
-) -> LockBuildRequirements:
+async def lock_build_requirements(console: Console, addresses: Addresses, workspace: Workspace) -> LockBuildRequirements:
     targets = await Get(Targets, Addresses, addresses)
     wheels = [t for t in targets if isinstance(t, RocmWheelTarget) and t[WheelBuildRequirementsField].value]
     if not wheels:
@@ -69,65 +136,14 @@ async def lock_build_requirements(
         )
     written: List[FileContent] = []
     for target in wheels:
-        spec = await Get(WheelBuildSpec, WheelRequest(target.address))
-        pin = spec.upstream.pin
-        # The tree is fetched only when a requirement names a file in it: the -r files,
-        # nested ones too, read from the patched tree, which is what the build will see.
-        tree = EMPTY_DIGEST
-        if any(line.split()[0] in lockfile.INCLUDE_OPTIONS for line in spec.requirements):
-            upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {spec.owner}"))
-            tree = upstream.tree
-        texts: Dict[str, Optional[bytes]] = {}
-        while True:
-            try:
-                files = lockfile.included_files(spec.requirements, lambda p: _text(texts[p]))
-                break
-            except KeyError as missing:
-                texts.update(await tree_files(tree, (missing.args[0],)))
-            except lockfile.LockError as e:
-                raise RocmBuildError(f"{spec.owner}: `build_requirements`: {e} (pin {spec.upstream.pin_name} at {pin.commit})") from None
-        requirements_in = await Get(
-            Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(spec.requirements).encode() + b"\n")])
-        )
-        process = await Get(
-            Process,
-            PipRun(
-                args=(
-                    "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet",
-                    "--report", "report.json", "-r", REQUIREMENTS_IN,
-                ),
-                inputs=await Get(Digest, MergeDigests([tree, requirements_in])),
-                description=f"Resolving the build requirements of {spec.owner}",
-                output_files=("report.json",),
-                # A resolve asks the index what exists today: never reuse an earlier answer.
-                cache_scope=ProcessCacheScope.PER_SESSION,
-            ),
-        )  # fmt: skip
-        result = await Get(FallibleProcessResult, Process, process)
-        if result.exit_code != 0:
-            raise RocmBuildError(
-                f"{spec.owner}: pip could not resolve {list(spec.requirements)} for {python.identity}:\n"
-                f"{indent(tail(result.stderr.decode(errors='replace'), 15))}"
-            )
-        report = json.loads((await Get(DigestContents, Digest, result.output_digest))[0].content)
-        try:
-            dists, left_out = lockfile.from_pip_report(report)
-        except lockfile.LockError as e:
-            raise RocmBuildError(f"{spec.owner}: {e}") from None
-        lock = lockfile.BuildLock(
-            pin=spec.upstream.pin_name,
-            commit=pin.commit,
-            python=python.major_minor,
-            requirements=spec.requirements,
-            files=tuple((p, sha256_or_none(texts[p]) or "") for p in files),
-            dists=dists,
-            left_out=left_out,
-            regenerate=regenerate_command(spec.owner),
-        )
-        assert spec.lock_path
-        written.append(FileContent(spec.lock_path, lockfile.render(lock).encode()))
+        resolved = await Get(ResolvedBuildLock, BuildLockRequest(target.address))
+        written.append(FileContent(resolved.path, lockfile.render(resolved.lock).encode()))
+        left_out = resolved.lock.left_out
         extra = f"; left out: {', '.join(left_out)}" if left_out else ""
-        console.print_stdout(f"Wrote {spec.lock_path}: {len(dists)} distribution(s) for {spec.owner}{extra}")
+        console.print_stdout(
+            f"Wrote {resolved.path}: {len(resolved.lock.dists)} distribution(s) for {target.address.spec}{extra}"
+        )
+    # Written together, once every lock resolved: a failure leaves all of them as they were.
     workspace.write_digest(await Get(Digest, CreateDigest(written)))
     return LockBuildRequirements(exit_code=0)
 
