@@ -13,9 +13,6 @@ from typing import Optional, Tuple
 from pants.engine.addresses import Address
 from pants.engine.fs import (
     Digest,
-    DigestContents,
-    GlobMatchErrorBehavior,
-    PathGlobs,
     RemovePrefix,
 )
 from pants.engine.process import FallibleProcessResult, Process
@@ -25,7 +22,6 @@ from pants.util.logging import LogLevel
 
 from rocm_build.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.pins import PinsError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import (
     ArchiveMirrorsField,
@@ -38,6 +34,7 @@ from rocm_build.target_types import (
 )
 from rocm_build.targets import expect_target
 from rocm_build.tools import HostTools
+from rocm_build.upstream import load_pins
 
 ARCHIVE_DIR = "archive"
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
@@ -82,16 +79,10 @@ async def archive_spec(request: ArchiveRequest) -> ArchiveSpec:
             target.address, target[ArchiveUrlField].value, mirrors, (target[ArchiveSha256Field].value or "").strip(),
             target[ArchiveStripPrefixField].value or "", f"the `sha256` field of {owner}",
         )  # fmt: skip
-    contents = await Get(
-        DigestContents,
-        PathGlobs([path], glob_match_error_behavior=GlobMatchErrorBehavior.error, description_of_origin=f"the `pins_file` field of {owner}"),
-    )
-    try:
-        table = parse_archive_pins(path, contents[0].content.decode())[pin]
-    except PinsError as e:
-        raise RocmBuildError(f"upstream_archive {owner}: {e}") from None
-    except KeyError:
-        raise RocmBuildError(f"upstream_archive {owner}: no table [{pin}] in {path}") from None
+    tables = dict((await load_pins(path, owner, parse_archive_pins)).pins)
+    if pin not in tables:
+        raise RocmBuildError(f"upstream_archive {owner}: no table [{pin}] in {path}")
+    table = tables[pin]
     return ArchiveSpec(target.address, table.url, mirrors, table.sha256, table.strip_prefix, f"[{pin}] in {path}")
 
 

@@ -54,6 +54,11 @@ def pip_environment(python: BuildPython, global_options: GlobalOptions) -> dict:
 
 
 @dataclass(frozen=True)
+class LockPath:
+    path: str  # from the build root
+
+
+@dataclass(frozen=True)
 class LockedRequirementsRequest:
     owner: str
     lock_path: str
@@ -99,40 +104,41 @@ def sha256_or_none(data: Optional[bytes]) -> Optional[str]:
 
 
 @dataclass(frozen=True)
-class ReadLockRequest:
-    owner: str
-    lock_path: str
-
-
-@dataclass(frozen=True)
 class ReadLock:
-    lock: lockfile.BuildLock
-    content: bytes
+    """A lock file as found: missing (no content), unreadable (`error`), or parsed."""
+
+    path: str
+    content: Optional[bytes]
+    lock: Optional[lockfile.BuildLock]
+    error: Optional[str] = None
 
 
 @rule(desc="Reading a build-requirements lock")
-async def read_lock(request: ReadLockRequest) -> ReadLock:
-    owner, path = request.owner, request.lock_path
+async def read_lock(path: LockPath) -> ReadLock:
     contents = await Get(
         DigestContents,
-        PathGlobs([path], glob_match_error_behavior=GlobMatchErrorBehavior.ignore),
+        PathGlobs([path.path], glob_match_error_behavior=GlobMatchErrorBehavior.ignore),
     )
     if not contents:
-        raise RocmBuildError(
-            f"rocm_wheel {owner} has `build_requirements` but no lock at {path}. Make it (it "
-            f"resolves them against the index once and pins every file by sha256): "
-            f"{regenerate_command(owner)}"
-        )
+        return ReadLock(path.path, None, None)
     try:
-        return ReadLock(lockfile.parse(contents[0].content.decode(), path), contents[0].content)
+        return ReadLock(path.path, contents[0].content, lockfile.parse(contents[0].content.decode(), path.path))
     except lockfile.LockError as e:
-        raise RocmBuildError(f"rocm_wheel {owner}: {e}. Regenerate it: {regenerate_command(owner)}") from None
+        return ReadLock(path.path, contents[0].content, None, str(e))
 
 
 @rule(desc="Checking a build-requirements lock")
 async def locked_requirements(request: LockedRequirementsRequest, python: BuildPython) -> LockedRequirements:
     owner, path = request.owner, request.lock_path
-    read = await Get(ReadLock, ReadLockRequest(owner, path))
+    read = await Get(ReadLock, LockPath(path))
+    if read.content is None:
+        raise RocmBuildError(
+            f"rocm_wheel {owner} has `build_requirements` but no lock at {path}. Make it (it "
+            f"resolves them against the index once and pins every file by sha256): "
+            f"{regenerate_command(owner)}"
+        )
+    if read.lock is None:
+        raise RocmBuildError(f"rocm_wheel {owner}: {read.error}. Regenerate it: {regenerate_command(owner)}")
     lock = read.lock
     found = await tree_files(request.tree, tuple(p for p, _ in lock.files))
     hashes = {p: sha256_or_none(data) for p, data in found.items()}

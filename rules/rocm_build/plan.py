@@ -15,9 +15,6 @@ from pants.engine.addresses import Addresses
 from pants.engine.console import Console
 from pants.engine.fs import (
     EMPTY_DIGEST,
-    DigestContents,
-    GlobMatchErrorBehavior,
-    PathGlobs,
 )
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
@@ -30,10 +27,10 @@ from rocm_build.build_request import (
     describe_commands,
     quote_env,
 )
+from rocm_build.build_requirements import LockPath, ReadLock
 from rocm_build.chain import wheel_chain
 from rocm_build.errors import RocmBuildError
 from rocm_build.isolation import NetworkIsolation
-from rocm_build.lockfile import LockError, parse
 from rocm_build.target_types import (
     RocmToolchainTarget,
     RocmWheelTarget,
@@ -61,15 +58,12 @@ async def _lock_summary(spec: WheelBuildSpec) -> Tuple[str, int]:
     """What the plan says of the lock, and how many distributions it holds."""
     if not spec.lock_path:
         return "none", 0
-    contents = await Get(
-        DigestContents, PathGlobs([spec.lock_path], glob_match_error_behavior=GlobMatchErrorBehavior.ignore)
-    )
-    if not contents:
+    read = await Get(ReadLock, LockPath(spec.lock_path))
+    if read.content is None:
         return f"{spec.lock_path} MISSING (run `pants lock-build-requirements {spec.owner}`)", 0
-    try:
-        lock = parse(contents[0].content.decode(), spec.lock_path)
-    except LockError as e:
-        return f"{spec.lock_path} UNREADABLE: {e}", 0
+    if read.lock is None:
+        return f"{spec.lock_path} UNREADABLE: {read.error}", 0
+    lock = read.lock
     return f"{spec.lock_path}: {len(lock.dists)} distribution(s), made at {lock.pin} {lock.commit[:12]}", len(lock.dists)
 
 

@@ -16,9 +16,5 @@ def script_bytes(name: str) -> bytes:
     return data
 
 
-def script_digest_request(*names: str) -> CreateDigest:
-    return CreateDigest([FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in names])
-
-
 async def script_digest(*names: str) -> Digest:
-    return await Get(Digest, CreateDigest, script_digest_request(*names))
+    return await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in names]))

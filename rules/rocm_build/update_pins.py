@@ -210,18 +210,6 @@ class ArchiveMove:
     why: str
 
 
-def derived_file_commit(spec: str, tree: str, name: str) -> str:
-    """The commit a derived archive's file names (its first 40-hex word)."""
-    path = spec.partition(":")[2]
-    try:
-        m = ANY_SHA.search(Path(tree, path).read_text())
-    except OSError:
-        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: {path} is not in that commit") from None
-    if not m:
-        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: no commit SHA in {path}")
-    return m.group(1)
-
-
 def download_sha256(url: str) -> str:
     digest = hashlib.sha256()
     with requests.get(url, stream=True, timeout=60) as response:
@@ -239,7 +227,7 @@ def plan_archives(archives: Dict[str, ArchivePin], commits: Dict[str, str], pins
         source = (archive.derived_from or "").partition(":")[0]
         if source not in commits:
             continue
-        values = archive.derive(derived_file_commit(archive.derived_from or "", tree_of(source), name))
+        values = archive.derive(derived_commit(archive.derived_from or "", tree_of(source), name))
         if values["url"] == archive.url and archive.sha256:
             continue
         try:

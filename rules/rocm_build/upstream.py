@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Any, Callable, Mapping, Tuple
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.core.util_rules.archive import CreateArchive
@@ -69,10 +69,11 @@ class ResolvedUpstream:
 @dataclass(frozen=True)
 class LoadedPins:
     path: str
-    pins: Tuple[Tuple[str, Pin], ...]
+    pins: Tuple[Tuple[str, Any], ...]  # (name, Pin or ArchivePin), sorted by name
 
 
-async def load_pins(path: str, owner: str) -> LoadedPins:
+async def load_pins(path: str, owner: str, parse: Callable[[str, str], Mapping[str, Any]] = parse_pins) -> LoadedPins:
+    """The pins file at `path` (git pins by default; `parse_archive_pins` for archive pins)."""
     contents = await Get(
         DigestContents,
         PathGlobs(
@@ -82,7 +83,7 @@ async def load_pins(path: str, owner: str) -> LoadedPins:
         ),
     )
     try:
-        pins = parse_pins(path, contents[0].content.decode())
+        pins = parse(path, contents[0].content.decode())
     except PinsError as e:
         raise RocmBuildError(f"{owner}: {e}") from None
     return LoadedPins(path, tuple(sorted(pins.items())))
