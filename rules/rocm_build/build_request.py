@@ -31,6 +31,8 @@ from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 from rocm_build.target_types import (
     GpuTargetsField,
     RocmWheelTarget,
+    SupportedGpuTargetsField,
+    SupportedGpuTargetsSourceField,
     WheelArchivesField,
     WheelBuildCommandField,
     WheelBuildRequirementsField,
@@ -71,6 +73,8 @@ class WheelBuildSpec:
     dependencies: Tuple[Address, ...]  # rocm_wheel targets
     archives: Tuple[Tuple[str, Address], ...]  # (env var, upstream_archive)
     gpu_targets: Tuple[str, ...]
+    supported_gpu_targets: Tuple[str, ...]  # empty: upstream's list is not known
+    supported_gpu_targets_source: str  # the link to upstream's list
     env: FrozenDict[str, str]  # the ROCm table for `kind`, with the target's `env` on top
     requirements: Tuple[str, ...]  # requirement lines
     lock_path: Optional[str]  # None when there are no build requirements
@@ -83,6 +87,19 @@ class WheelBuildSpec:
     @property
     def owner(self) -> str:
         return self.address.spec
+
+    def unsupported_gpu_targets(self) -> Optional[str]:
+        """Why upstream would not build a requested gpu target, or None."""
+        if not self.supported_gpu_targets:
+            return None
+        outside = [t for t in self.gpu_targets if t not in self.supported_gpu_targets]
+        if not outside:
+            return None
+        return (
+            f"{self.owner} is asked for {', '.join(outside)} (gpu_targets: {', '.join(self.gpu_targets)}), "
+            f"but its upstream builds only {', '.join(self.supported_gpu_targets)} "
+            f"(supported_gpu_targets, from {self.supported_gpu_targets_source})"
+        )
 
 
 @dataclass(frozen=True)
@@ -118,12 +135,22 @@ async def wheel_build_spec(request: WheelRequest) -> WheelBuildSpec:
     target = await expect_target(request.address, RocmWheelTarget, "a rocm_wheel build")
     owner = target.address.spec
     gpu_targets = tuple(sorted(target[GpuTargetsField].value or ()))
+    supported = tuple(target[SupportedGpuTargetsField].value or ())
+    supported_source = target[SupportedGpuTargetsSourceField].value or ""
+    if supported and not supported_source:
+        raise RocmBuildError(
+            f"{owner}: `{SupportedGpuTargetsField.alias}` needs `{SupportedGpuTargetsSourceField.alias}`: "
+            "a link to the upstream file the list was read from, at the pinned commit."
+        )
     try:
         check_gpu_targets(gpu_targets, owner)
+        if supported:
+            check_gpu_targets(supported, owner, SupportedGpuTargetsField.alias)
         env = build_env(target[WheelKindField].value, gpu_targets, dict(target[WheelEnvField].value or {}), owner)
         requirements = requirement_lines(target[WheelBuildRequirementsField].value or ())
     except (ValueError, LockError) as e:
-        raise RocmBuildError(f"{owner}: {e}") from None
+        message = str(e)  # rocm_env's messages name the target already
+        raise RocmBuildError(message if message.startswith(owner) else f"{owner}: {message}") from None
     archives = dict(target[WheelArchivesField].value or {})
     for var in archives:
         if not ENV_NAME.match(var):
@@ -145,6 +172,8 @@ async def wheel_build_spec(request: WheelRequest) -> WheelBuildSpec:
         dependencies=tuple(t.address for t in deps if isinstance(t, RocmWheelTarget)),
         archives=tuple(zip(archives, archive_addresses)),
         gpu_targets=gpu_targets,
+        supported_gpu_targets=supported,
+        supported_gpu_targets_source=supported_source,
         env=FrozenDict(env),
         requirements=requirements,
         lock_path=(target[WheelLockField].value or f"3rdparty/build/{upstream.pin_name}.lock") if requirements else None,

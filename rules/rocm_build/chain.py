@@ -1,25 +1,25 @@
 """A rocm_wheel chain in build order, and the checks that need no compile, run before any build.
 
-A torch build takes hours: whatever can be known without compiling (a missing toolchain,
-an archive nobody resolved, a lock that is missing or no longer matches its pin, Python
-or requirement files, a wheelhouse that cannot be downloaded) stops `package` before the
-first build of the chain.
+A torch build takes hours: whatever can be known without compiling (preflight.py: a gpu
+target upstream does not build, a missing toolchain, an archive nobody resolved, a file the
+recipe names that the pinned tree lacks, a lock that no longer matches its tree, pip's
+cmake) stops `package` before the first build of the chain, with every problem found.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
-from rocm_build.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
-from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.errors import RocmBuildError
-from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
-from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
+from rocm_build.preflight import ComponentStatus, QuickCheck, TreeCheck
+
+logger = logging.getLogger(__name__)
 
 
 async def wheel_chain(root: Address) -> Tuple[WheelBuildSpec, ...]:
@@ -61,36 +61,31 @@ class CheckedChain:
     specs: Tuple[WheelBuildSpec, ...]  # in build order, the root last
 
 
+def raise_problems(root: Address, statuses: Tuple[ComponentStatus, ...]) -> None:
+    problems = [p for status in statuses for p in status.problems]
+    if problems:
+        raise RocmBuildError(
+            f"{root.spec}: {len(problems)} problem(s) found before any build "
+            f"(`pants rocm-plan --check {root.spec}` lists them too):\n"
+            + "\n".join(f"- {p}" for p in problems)
+        )
+
+
 @rule(desc="Checking a rocm_wheel chain before any work")
 async def check_chain(request: ChainRequest) -> CheckedChain:
     chain = await wheel_chain(request.root)
-    # Toolchains first: a machine without ROCm stops here, naming the missing toolchain.
-    toolchains = {spec.toolchain: spec.owner for spec in chain}
-    await MultiGet(
-        Get(ResolvedToolchain, ToolchainRequest(a, f"the `toolchain` field of {owner}"))
-        for a, owner in toolchains.items()
-    )
-    archives = await MultiGet(
-        Get(ArchiveSpec, ArchiveRequest(a, f"the `archives` field of {spec.owner}"))
-        for spec in chain
-        for _, a in spec.archives
-    )
-    problems = [p for a in archives for p in [pin_problem(a)] if p]
-    if problems:
-        raise RocmBuildError("\n".join(problems))
-    # Locked components: fetch and patch their trees, check the locks against them and
-    # download the wheelhouses, all before the first compile of the chain.
-    locked = [spec for spec in chain if spec.lock_path]
-    upstreams = await MultiGet(
-        Get(ResolvedUpstream, UpstreamRequest(s.upstream.address, f"the `source` field of {s.owner}")) for s in locked
-    )
-    await MultiGet(
-        Get(
-            LockedRequirements,
-            LockedRequirementsRequest(s.owner, s.lock_path or "", u.pin_name, u.pin.commit, s.requirements, u.tree),
-        )
-        for s, u in zip(locked, upstreams)
-    )
+    # What needs no fetch first: a machine without ROCm stops here, naming the toolchain.
+    quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in chain)
+    raise_problems(request.root, quick)
+    for status in quick:
+        if status.skipped:
+            logger.warning(status.skipped)
+    # Then every pinned tree, fetched and patched: files the recipes name, locks, cmake.
+    trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in chain)
+    raise_problems(request.root, trees)
+    for status in trees:
+        for note in status.notes:
+            logger.info(f"{status.owner}: {note}")
     return CheckedChain(chain)
 
 

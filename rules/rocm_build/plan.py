@@ -18,8 +18,10 @@ from pants.engine.fs import (
 )
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
-from pants.engine.rules import Get, collect_rules, goal_rule
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.option.option_types import BoolOption
+from pants.util.strutil import softwrap
 
 from rocm_build.build_request import (
     WheelBuildRequest,
@@ -31,6 +33,7 @@ from rocm_build.build_requirements import LockPath, ReadLock
 from rocm_build.chain import wheel_chain
 from rocm_build.errors import RocmBuildError
 from rocm_build.isolation import NetworkIsolation
+from rocm_build.preflight import ComponentStatus, QuickCheck, TreeCheck
 from rocm_build.target_types import (
     RocmToolchainTarget,
     RocmWheelTarget,
@@ -47,6 +50,19 @@ UNRESOLVED = "<known when built>"
 class RocmPlanSubsystem(GoalSubsystem):
     name = "rocm-plan"
     help = "Print what building rocm_wheel targets would do: pins, patches, lock, environment, commands."
+
+    check = BoolOption(
+        default=False,
+        help=softwrap(
+            """
+            Run the preflight instead of printing the plan: for every component of the chain,
+            before any compile, the checks `package` runs first (gpu targets against upstream's
+            list, toolchain, archives, the pinned tree fetched and patched, every file the
+            recipe names, the lock against the tree, no pip cmake on PATH). Prints one line per
+            component and exits non-zero on any problem.
+            """
+        ),
+    )
 
 
 class RocmPlan(Goal):
@@ -65,6 +81,16 @@ async def _lock_summary(spec: WheelBuildSpec) -> Tuple[str, int]:
         return f"{spec.lock_path} UNREADABLE: {read.error}", 0
     lock = read.lock
     return f"{spec.lock_path}: {len(lock.dists)} distribution(s), made at {lock.pin} {lock.commit[:12]}", len(lock.dists)
+
+
+def _gpu_line(spec: WheelBuildSpec) -> str:
+    line = f"  gpu       {', '.join(spec.gpu_targets)}"
+    if spec.supported_gpu_targets:
+        line += f" (upstream builds {', '.join(spec.supported_gpu_targets)}: {spec.supported_gpu_targets_source})"
+    if spec.unsupported_gpu_targets():
+        line += "\n  WARNING   " + ("skipped: upstream does not build these targets" if spec.optional else
+                                  "the build stops: upstream does not build these targets")
+    return line
 
 
 async def _describe(step: int, spec: WheelBuildSpec, python: BuildPython, isolation: NetworkIsolation) -> List[str]:
@@ -87,6 +113,7 @@ async def _describe(step: int, spec: WheelBuildSpec, python: BuildPython, isolat
         f"  source    {pin.url} @ {pin.commit}{' (with submodules)' if pin.submodules else ''}",
         "  patches" if spec.upstream.patches else "  patches   none",
         *(f"    {p.path}  sha256:{p.sha256[:16]}" for p in spec.upstream.patches),
+        _gpu_line(spec),
         f"  toolchain {spec.toolchain.spec} ({toolchain.provider})",
         f"  python    {python.identity} ({python.path})",
         f"  network   {isolation.describe()}",
@@ -101,21 +128,55 @@ async def _describe(step: int, spec: WheelBuildSpec, python: BuildPython, isolat
     ]
 
 
-@goal_rule
-async def rocm_plan(console: Console, addresses: Addresses, python: BuildPython, isolation: NetworkIsolation) -> RocmPlan:
-    seen = set()
-    lines: List[str] = []
+async def _chains(addresses: Addresses) -> List[WheelBuildSpec]:
+    """The rocm_wheel chains of the given targets, in build order, each component once."""
+    specs: List[WheelBuildSpec] = []
     for root in addresses:
         wrapped = await Get(WrappedTarget, WrappedTargetRequest(root, "rocm-plan"))
-        if not isinstance(wrapped.target, RocmWheelTarget):
-            continue
-        for step, spec in enumerate(await wheel_chain(root), 1):
-            if spec.address in seen:
-                continue
-            seen.add(spec.address)
-            lines += await _describe(step, spec, python, isolation)
-    if not lines:
+        if isinstance(wrapped.target, RocmWheelTarget):
+            specs += [s for s in await wheel_chain(root) if s.address not in {k.address for k in specs}]
+    if not specs:
         raise RocmBuildError("rocm-plan: give it rocm_wheel targets, e.g. `pants rocm-plan components/vllm:wheel`")
+    return specs
+
+
+async def _preflight(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
+    """One line per component (ok, skip or FAIL with its problems), and the problem count."""
+    quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in specs)
+    trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in specs)
+    lines, count = [], 0
+    for q, t in zip(quick, trees):
+        problems = (*q.problems, *t.problems)
+        count += len(problems)
+        if q.skipped:
+            lines.append(f"skip  {q.owner}: {q.skipped}")
+        elif problems:
+            lines += [f"FAIL  {q.owner}", *(f"      - {p}" for p in problems)]
+        else:
+            lines.append(f"ok    {q.owner}  ({t.summary})")
+        lines += [f"      note: {n}" for n in t.notes]
+    skipped = sum(1 for q in quick if q.skipped)
+    if count:
+        verdict = f"{count} problem(s): fix them before building."
+    elif skipped:
+        verdict = f"{len(specs) - skipped} component(s) ok, {skipped} skipped."
+    else:
+        verdict = f"all {len(specs)} component(s) ok."
+    return [*lines, verdict], count
+
+
+@goal_rule
+async def rocm_plan(
+    console: Console, addresses: Addresses, options: RocmPlanSubsystem, python: BuildPython, isolation: NetworkIsolation
+) -> RocmPlan:
+    specs = await _chains(addresses)
+    if options.check:
+        lines, problems = await _preflight(specs)
+        console.print_stdout("\n".join(lines))
+        return RocmPlan(exit_code=1 if problems else 0)
+    lines: List[str] = []
+    for step, spec in enumerate(specs, 1):
+        lines += await _describe(step, spec, python, isolation)
     console.print_stdout("\n".join(lines))
     return RocmPlan(exit_code=0)
 

@@ -60,15 +60,15 @@ def nearest_gpu_target(name: str) -> List[str]:
     return swapped[:1] or difflib.get_close_matches(name, KNOWN_GPU_TARGETS, n=1, cutoff=0.6)
 
 
-def check_gpu_targets(targets: Sequence[str], owner: str) -> None:
+def check_gpu_targets(targets: Sequence[str], owner: str, field: str = "gpu_targets") -> None:
     if not targets:
-        raise ValueError(f"{owner}: `gpu_targets` is empty; list at least one, e.g. [\"gfx1151\"]")
+        raise ValueError(f"{owner}: `{field}` is empty; list at least one, e.g. [\"gfx1151\"]")
     for target in targets:
         if target not in KNOWN_GPU_TARGETS:
             near = nearest_gpu_target(target)
             hint = f" Did you mean `{near[0]}`?" if near else ""
             raise ValueError(
-                f"{owner}: unknown gpu target `{target}` in `gpu_targets`.{hint} "
+                f"{owner}: unknown gpu target `{target}` in `{field}`.{hint} "
                 f"Known targets: {', '.join(KNOWN_GPU_TARGETS)}"
             )
 

@@ -187,6 +187,31 @@ class GpuTargetsField(StringSequenceField):
     help = "AMD GPU architectures to compile for, e.g. `[\"gfx1151\"]`. Checked against known gfx names."
 
 
+class SupportedGpuTargetsField(StringSequenceField):
+    alias = "supported_gpu_targets"
+    help = help_text(
+        lambda: f"""
+        The GPU architectures this component's upstream builds at the pinned commit, read from
+        the upstream's own list (give its link in `{SupportedGpuTargetsSourceField.alias}`).
+        Empty means no list is known. A `{GpuTargetsField.alias}` entry outside it stops
+        `package` and `rocm-plan --check` before any work, naming both lists; an `optional`
+        component is skipped instead, with a line saying why.
+        """
+    )
+
+
+class SupportedGpuTargetsSourceField(StringField):
+    alias = "supported_gpu_targets_source"
+    help = help_text(
+        lambda: f"""
+        Where `{SupportedGpuTargetsField.alias}` comes from: a link to the upstream file at
+        the pinned commit (e.g. `https://github.com/ROCm/aiter/blob/<commit>/<path>#L10`).
+        Required with `{SupportedGpuTargetsField.alias}`, so the list can be checked again
+        when the pin moves.
+        """
+    )
+
+
 class WheelDependenciesField(Dependencies):
     help = softwrap(
         """
@@ -305,6 +330,8 @@ class RocmWheelTarget(Target):
         WheelSourceField,
         WheelToolchainField,
         GpuTargetsField,
+        SupportedGpuTargetsField,
+        SupportedGpuTargetsSourceField,
         WheelDependenciesField,
         WheelEnvField,
         WheelKindField,

@@ -80,6 +80,12 @@ class ResolvedToolchain:
         return f"{SANDBOX_ROOT}/lib/llvm/amdgcn/bitcode"
 
     @property
+    def system_cmake(self) -> str | None:
+        """`cmake version X` of the system cmake builds use, None when there is none."""
+        found = [line for line in self.identity.splitlines() if line.startswith("cmake version ")]
+        return found[0] if found else None
+
+    @property
     def clang(self) -> str:
         return f"{SANDBOX_ROOT}/bin/clang" if self.provider == "llvm" else f"{SANDBOX_ROOT}/lib/llvm/bin/clang"
 

@@ -52,17 +52,19 @@ logger = logging.getLogger(__name__)
 @dataclass(frozen=True)
 class BuiltRocmWheel:
     address: Address
-    # None when an optional build failed; `error` then says why.
+    # None when an optional build failed or was skipped; `error` then says why.
     wheel_name: Optional[str]
     wheel_sha256: str
     wheel: Digest  # the wheel file alone, at the digest root, with rocm_build_info.json
     log: Digest  # `<wheel or target>.build.log` at the digest root
     build_info: str  # JSON
-    # What the build wrote: the same wheel without its build info. Dependents build against
+    # What the build wrote: the same wheel without its build info and without the exact
+    # requirements on its dependency wheels (both record inputs). Dependents build against
     # it, so they are keyed by what this wheel ships, not by how it was made (early cutoff).
     payload: Digest = EMPTY_DIGEST
     payload_sha256: str = ""
     error: Optional[str] = None
+    skipped: bool = False  # not built at all: upstream does not build its gpu targets
     # This wheel and the wheels of its dependencies, for `package` to write to dist/.
     closure: Tuple["BuiltRocmWheel", ...] = ()
 
@@ -159,7 +161,8 @@ async def prepare_wheel_build(
     deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in spec.dependencies)
     for dep in deps:
         if dep.error:
-            logger.warning(f"{owner}: building without optional {dep.address.spec}: it failed to build.")
+            why = dep.error if dep.skipped else "it failed to build."
+            logger.warning(f"{owner}: building without optional {dep.address.spec}: {why}")
     usable = tuple(d for d in deps if d.wheel_name)
 
     bootstrap = await bootstrap_wheels_digest()
@@ -215,8 +218,13 @@ async def split_build_output(output: BuildOutput) -> BuiltPayload:
 
 @rule(desc="Building rocm_wheel", level=LogLevel.DEBUG)
 async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOption) -> BuiltRocmWheel:
+    spec = await Get(WheelBuildSpec, WheelRequest, request)
+    unsupported = spec.unsupported_gpu_targets()
+    if unsupported and spec.optional:
+        # Nothing fetched or built: upstream would not make code for these targets.
+        return BuiltRocmWheel(spec.address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, "{}", error=unsupported, skipped=True)
     prepared = await Get(PreparedWheelBuild, WheelRequest, request)
-    spec, build_info = prepared.request.spec, prepared.build_info
+    build_info = prepared.build_info
     process = await Get(Process, WheelBuildRequest, prepared.request)
     result = await Get(FallibleProcessResult, Process, process)
     if result.exit_code != 0:

@@ -6,10 +6,11 @@ import json
 import subprocess
 import zipfile
 from pathlib import Path
+from typing import Dict
 
 import pytest
 
-from e2e.wheels import code_object_archs
+from e2e.wheels import code_object_archs, requires_dist, version
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 from mini.make_upstreams import component_files
 
@@ -44,6 +45,31 @@ def install_and_run(wheels, code: str, tmp: Path) -> str:
     return subprocess.run([str(venv / "bin/python"), "-c", code], check=True, capture_output=True, text=True).stdout
 
 
+def check_built_against(wheels: Dict[str, Path], tmp_path: Path) -> None:
+    """Each wheel requires the exact wheels it was built against, so pip installs the chain
+    as built and refuses a torch of another version next to the vllm built on this one."""
+    torch, fa, vllm = wheels["tests.mini.torch"], wheels["tests.mini.flash_attention"], wheels["tests.mini.vllm"]
+    assert requires_dist(vllm) == [f"mini_flash_attention=={version(fa)}", f"mini_torch=={version(torch)}"]
+    assert requires_dist(torch) == [f"mini_aotriton=={version(wheels['tests.mini.aotriton'])}"]
+    # The lock left pip's cmake out, and the build says so and which cmake it used.
+    log = (vllm.parent / f"{vllm.name}.build.log").read_text()
+    assert "== cmake: the lock left out pip's cmake==3.31.6; the system cmake is used: /usr/bin/cmake (cmake version" in log
+
+    venv = tmp_path / "pip-venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)
+    pip = [str(venv / "bin/python"), "-m", "pip", "install", "--no-index", "--disable-pip-version-check"]
+    other = tmp_path / "other-torch"
+    subprocess.run(["/usr/bin/python3", "rules/rocm_build/scripts/wheel_files.py", "label", str(torch), str(other), "other"], check=True)
+    (other_torch,) = other.glob("*.whl")
+    refused = subprocess.run([*pip, "--dry-run", str(vllm), str(fa), str(other_torch)], capture_output=True, text=True)
+    assert refused.returncode != 0
+    assert f"mini-vllm {version(vllm)} depends on mini_torch=={version(torch)}" in refused.stdout + refused.stderr
+    links = [arg for w in wheels.values() for arg in ("--find-links", str(w.parent))]
+    installed = subprocess.run([*pip, *links, str(vllm)], capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr
+    assert f"mini-torch-{version(torch)}" in installed.stdout.replace("_", "-")
+
+
 def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) -> None:
     ws = new_workspace(shared, "checkout-a")
     try:
@@ -73,6 +99,8 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
             tmp_path,
         )
         assert out.split() == ["1151", "gfx1151", "['mini_flash_attention',", "'mini_torch']"]
+
+        check_built_against(wheels, tmp_path)
 
         again = require_success(ws.package(VLLM), "second build")
         assert again.built == []

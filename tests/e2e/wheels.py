@@ -31,3 +31,15 @@ def code_object_archs(wheel: Path) -> Dict[str, str]:
 def members(wheel: Path) -> List[str]:
     with zipfile.ZipFile(wheel) as zf:
         return zf.namelist()
+
+
+def requires_dist(wheel: Path) -> List[str]:
+    """The `Requires-Dist` lines of the wheel's METADATA, values only."""
+    name_version = "-".join(wheel.name.split("-")[:2])
+    with zipfile.ZipFile(wheel) as zf:
+        metadata = zf.read(f"{name_version}.dist-info/METADATA").decode()
+    return [line.split(":", 1)[1].strip() for line in metadata.splitlines() if line.startswith("Requires-Dist:")]
+
+
+def version(wheel: Path) -> str:
+    return wheel.name.split("-")[1]

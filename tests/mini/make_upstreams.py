@@ -130,7 +130,9 @@ extern "C" __global__ void scale(float *x, float a) {
 
 # Build requirements kept in the upstream tree, as vLLM keeps requirements/build.txt: two
 # small pure-Python wheels, unpinned here; the lock (3rdparty/build/mini-vllm.lock) pins them.
-BUILD_REQUIREMENTS = {"vllm": "six>=1.15\ntomli>=2\n"}
+# And cmake, as every real vLLM and PyTorch requirement file lists it: the lock leaves it out,
+# and the build uses the system cmake.
+BUILD_REQUIREMENTS = {"vllm": "six>=1.15\ntomli>=2\ncmake>=3.20\n"}
 
 
 def component_files(name: str, version: str = "1.0.0") -> Dict[str, str]:

@@ -95,6 +95,12 @@ build() {
     # Exactly the lock: no index, no dependency resolution, every file checked by sha256.
     python -m pip install -q --disable-pip-version-check --no-index --no-deps --require-hashes \
       --find-links "$top/$ROCM_BUILD_WHEELHOUSE" -r "$top/$ROCM_BUILD_LOCK"
+    local left_cmake
+    left_cmake="$(sed -n 's/^# left-out: \(cmake==[^ ]*\).*/\1/p' "$top/$ROCM_BUILD_LOCK")"
+    if [[ -n "$left_cmake" ]]; then
+      echo "== cmake: the lock left out pip's $left_cmake; the system cmake is used:" \
+        "$(command -v cmake || echo none) ($(cmake --version 2>/dev/null | head -n 1))"
+    fi
   fi
   # A pip that an upstream build runs by itself (AOTriton's CMake does) finds only the
   # locked wheels, never an index.

@@ -43,3 +43,6 @@ esac
 echo "$root"
 if [ -f "$root/.info/version" ]; then echo "rocm $(cat "$root/.info/version")"; fi
 "$clang" --version | grep -v '^InstalledDir:'
+# Builds use the system cmake, never pip's (seed 000): it is part of the toolchain, and so is
+# its version.
+if command -v cmake >/dev/null; then cmake --version | head -n 1; else echo "cmake: none"; fi

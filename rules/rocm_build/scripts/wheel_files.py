@@ -3,16 +3,20 @@
 Usage:
   wheel_files.py label WHEEL OUT_DIR LABEL      version gets `+LABEL` (or `.LABEL` after an
                                                existing local part), dist-info renamed
-  wheel_files.py add-info WHEEL OUT_DIR INFO    adds `rocm_build_info.json` to the dist-info
+  wheel_files.py add-info WHEEL OUT_DIR INFO    adds `rocm_build_info.json` to the dist-info,
+                                               and to METADATA a `Requires-Dist: name==version`
+                                               for each dependency wheel INFO lists
 
 Both rewrite RECORD and write members in a fixed order with a fixed timestamp and
 normalized permissions, so the same contents give the same bytes on every machine. The
 build writes the labelled wheel (what dependents build against, so a rebuild with the same
-output changes nothing downstream); build info, which records inputs, is added afterwards.
+output changes nothing downstream); build info and the exact requirements on the dependency
+wheels, which record inputs, are added afterwards.
 """
 
 import base64
 import hashlib
+import json
 import os
 import re
 import sys
@@ -48,6 +52,29 @@ def write_wheel(target, info_dir, members):
     os.replace(target + ".part", target)
 
 
+def _canonical(name):
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def require_built_against(metadata, wheels):
+    """`Requires-Dist: name==version` for each dependency wheel, local label included: a
+    wheel built against torch 2.13.0+rocm7.14gfx1151 has that torch's ABI and no other's.
+    Unconditional requirements on the same names (`torch`, `torch>=2`) give way to them."""
+    pins = {}
+    for wheel in sorted(wheels):
+        name, version = wheel.split("-")[:2]
+        pins[_canonical(name)] = f"Requires-Dist: {name}=={version}".encode()
+    if not pins:
+        return metadata
+    head, sep, body = metadata.partition(b"\n\n")
+    kept = []
+    for line in head.rstrip(b"\n").split(b"\n"):
+        m = re.match(rb"Requires-Dist:\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*([^;]*)$", line)
+        if not (m and _canonical(m.group(1).decode()) in pins):
+            kept.append(line)
+    return b"\n".join([*kept, *pins.values()]) + (sep or b"\n") + body
+
+
 def label(src, out_dir, label):
     name, version, rest = os.path.basename(src).split("-", 2)
     new_version = f"{version}{'.' if '+' in version else '+'}{label}"
@@ -67,9 +94,16 @@ def label(src, out_dir, label):
 def add_info(src, out_dir, info_path):
     name, version, _ = os.path.basename(src).split("-", 2)
     info_dir = f"{name}-{version}.dist-info"
-    members = [m for m in read_members(src) if m[0] != f"{info_dir}/{BUILD_INFO}"]
     with open(info_path, "rb") as f:
-        members.append((f"{info_dir}/{BUILD_INFO}", f.read(), 0o644))
+        info = f.read()
+    built_against = [d["wheel"] for d in json.loads(info)["dependencies"]]
+    members = []
+    for path, data, mode in read_members(src):
+        if path == f"{info_dir}/METADATA":
+            data = require_built_against(data, built_against)
+        if path != f"{info_dir}/{BUILD_INFO}":
+            members.append((path, data, mode))
+    members.append((f"{info_dir}/{BUILD_INFO}", info, 0o644))
     write_wheel(os.path.join(out_dir, os.path.basename(src)), info_dir, members)
 
 

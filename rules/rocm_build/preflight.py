@@ -1,0 +1,165 @@
+"""Checks of one rocm_wheel that need no compile, run before the first build of a chain.
+
+A torch build takes hours; everything that can be known in minutes is checked first, in two
+stages: `QuickCheck` reads only BUILD files, pins and the toolchain (gpu targets against
+upstream's list, toolchain present, archives resolved); `TreeCheck` fetches and patches the
+pinned tree, then looks for every file the recipe names, checks the lock against the tree
+(downloading its wheelhouse) and that pip's cmake cannot end up on PATH. `package` runs
+both stages for the whole chain (chain.py), `rocm-plan --check` prints what they found.
+
+Each problem is a sentence naming the target, what is wrong and how to fix it. Problems are
+collected, not raised, so one run reports every component's.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+from pants.engine.addresses import Address
+from pants.engine.rules import Get, collect_rules, rule
+
+from rocm_build.archives import ArchiveRequest, ArchiveSpec, pin_problem
+from rocm_build.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest, tree_files
+from rocm_build.recipe_paths import PROJECT_FILES, missing_paths, named_paths
+from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
+from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
+
+PIP_INSTALLS_CMAKE = re.compile(r"\bpip3?\b.*\binstall\b.*(?<![\w.-])cmake(?![\w.-])")
+
+
+@dataclass(frozen=True)
+class QuickCheck:
+    address: Address
+
+
+@dataclass(frozen=True)
+class TreeCheck:
+    address: Address
+
+
+@dataclass(frozen=True)
+class ComponentStatus:
+    owner: str
+    problems: Tuple[str, ...] = ()
+    notes: Tuple[str, ...] = ()  # worth knowing, not wrong (e.g. which cmake builds use)
+    skipped: Optional[str] = None  # an optional component that will not be built, and why
+    summary: str = ""  # what was checked, for the `ok` line
+
+
+def problem_text(e: Exception) -> str:
+    """A failed Get's message: our rules raise RocmBuildError with a complete sentence."""
+    return str(e).strip()
+
+
+async def _missing_files(spec: WheelBuildSpec, upstream: ResolvedUpstream, where: str) -> List[str]:
+    named = named_paths(spec.requirements, spec.steps, spec.wheel_command)
+    candidates = tuple(
+        dict.fromkeys(f"{p.path}/{f}".lstrip("/") if p.is_project else p.path for p in named for f in PROJECT_FILES)
+    )
+    present = [path for path, content in (await tree_files(upstream.tree, candidates)).items() if content is not None]
+    problems = []
+    for p in missing_paths(named, present):
+        what = f"{p.path or 'the tree root'} has no {' or '.join(PROJECT_FILES)}" if p.is_project else f"{p.path} is not in the tree"
+        problems.append(
+            f"{spec.owner}: {what} of {where} (patched), but its {p.named_by} needs it. Fix the recipe "
+            f"in {spec.address.spec_path}/BUILD (upstream may have moved the file), or move the pin to a "
+            "commit that has it."
+        )
+    return problems
+
+
+def _pip_cmake_steps(spec: WheelBuildSpec) -> List[str]:
+    return [
+        f"{spec.owner}: build_command `{step}` pip-installs cmake, which would come before the system "
+        "cmake on PATH (the build refuses it, seed 000). Remove it: builds use the toolchain's cmake."
+        for step in spec.steps
+        if PIP_INSTALLS_CMAKE.search(step)
+    ]
+
+
+def _pip_cmake_in_lock(spec: WheelBuildSpec, locked: LockedRequirements) -> List[str]:
+    return [
+        f"{spec.owner}: the lock {locked.lock_path} pins {d.name}=={d.version}, which would put pip's cmake "
+        f"on PATH (the build refuses it, seed 000). Regenerate the lock (it leaves cmake out): "
+        f"pants lock-build-requirements {spec.owner}"
+        for d in locked.lock.dists
+        if d.name.lower() == "cmake"
+    ]
+
+
+def _cmake_left_out(locked: LockedRequirements, system_cmake: Optional[str]) -> str:
+    (left,) = [d for d in locked.lock.left_out if d.lower().startswith("cmake==")]
+    return f"{locked.lock_path} left out pip's {left.split(' ')[0]}: builds use the system cmake ({system_cmake or 'missing'})"
+
+
+@rule(desc="Checking a rocm_wheel's toolchain, gpu targets and archives")
+async def quick_check(request: QuickCheck) -> ComponentStatus:
+    spec = await Get(WheelBuildSpec, WheelRequest(request.address))
+    owner = spec.owner
+    unsupported = spec.unsupported_gpu_targets()
+    if unsupported and spec.optional:
+        return ComponentStatus(owner, skipped=f"{unsupported}. It is optional: skipped, its dependents are built without it.")
+    problems: List[str] = []
+    if unsupported:
+        problems.append(
+            f"{unsupported}. Drop the target from `gpu_targets`, make the component `optional=True`, or "
+            "move its pin to a commit whose upstream builds it (and update `supported_gpu_targets`)."
+        )
+    try:
+        await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}"))
+    except Exception as e:
+        problems.append(problem_text(e))
+    for _, address in spec.archives:
+        try:
+            archive = await Get(ArchiveSpec, ArchiveRequest(address, f"the `archives` field of {owner}"))
+        except Exception as e:
+            problems.append(problem_text(e))
+            continue
+        problem = pin_problem(archive)
+        if problem:
+            problems.append(problem)
+    return ComponentStatus(owner, tuple(problems))
+
+
+@rule(desc="Fetching, patching and checking a rocm_wheel's tree")
+async def tree_check(request: TreeCheck) -> ComponentStatus:
+    spec = await Get(WheelBuildSpec, WheelRequest(request.address))
+    owner = spec.owner
+    if spec.optional and spec.unsupported_gpu_targets():
+        return ComponentStatus(owner)  # skipped: QuickCheck says why
+    try:
+        upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}"))
+    except Exception as e:
+        return ComponentStatus(owner, (problem_text(e),))
+    where = f"{upstream.pin_name} at {upstream.pin.commit}"
+    problems = [*await _missing_files(spec, upstream, where), *_pip_cmake_steps(spec)]
+    notes: List[str] = []
+    summary = f"{upstream.pin_name} {upstream.pin.commit[:12]}, {len(upstream.patches)} patch(es)"
+    if spec.lock_path and not problems:
+        try:
+            locked = await Get(
+                LockedRequirements,
+                LockedRequirementsRequest(
+                    owner, spec.lock_path, upstream.pin_name, upstream.pin.commit, spec.requirements, upstream.tree
+                ),
+            )
+        except Exception as e:
+            return ComponentStatus(owner, (problem_text(e),))
+        summary += f", {len(locked.lock.dists)} locked distribution(s)"
+        problems += _pip_cmake_in_lock(spec, locked)
+        if any(d.lower().startswith("cmake==") for d in locked.lock.left_out):
+            toolchain = await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}"))
+            notes.append(_cmake_left_out(locked, toolchain.system_cmake))
+            if not toolchain.system_cmake:
+                problems.append(
+                    f"{owner}: its requirements ask for cmake, which the lock leaves to the system (seed 000), "
+                    "but there is no cmake in /usr/bin. Install it: apt-get install cmake (dnf install cmake)."
+                )
+    return ComponentStatus(owner, tuple(problems), tuple(notes), summary=summary)
+
+
+def rules():
+    return collect_rules()
