@@ -125,3 +125,19 @@ def test_bad_archive_variable_and_positive_numbers_are_refused(rule_runner) -> N
         wheel_build(rule_runner, archives="{'LLVM-SYSPATH': 'components:llvm-tree'}")
     with pytest.raises(ExecutionError, match="The 'timeout' field in target components/mini:wheel must be greater than zero"):
         wheel_build(rule_runner, timeout="0")
+
+
+def test_supported_gpu_targets_are_checked_and_need_their_source(rule_runner: RuleRunner) -> None:
+    spec = wheel_build(rule_runner)
+    assert spec.unsupported_gpu_targets() is None  # no upstream list: nothing to check
+    source = "'https://example.invalid/list#L3'"
+    assert wheel_build(rule_runner, supported_gpu_targets="['gfx1100', 'gfx1151']", supported_gpu_targets_source=source).unsupported_gpu_targets() is None
+    spec = wheel_build(rule_runner, supported_gpu_targets="['gfx942', 'gfx1100']", supported_gpu_targets_source=source)
+    assert spec.unsupported_gpu_targets() == (
+        "components/mini:wheel is asked for gfx1151 (gpu_targets: gfx1100, gfx1151), but its upstream builds only "
+        "gfx942, gfx1100 (supported_gpu_targets, from https://example.invalid/list#L3)"
+    )
+    with pytest.raises(ExecutionError, match="`supported_gpu_targets` needs `supported_gpu_targets_source`: a link"):
+        wheel_build(rule_runner, supported_gpu_targets="['gfx942']")
+    with pytest.raises(ExecutionError, match="unknown gpu target `gfx9420` in `supported_gpu_targets`"):
+        wheel_build(rule_runner, supported_gpu_targets="['gfx9420']", supported_gpu_targets_source=source)

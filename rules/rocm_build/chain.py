@@ -62,7 +62,7 @@ class CheckedChain:
 
 
 def raise_problems(root: Address, statuses: Tuple[ComponentStatus, ...]) -> None:
-    problems = [p for status in statuses for p in status.problems]
+    problems = list(dict.fromkeys(p for status in statuses for p in status.problems))
     if problems:
         raise RocmBuildError(
             f"{root.spec}: {len(problems)} problem(s) found before any build "

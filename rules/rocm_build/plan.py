@@ -144,14 +144,18 @@ async def _preflight(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
     """One line per component (ok, skip or FAIL with its problems), and the problem count."""
     quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in specs)
     trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in specs)
-    lines, count = [], 0
+    lines, count, seen = [], 0, set()
     for q, t in zip(quick, trees):
         problems = (*q.problems, *t.problems)
         count += len(problems)
         if q.skipped:
             lines.append(f"skip  {q.owner}: {q.skipped}")
         elif problems:
-            lines += [f"FAIL  {q.owner}", *(f"      - {p}" for p in problems)]
+            lines.append(f"FAIL  {q.owner}")
+            for p in problems:
+                # A toolchain shared by the chain fails the same way for each: say it once.
+                lines.append(f"      - as above: {p.splitlines()[0][:90]}..." if p in seen else f"      - {p}")
+                seen.add(p)
         else:
             lines.append(f"ok    {q.owner}  ({t.summary})")
         lines += [f"      note: {n}" for n in t.notes]
