@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from pants.engine.addresses import Address
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, _uncacheable_rule, collect_rules
 
 from rocm_build.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
@@ -49,6 +49,10 @@ class ComponentStatus:
     summary: str = ""  # what was checked, for the `ok` line
 
 
+# These rules catch the failures of the rules they ask (to report every problem, not the
+# first). Pants does not keep a failed rule's dependencies, so a result made from a caught
+# failure would not be invalidated when the file that caused it is fixed: they are re-run on
+# every Pants run instead (what they ask for is memoized as usual, so that is cheap).
 def problem_text(e: Exception) -> str:
     """A failed Get's message: our rules raise RocmBuildError with a complete sentence."""
     return str(e).strip()
@@ -95,7 +99,7 @@ def _cmake_left_out(locked: LockedRequirements, system_cmake: Optional[str]) -> 
     return f"{locked.lock_path} left out pip's {left.split(' ')[0]}: builds use the system cmake ({system_cmake or 'missing'})"
 
 
-@rule(desc="Checking a rocm_wheel's toolchain, gpu targets and archives")
+@_uncacheable_rule(desc="Checking a rocm_wheel's toolchain, gpu targets and archives")
 async def quick_check(request: QuickCheck) -> ComponentStatus:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     owner = spec.owner
@@ -124,7 +128,7 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
     return ComponentStatus(owner, tuple(problems))
 
 
-@rule(desc="Fetching, patching and checking a rocm_wheel's tree")
+@_uncacheable_rule(desc="Fetching, patching and checking a rocm_wheel's tree")
 async def tree_check(request: TreeCheck) -> ComponentStatus:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     owner = spec.owner
