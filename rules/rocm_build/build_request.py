@@ -29,6 +29,7 @@ from rocm_build.lockfile import LockError, requirement_lines
 from rocm_build.rocm_env import build_env, check_gpu_targets
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 from rocm_build.target_types import (
+    AllowMissingGpuTargetsField,
     GpuTargetsField,
     RocmWheelTarget,
     SupportedGpuTargetsField,
@@ -75,6 +76,7 @@ class WheelBuildSpec:
     gpu_targets: Tuple[str, ...]
     supported_gpu_targets: Tuple[str, ...]  # empty: upstream's list is not known
     supported_gpu_targets_source: str  # the link to upstream's list
+    allow_missing_gpu_targets: Tuple[str, ...]  # the gpu-code audit accepts their absence
     env: FrozenDict[str, str]  # the ROCm table for `kind`, with the target's `env` on top
     requirements: Tuple[str, ...]  # requirement lines
     lock_path: Optional[str]  # None when there are no build requirements
@@ -146,6 +148,15 @@ async def wheel_build_spec(request: WheelRequest) -> WheelBuildSpec:
         check_gpu_targets(gpu_targets, owner)
         if supported:
             check_gpu_targets(supported, owner, SupportedGpuTargetsField.alias)
+        allow_missing = tuple(sorted(target[AllowMissingGpuTargetsField].value or ()))
+        if allow_missing:
+            check_gpu_targets(allow_missing, owner, AllowMissingGpuTargetsField.alias)
+        stray = [t for t in allow_missing if t not in gpu_targets]
+        if stray:
+            raise ValueError(
+                f"{owner}: `{AllowMissingGpuTargetsField.alias}` lists {', '.join(stray)}, which "
+                f"`{GpuTargetsField.alias}` does not ask for; list only requested targets there."
+            )
         env = build_env(target[WheelKindField].value, gpu_targets, dict(target[WheelEnvField].value or {}), owner)
         requirements = requirement_lines(target[WheelBuildRequirementsField].value or ())
     except (ValueError, LockError) as e:
@@ -174,6 +185,7 @@ async def wheel_build_spec(request: WheelRequest) -> WheelBuildSpec:
         gpu_targets=gpu_targets,
         supported_gpu_targets=supported,
         supported_gpu_targets_source=supported_source,
+        allow_missing_gpu_targets=allow_missing,
         env=FrozenDict(env),
         requirements=requirements,
         lock_path=(target[WheelLockField].value or f"3rdparty/build/{upstream.pin_name}.lock") if requirements else None,

@@ -212,6 +212,21 @@ class SupportedGpuTargetsSourceField(StringField):
     )
 
 
+class AllowMissingGpuTargetsField(StringSequenceField):
+    alias = "allow_missing_gpu_targets"
+    help = help_text(
+        lambda: f"""
+        Targets of `{GpuTargetsField.alias}` that libraries of the wheel may lack. After each
+        build every library in the wheel that carries AMDGPU code (code objects, and offload
+        bundles in shared objects) is read, and the build fails when one lacks a requested
+        target: a wheel like that fails at run time with `hipErrorInvalidImage` ("device
+        kernel image is invalid") on that GPU. List a target here only when its absence is
+        known and accepted (e.g. an upstream library that is not used on it); it is recorded
+        in `rocm_build_info.json`, with the arches found in each library.
+        """
+    )
+
+
 class WheelDependenciesField(Dependencies):
     help = softwrap(
         """
@@ -332,6 +347,7 @@ class RocmWheelTarget(Target):
         GpuTargetsField,
         SupportedGpuTargetsField,
         SupportedGpuTargetsSourceField,
+        AllowMissingGpuTargetsField,
         WheelDependenciesField,
         WheelEnvField,
         WheelKindField,

@@ -39,6 +39,7 @@ from rocm_build.build_request import (
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.chain import ChainRequest, CheckedChain
 from rocm_build.errors import RocmBuildError
+from rocm_build.gpu_audit import GpuCode, GpuCodeRequest, audit_problems, with_gpu_code
 from rocm_build.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import WheelSourceField
@@ -216,6 +217,14 @@ async def split_build_output(output: BuildOutput) -> BuiltPayload:
     return BuiltPayload(wheel_name, payload, files[wheel_path].file_digest.fingerprint, log)
 
 
+def failed(spec: WheelBuildSpec, build_info: str, message: str) -> BuiltRocmWheel:
+    """A failed build stops the chain, unless the component is optional."""
+    if not spec.optional:
+        raise RocmBuildError(message)
+    logger.warning(f"{message}\n{spec.owner} is optional: its dependents are built without it.")
+    return BuiltRocmWheel(spec.address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, build_info, error=message)
+
+
 @rule(desc="Building rocm_wheel", level=LogLevel.DEBUG)
 async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOption) -> BuiltRocmWheel:
     spec = await Get(WheelBuildSpec, WheelRequest, request)
@@ -230,13 +239,14 @@ async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOp
     if result.exit_code != 0:
         output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
         log_path = f"{named_caches.val}/{LOG_CACHE}/{log_name(spec.address)}.log"
-        message = explain_build_failure(spec.owner, spec.timeout, result.exit_code, output, log_path)
-        if spec.optional:
-            logger.warning(f"{message}\n{spec.owner} is optional: its dependents are built without it.")
-            return BuiltRocmWheel(spec.address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, build_info, error=message)
-        raise RocmBuildError(message)
+        return failed(spec, build_info, explain_build_failure(spec.owner, spec.timeout, result.exit_code, output, log_path))
 
     out = await Get(BuiltPayload, BuildOutput(result.output_digest))
+    code = await Get(GpuCode, GpuCodeRequest(out.payload, out.wheel_name))
+    problems = audit_problems(spec, out.wheel_name, code)
+    if problems:
+        return failed(spec, build_info, "\n".join(problems))
+    build_info = with_gpu_code(build_info, spec, code)
     wheel = await Get(Digest, WheelWithBuildInfo(out.payload, out.wheel_name, build_info))
     wheel_entries = await Get(DigestEntries, Digest, wheel)
     closure = tuple({w.address: w for d in prepared.dependencies for w in d.closure}.values())

@@ -89,6 +89,9 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
         assert info["source"]["patches"][0]["path"] == "tests/mini/patches/vllm/0001-report-gfx1151.patch"
         assert {d["target"] for d in info["dependencies"]} == {"tests/mini/torch:wheel", "tests/mini/flash_attention:wheel"}
         assert info["toolchain"]["identity"].startswith("provider=llvm\n")
+        # The gpu-code audit read every library: what it found is recorded.
+        assert info["gpu_code"] == {"mini_vllm/kernels/scale-gfx1151.co": ["gfx1151"]}
+        assert info["allow_missing_gpu_targets"] == []
 
         # The C extensions work, the torch edit and vllm patch are in, and each downstream
         # was built against its upstream's installed wheel.

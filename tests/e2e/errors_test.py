@@ -112,6 +112,11 @@ CASES = [
       "Full log: {named}/rocm_build_logs/tests.mini.aotriton@wheel.log"]),
     ("timeout", {AOT_BUILD: wheel_field('build_command=["sleep 60"], timeout=3')}, AOT,
      ["rocm_wheel tests/mini/aotriton:wheel: the build exceeded its timeout of 3 s (raise `timeout`"]),
+    # An upstream build that ignores PYTORCH_ROCM_ARCH and hard-codes another arch.
+    ("gpu code for another arch", {AOT_BUILD: wheel_field('env={"PYTORCH_ROCM_ARCH": "gfx1100"}')}, AOT,
+     ["tests/mini/aotriton:wheel: the code objects in mini_aotriton-1.0.0+llvm19gfx1151-",
+      "(mini_aotriton/kernels/scale-gfx1100.co) carry AMDGPU code for gfx1100, but none for gfx1151 (gpu_targets: "
+      "gfx1151). On a gfx1151 GPU it would fail with hipErrorInvalidImage", "or accept it with `allow_missing_gpu_targets`"]),
     ("pip cmake", {AOT_BUILD: wheel_field(
         'build_command=["printf \'#!/bin/sh\\\\necho pip cmake\\\\n\' > $ROCM_BUILD_DEPS_PREFIX/bin/cmake", '
         '"chmod +x $ROCM_BUILD_DEPS_PREFIX/bin/cmake"]')}, AOT,

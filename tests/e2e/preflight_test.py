@@ -3,8 +3,10 @@ stops the same way. Each case starts from an empty store, so "nothing was built"
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
+import zipfile
 
 import pytest
 
@@ -125,3 +127,15 @@ def test_an_optional_component_asked_for_a_target_upstream_does_not_build_is_ski
     assert sorted(p.name for p in ws.path("dist").iterdir()) == [
         "tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.torch", "tests.mini.vllm"
     ]
+
+
+def test_an_accepted_missing_target_is_recorded_with_the_arches_found(ws: Workspace) -> None:
+    ws.write(AOT_BUILD, ws.read(AOT_BUILD).replace('    kind="aotriton",\n', (
+        '    kind="aotriton",\n    env={"PYTORCH_ROCM_ARCH": "gfx1100"},\n    allow_missing_gpu_targets=["gfx1151"],\n'
+    )))  # fmt: skip
+    run = ws.package("tests/mini/aotriton:wheel")
+    assert run.returncode == 0, run.stderr[-3000:]
+    (wheel,) = ws.path("dist").glob("tests.mini.aotriton/*.whl")
+    info = json.loads(zipfile.ZipFile(wheel).read(f"{'-'.join(wheel.name.split('-')[:2])}.dist-info/rocm_build_info.json"))
+    assert info["gpu_code"] == {"mini_aotriton/kernels/scale-gfx1100.co": ["gfx1100"]}
+    assert info["allow_missing_gpu_targets"] == ["gfx1151"]

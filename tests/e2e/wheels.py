@@ -9,7 +9,7 @@ from typing import Dict, List
 
 EM_AMDGPU = 224
 # e_flags & 0xff (EF_AMDGPU_MACH) of the targets tests build for, from LLVM's ELF.h.
-MACH_TO_GFX = {0x4A: "gfx1151", 0x41: "gfx1100", 0x49: "gfx1150", 0x55: "gfx1152", 0x4C: "gfx942", 0x3F: "gfx90a"}
+MACH_TO_GFX = {0x4A: "gfx1151", 0x41: "gfx1100", 0x43: "gfx1150", 0x55: "gfx1152", 0x4C: "gfx942", 0x3F: "gfx90a"}
 
 
 def code_object_arch(data: bytes) -> str:
