@@ -23,11 +23,12 @@ from pants.engine.target import DependenciesRequest, Targets
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
-from rocm_build.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR
+from rocm_build.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR, LockedRequirementsRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.lockfile import LockError, requirement_lines
 from rocm_build.rocm_env import build_env, check_gpu_targets
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
+from rocm_build.settings import RocmBuildSubsystem
 from rocm_build.target_types import (
     AllowMissingGpuTargetsField,
     GpuTargetsField,
@@ -44,14 +45,16 @@ from rocm_build.target_types import (
     WheelLockField,
     WheelMaxJobsField,
     WheelOptionalField,
+    WheelPythonField,
     WheelSourceField,
     WheelTimeoutField,
     WheelToolchainField,
 )
 from rocm_build.targets import expect_target
-from rocm_build.toolchain import SANDBOX_ROOT, ResolvedToolchain, cache_suffix
-from rocm_build.tools import BuildPython, HostTools
-from rocm_build.upstream import UpstreamRequest, UpstreamSpec
+from rocm_build.toolchain import SANDBOX_ROOT, ResolvedToolchain
+from rocm_build.interpreters import PYTHON_LINK, BuildPython, parse_constraint
+from rocm_build.tools import HostTools, cache_suffix
+from rocm_build.upstream import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 
 LOG_CACHE = "rocm_build_logs"
 ARCHIVES_DIR = ".archives"
@@ -73,6 +76,7 @@ class WheelBuildSpec:
     toolchain: Address
     dependencies: Tuple[Address, ...]  # rocm_wheel targets
     archives: Tuple[Tuple[str, Address], ...]  # (env var, upstream_archive)
+    python: str  # the interpreter constraint: the target's `python`, or [rocm-wheel].python
     gpu_targets: Tuple[str, ...]
     supported_gpu_targets: Tuple[str, ...]  # empty: upstream's list is not known
     supported_gpu_targets_source: str  # the link to upstream's list
@@ -133,9 +137,10 @@ async def _single(target: RocmWheelTarget, field) -> Address:
 
 
 @rule(desc="Reading a rocm_wheel target")
-async def wheel_build_spec(request: WheelRequest) -> WheelBuildSpec:
+async def wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) -> WheelBuildSpec:
     target = await expect_target(request.address, RocmWheelTarget, "a rocm_wheel build")
     owner = target.address.spec
+    python = target[WheelPythonField].value or defaults.python
     gpu_targets = tuple(sorted(target[GpuTargetsField].value or ()))
     supported = tuple(target[SupportedGpuTargetsField].value or ())
     supported_source = target[SupportedGpuTargetsSourceField].value or ""
@@ -182,19 +187,37 @@ async def wheel_build_spec(request: WheelRequest) -> WheelBuildSpec:
         toolchain=await _single(target, WheelToolchainField),
         dependencies=tuple(t.address for t in deps if isinstance(t, RocmWheelTarget)),
         archives=tuple(zip(archives, archive_addresses)),
+        python=python,
         gpu_targets=gpu_targets,
         supported_gpu_targets=supported,
         supported_gpu_targets_source=supported_source,
         allow_missing_gpu_targets=allow_missing,
         env=FrozenDict(env),
         requirements=requirements,
-        lock_path=(target[WheelLockField].value or f"3rdparty/build/{upstream.pin_name}.lock") if requirements else None,
+        lock_path=(target[WheelLockField].value or default_lock(owner, upstream.pin_name, python)) if requirements else None,
         steps=tuple(target[WheelBuildCommandField].value or ()),
         wheel_command=target[WheelCommandField].value,
         max_jobs=target[WheelMaxJobsField].value,
         timeout=target[WheelTimeoutField].value,
         optional=target[WheelOptionalField].value,
     )
+
+
+def lock_request(spec: WheelBuildSpec, upstream: ResolvedUpstream, python: BuildPython) -> LockedRequirementsRequest:
+    """The check of the spec's lock against its fetched tree and interpreter."""
+    return LockedRequirementsRequest(
+        spec.owner, spec.lock_path or "", upstream.pin_name, upstream.pin.commit, spec.requirements, upstream.tree, python
+    )
+
+
+def default_lock(owner: str, pin: str, python: str) -> str:
+    minor = parse_constraint(python, owner).minor
+    if not minor:
+        raise RocmBuildError(
+            f"{owner}: give `{WheelLockField.alias}` explicitly: locks are per Python minor version, "
+            f"and `python` = {python!r} allows more than one."
+        )
+    return f"3rdparty/build/py{minor}/{pin}.lock"
 
 
 def log_name(address: Address) -> str:
@@ -231,7 +254,7 @@ def process_env(request: WheelBuildRequest) -> Dict[str, str]:
         "ROCM_BUILD_TARGET": spec.owner,
         "ROCM_BUILD_LABEL": request.label,
         "ROCM_BUILD_LOG_NAME": log_name(spec.address),
-        "ROCM_BUILD_PYTHON": request.python.path,
+        "ROCM_BUILD_PYTHON": request.python.in_sandbox,
         "ROCM_BUILD_PYTHON_VERSION": request.python.identity,
         "ROCM_BUILD_TOOLCHAIN_IDENTITY": request.toolchain.identity,
         "ROCM_BUILD_WHEEL_COMMAND": spec.wheel_command,
@@ -272,6 +295,7 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools) -> P
         output_directories=("out",),
         append_only_caches={
             request.toolchain.cache_name: ".rocm",
+            request.python.cache_name: PYTHON_LINK,
             LOG_CACHE: ".logs",
             # Compiler cache per component and arch: shared by rebuilds, never in a key.
             ccache_name(spec.owner, spec.gpu_targets): ".ccache",

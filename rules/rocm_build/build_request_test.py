@@ -16,7 +16,7 @@ from rocm_build import register
 from rocm_build.build_request import WheelBuildRequest, WheelBuildSpec, WheelRequest
 from rocm_build.git_fixtures import pins_toml
 from rocm_build.toolchain import ResolvedToolchain
-from rocm_build.tools import BuildPython
+from rocm_build.interpreters import BuildPython
 
 WHEEL = Address("components/mini", target_name="wheel")
 
@@ -71,7 +71,8 @@ def test_spec_reads_the_target_without_fetching(rule_runner) -> None:
     )
     assert spec.gpu_targets == ("gfx1100", "gfx1151")
     assert spec.requirements == ("-r requirements/build.txt", "six>=1")
-    assert spec.lock_path == "3rdparty/build/mini.lock"  # the default names the pin
+    assert spec.python == "3.11"  # [rocm-build].python's default
+    assert spec.lock_path == "3rdparty/build/py3.11/mini.lock"  # the default names the Python and the pin
     assert spec.archives == (("LLVM_SYSPATH", Address("components", target_name="llvm-tree")),)
     assert spec.env["VLLM_TARGET_DEVICE"] == "rocm" and spec.env["EXTRA"] == "$ROCM_PATH/extra"
     assert wheel_build(rule_runner).lock_path is None  # no requirements, no lock
@@ -101,15 +102,15 @@ def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) 
     expand = env["ROCM_BUILD_EXPAND_VARS"].split()
     assert expand.index("ROCM_PATH") < expand.index("EXTRA")
     assert "LLVM_SYSPATH" in expand
-    # The only absolute paths are system ones, the same on every machine of a kind.
-    assert {k: v for k, v in env.items() if v.startswith("/")} == {
-        "ROCM_BUILD_PYTHON": "/usr/bin/python3",
-        "PIP_CONFIG_FILE": "/dev/null",
-    }
+    # The only absolute path is a system one; the interpreter is reached through a named
+    # cache named by its identity, so where it is on this machine is in no key.
+    assert {k: v for k, v in env.items() if v.startswith("/")} == {"PIP_CONFIG_FILE": "/dev/null"}
+    assert env["ROCM_BUILD_PYTHON"] == ".python/root/bin/python3.11"
     assert not [v for v in env.values() if os.getcwd() in v]
     assert process.timeout_seconds == 60
     caches = dict(process.append_only_caches)
     assert caches["rocm_toolchain_abc"] == ".rocm" and caches["rocm_build_logs"] == ".logs"
+    assert caches[BuildPython("/elsewhere/bin/python3.11", "CPython", "3.11.2").cache_name] == ".python"
     assert [v for k, v in caches.items() if k.startswith("rocm_ccache_")] == [".ccache"]
 
 

@@ -34,7 +34,8 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.settings import RocmBuildSubsystem
 from rocm_build.sources import TREE_DIR
-from rocm_build.tools import BuildPython, HostTools
+from rocm_build.interpreters import PYTHON_LINK, BuildPython
+from rocm_build.tools import HostTools
 
 LOCK_IN_SANDBOX = f"{SCRIPTS_DIR}/build.lock"
 WHEELHOUSE_DIR = "wheelhouse"
@@ -66,6 +67,7 @@ class LockedRequirementsRequest:
     commit: str
     requirements: Tuple[str, ...]  # requirement lines of the target
     tree: Digest  # the patched tree, under TREE_DIR/
+    python: BuildPython
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,7 @@ class WheelhouseRequest:
     lock_path: str
     lock: Digest  # the lock file at LOCK_IN_SANDBOX
     count: int
+    python: BuildPython  # wheels are chosen for its version
 
 
 async def tree_files(tree: Digest, paths: Tuple[str, ...]) -> Dict[str, Optional[bytes]]:
@@ -128,8 +131,8 @@ async def read_lock(path: LockPath) -> ReadLock:
 
 
 @rule(desc="Checking a build-requirements lock")
-async def locked_requirements(request: LockedRequirementsRequest, python: BuildPython) -> LockedRequirements:
-    owner, path = request.owner, request.lock_path
+async def locked_requirements(request: LockedRequirementsRequest) -> LockedRequirements:
+    owner, path, python = request.owner, request.lock_path, request.python
     read = await Get(ReadLock, LockPath(path))
     if read.content is None:
         raise RocmBuildError(
@@ -152,7 +155,7 @@ async def locked_requirements(request: LockedRequirementsRequest, python: BuildP
             + f". Regenerate it: {regenerate_command(owner)}"
         )
     lock_file = await Get(Digest, CreateDigest([FileContent(LOCK_IN_SANDBOX, read.content)]))
-    wheelhouse = await Get(Wheelhouse, WheelhouseRequest(owner, path, lock_file, len(lock.dists)))
+    wheelhouse = await Get(Wheelhouse, WheelhouseRequest(owner, path, lock_file, len(lock.dists), python))
     return LockedRequirements(
         lock_path=path,
         sha256=hashlib.sha256(read.content).hexdigest(),
@@ -166,6 +169,7 @@ class PipRun:
     """A pip command, run by the pinned bootstrap pip with the build Python (run_pip.sh)."""
 
     args: Tuple[str, ...]  # pip's own; the index arguments of `[rocm-build]` are appended
+    python: BuildPython
     inputs: Digest
     description: str
     output_files: Tuple[str, ...] = ()
@@ -175,16 +179,18 @@ class PipRun:
 
 @rule
 async def pip_run_process(
-    request: PipRun, tools: HostTools, python: BuildPython, settings: RocmBuildSubsystem, global_options: GlobalOptions
+    request: PipRun, tools: HostTools, settings: RocmBuildSubsystem, global_options: GlobalOptions
 ) -> Process:
+    python = request.python
     bootstrap = await bootstrap_wheels_digest()
     scripts = await script_digest("run_pip.sh")
     input_digest = await Get(
         Digest, MergeDigests([request.inputs, scripts, await Get(Digest, AddPrefix(bootstrap, "bootstrap"))])
     )
     return Process(
-        argv=(tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.path, *request.args, *settings.pip_index_args()),
+        argv=(tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.in_sandbox, *request.args, *settings.pip_index_args()),
         env=pip_environment(python, global_options),
+        append_only_caches={python.cache_name: PYTHON_LINK},
         input_digest=input_digest,
         output_files=request.output_files,
         output_directories=request.output_directories,
@@ -204,6 +210,7 @@ async def download_wheelhouse(request: WheelhouseRequest, settings: RocmBuildSub
                 "download", "--no-deps", "--only-binary=:all:", "--require-hashes", "--progress-bar=off",
                 "--dest", WHEELHOUSE_DIR, "-r", LOCK_IN_SANDBOX,
             ),
+            python=request.python,
             inputs=request.lock,
             description=f"Downloading {request.count} locked build requirement(s) of {request.owner}",
             output_directories=(WHEELHOUSE_DIR,),

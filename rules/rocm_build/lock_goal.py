@@ -39,7 +39,7 @@ from rocm_build.build_requirements import (
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sources import TREE_DIR
 from rocm_build.target_types import RocmWheelTarget, WheelBuildRequirementsField
-from rocm_build.tools import BuildPython
+from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
 REQUIREMENTS_IN = f"{TREE_DIR}/.rocm-build-requirements.in"
@@ -67,8 +67,9 @@ class ResolvedBuildLock:
 
 
 @rule(desc="Resolving a build-requirements lock")
-async def resolve_build_lock(request: BuildLockRequest, python: BuildPython) -> ResolvedBuildLock:
+async def resolve_build_lock(request: BuildLockRequest) -> ResolvedBuildLock:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
+    python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
     pin = spec.upstream.pin
     # The tree is fetched only when a requirement names a file in it: the -r files, nested
     # ones too, read from the patched tree, which is what the build will see.
@@ -95,6 +96,7 @@ async def resolve_build_lock(request: BuildLockRequest, python: BuildPython) -> 
                 "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet",
                 "--report", "report.json", "-r", REQUIREMENTS_IN,
             ),
+            python=python,
             inputs=await Get(Digest, MergeDigests([tree, requirements_in])),
             description=f"Resolving the build requirements of {spec.owner}",
             output_files=("report.json",),

@@ -42,7 +42,7 @@ from rocm_build.target_types import (
 )
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import ResolvedToolchain
-from rocm_build.tools import BuildPython
+from rocm_build.interpreters import BuildPython, BuildPythonRequest
 
 UNRESOLVED = "<known when built>"
 
@@ -93,7 +93,13 @@ def _gpu_line(spec: WheelBuildSpec) -> str:
     return line
 
 
-async def _describe(step: int, spec: WheelBuildSpec, python: BuildPython, isolation: NetworkIsolation) -> List[str]:
+async def _describe(step: int, spec: WheelBuildSpec, isolation: NetworkIsolation) -> List[str]:
+    try:
+        python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
+        python_line = f"{python.identity} ({python.path}; `python` = {spec.python!r})"
+    except RocmBuildError as e:  # the plan works on any machine: say what is missing
+        python = BuildPython("<not found>", "CPython", f"{spec.python}.x")
+        python_line = f"NOT FOUND: {e}"
     toolchain_target = await expect_target(spec.toolchain, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
     toolchain = ResolvedToolchain(
         address=spec.toolchain,
@@ -115,7 +121,7 @@ async def _describe(step: int, spec: WheelBuildSpec, python: BuildPython, isolat
         *(f"    {p.path}  sha256:{p.sha256[:16]}" for p in spec.upstream.patches),
         _gpu_line(spec),
         f"  toolchain {spec.toolchain.spec} ({toolchain.provider})",
-        f"  python    {python.identity} ({python.path})",
+        f"  python    {python_line}",
         f"  network   {isolation.describe()}",
         f"  lock      {lock}",
         *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),
@@ -171,7 +177,7 @@ async def _preflight(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
 
 @goal_rule
 async def rocm_plan(
-    console: Console, addresses: Addresses, options: RocmPlanSubsystem, python: BuildPython, isolation: NetworkIsolation
+    console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation
 ) -> RocmPlan:
     specs = await _chains(addresses)
     if options.check:
@@ -180,7 +186,7 @@ async def rocm_plan(
         return RocmPlan(exit_code=1 if problems else 0)
     lines: List[str] = []
     for step, spec in enumerate(specs, 1):
-        lines += await _describe(step, spec, python, isolation)
+        lines += await _describe(step, spec, isolation)
     console.print_stdout("\n".join(lines))
     return RocmPlan(exit_code=0)
 

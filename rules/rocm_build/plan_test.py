@@ -36,7 +36,7 @@ def test_plan_shows_chain_lock_archive_and_the_build_process() -> None:
     out = result.stdout
     assert out.index("[1] components:a") < out.index("[2] components:b")
     assert "  archive   DATA <- components:data" in out
-    assert "  lock      3rdparty/build/b.lock MISSING (run `pants lock-build-requirements components:b`)" in out
+    assert "  lock      3rdparty/build/py3.11/b.lock MISSING (run `pants lock-build-requirements components:b`)" in out
     assert "  network   none (own network namespace)" in out
     assert "  argv      /usr/bin/bash __rocm_build/build_wheel.sh" in out
     assert "    ROCM_PATH='$ROCM_BUILD_SANDBOX/.rocm/root'" in out

@@ -1,8 +1,8 @@
 """Checks of one rocm_wheel that need no compile, run before the first build of a chain.
 
 A torch build takes hours; everything that can be known in minutes is checked first, in two
-stages: `QuickCheck` reads only BUILD files, pins and the toolchain (gpu targets against
-upstream's list, toolchain present, archives resolved); `TreeCheck` fetches and patches the
+stages: `QuickCheck` reads only BUILD files, pins, the toolchain and the interpreter (gpu
+targets against upstream's list, toolchain and Python present, archives resolved); `TreeCheck` fetches and patches the
 pinned tree, then looks for every file the recipe names, checks the lock against the tree
 (downloading its wheelhouse) and that pip's cmake cannot end up on PATH. `package` runs
 both stages for the whole chain (chain.py), `rocm-plan --check` prints what they found.
@@ -21,8 +21,9 @@ from pants.engine.addresses import Address
 from pants.engine.rules import Get, _uncacheable_rule, collect_rules
 
 from rocm_build.archives import ArchiveRequest, ArchiveSpec, pin_problem
-from rocm_build.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.build_request import WheelBuildSpec, WheelRequest, lock_request
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest, tree_files
+from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.recipe_paths import PROJECT_FILES, missing_paths, named_paths
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
@@ -116,6 +117,10 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
         await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}"))
     except Exception as e:
         problems.append(problem_text(e))
+    try:
+        await Get(BuildPython, BuildPythonRequest(spec.python, owner))
+    except Exception as e:
+        problems.append(problem_text(e))
     for _, address in spec.archives:
         try:
             archive = await Get(ArchiveSpec, ArchiveRequest(address, f"the `archives` field of {owner}"))
@@ -144,12 +149,8 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
     summary = f"{upstream.pin_name} {upstream.pin.commit[:12]}, {len(upstream.patches)} patch(es)"
     if spec.lock_path and not problems:
         try:
-            locked = await Get(
-                LockedRequirements,
-                LockedRequirementsRequest(
-                    owner, spec.lock_path, upstream.pin_name, upstream.pin.commit, spec.requirements, upstream.tree
-                ),
-            )
+            python = await Get(BuildPython, BuildPythonRequest(spec.python, owner))
+            locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, python))
         except Exception as e:
             return ComponentStatus(owner, (problem_text(e),))
         summary += f", {len(locked.lock.dists)} locked distribution(s)"

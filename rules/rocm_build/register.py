@@ -6,6 +6,7 @@ from rocm_build import (
     build_requirements,
     chain,
     gpu_audit,
+    interpreters,
     isolation,
     lock_goal,
     patching,
@@ -28,6 +29,7 @@ def target_types():
 def rules():
     return [
         *tools.rules(),
+        *interpreters.rules(),
         *sources.rules(),
         *patching.rules(),
         *upstream.rules(),

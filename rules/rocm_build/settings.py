@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Tuple
 
-from pants.option.option_types import BoolOption, StrListOption
+from pants.option.option_types import BoolOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
@@ -21,6 +21,19 @@ class RocmBuildSubsystem(Subsystem):
             from (the first is pip's `--index-url`, the others `--extra-index-url`). Empty: no
             index, only `find_links`. Every file is checked against the lock's sha256, so an
             index can change the speed of a build, never its inputs.
+            """
+        ),
+    )
+    python = StrOption(
+        default="3.11",
+        help=softwrap(
+            """
+            The Python rocm_wheel targets are built with (and for) when their `python` field is
+            not set: `3.12`, or an interpreter constraint such as `CPython==3.12.*`. It is found
+            on `[python-bootstrap].search_path` (pyenv, PATH); its implementation and full
+            version are part of every build's key, its location is not. (An option of
+            `[rocm-build]`: Pants does not allow a `[rocm-wheel]` scope beside the `rocm_wheel`
+            target type.)
             """
         ),
     )

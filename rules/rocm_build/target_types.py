@@ -227,6 +227,21 @@ class AllowMissingGpuTargetsField(StringSequenceField):
     )
 
 
+class WheelPythonField(StringField):
+    alias = "python"
+    help = softwrap(
+        """
+        The Python the wheel is built with (and for): `"3.12"`, or an interpreter constraint
+        such as `"CPython==3.12.*"`; default `[rocm-build].python` in pants.toml. The first
+        matching interpreter on `[python-bootstrap].search_path` (pyenv, PATH) is used; its
+        implementation and full version are in the build's key and in `rocm_build_info.json`,
+        its location is not. `python=parametrize("3.11", "3.12")` gives one target per
+        Python, and dependencies follow: each variant builds against the same Python's
+        dependency wheels. Locks are per Python minor version: `3rdparty/build/py3.12/<pin>.lock`.
+        """
+    )
+
+
 class WheelDependenciesField(Dependencies):
     help = softwrap(
         """
@@ -295,7 +310,7 @@ class WheelLockField(StringField):
     help = softwrap(
         """
         Path (from the build root) of the lockfile made from `build_requirements`.
-        Default: `3rdparty/build/<pin>.lock`, `<pin>` being the pin of `source`. The lock names
+        Default: `3rdparty/build/py<3.X>/<pin>.lock`, `<pin>` being the pin of `source` and `3.X` the Python minor version of `python`. The lock names
         the pin commit, the Python and the requirement files it was made from; a build whose
         inputs moved since fails and says how to regenerate it.
         """
@@ -348,6 +363,7 @@ class RocmWheelTarget(Target):
         SupportedGpuTargetsField,
         SupportedGpuTargetsSourceField,
         AllowMissingGpuTargetsField,
+        WheelPythonField,
         WheelDependenciesField,
         WheelEnvField,
         WheelKindField,
@@ -380,7 +396,7 @@ class RocmWheelTarget(Target):
                 gpu_targets=["gfx1151"],
                 kind="vllm",
                 dependencies=["components/torch:wheel"],
-                build_requirements=["-r requirements/build.txt"],  # lock: 3rdparty/build/vllm.lock
+                build_requirements=["-r requirements/build.txt"],  # lock: 3rdparty/build/py3.12/vllm.lock
                 build_command=["python use_existing_torch.py"],
             )
         """

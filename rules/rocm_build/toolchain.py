@@ -8,7 +8,6 @@ version, compiler `--version`) and machines with the SDK in different places sha
 
 from __future__ import annotations
 
-import hashlib
 import re
 from dataclasses import dataclass
 
@@ -33,13 +32,11 @@ from rocm_build.target_types import (
     ToolchainVersionField,
 )
 from rocm_build.targets import expect_target
-from rocm_build.tools import HostTools
+from rocm_build.tools import LINK_SCRIPT, HostTools, cache_suffix
 
 # Where builds see the toolchain, relative to their sandbox.
 SANDBOX_ROOT = ".rocm/root"
 
-# Points the build-visible named cache (named by identity, so by content) at the root.
-LINK_SCRIPT = 'ln -sfn "$1" .rocm/root.new && mv -T .rocm/root.new .rocm/root'
 
 HOW_TO_PROVIDE = {
     "therock": "check `index_url` and `version` (the `rocm` package for your GPU family must exist "
@@ -49,12 +46,6 @@ HOW_TO_PROVIDE = {
     "llvm": "install clang with the AMDGPU target (`apt-get install clang-19 lld-19 llvm-19`) or "
     "point `path` at an LLVM root that has bin/clang",
 }
-
-
-def cache_suffix(text: str) -> str:
-    # Pants 2.17 accepts only [a-z_] in named cache names, so spell the hash in letters.
-    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
-    return "".join(chr(ord("a") + int(c, 16)) for c in digest)
 
 
 @dataclass(frozen=True)
@@ -147,7 +138,7 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
     await Get(
         ProcessResult,
         Process(
-            argv=(tools.bash.path, "-c", LINK_SCRIPT, "link", root),
+            argv=(tools.bash.path, "-c", LINK_SCRIPT, "link", ".rocm/root", root),
             env={"PATH": "/usr/bin:/bin"},
             append_only_caches={build_cache: ".rocm"},
             description=f"Linking rocm_toolchain {owner}",

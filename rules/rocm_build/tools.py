@@ -7,6 +7,7 @@ goes into the key too, so a different git or python gives a different key.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from pants.core.util_rules.system_binaries import (
@@ -15,7 +16,6 @@ from pants.core.util_rules.system_binaries import (
     BinaryPaths,
     BinaryPathTest,
 )
-from pants.engine.process import Process, ProcessCacheScope, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 
 from rocm_build.errors import RocmBuildError
@@ -55,36 +55,17 @@ async def find_host_tools() -> HostTools:
     return HostTools(git=git, bash=bash, python=python)
 
 
-@dataclass(frozen=True)
-class BuildPython:
-    """The interpreter wheels are built with: its path runs it, its identity goes into keys."""
-
-    path: str
-    implementation: str  # e.g. CPython
-    version: str  # e.g. 3.11.2
-
-    @property
-    def identity(self) -> str:
-        return f"{self.implementation} {self.version}"
-
-    @property
-    def major_minor(self) -> str:
-        return ".".join(self.version.split(".")[:2])
+def cache_suffix(text: str) -> str:
+    """A named cache's name part for `text`: Pants 2.17 accepts only [a-z_] there, so the
+    hash is spelled in letters."""
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    return "".join(chr(ord("a") + int(c, 16)) for c in digest)
 
 
-@rule
-async def find_build_python(tools: HostTools) -> BuildPython:
-    result = await Get(
-        ProcessResult,
-        Process(
-            argv=(tools.python.path, "-c", "import platform; print(platform.python_implementation(), platform.python_version())"),
-            description=f"Asking {tools.python.path} for its version",
-            # Machine state: re-asked by each new pantsd, never shared.
-            cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
-        ),
-    )
-    implementation, version = result.stdout.decode().split()
-    return BuildPython(tools.python.path, implementation, version)
+# Points a link inside a named cache at a directory of this machine, atomically: how builds
+# reach a toolchain or an interpreter without its location entering any key (the cache is
+# named by the identity of what it points at). $1: the link, $2: its target.
+LINK_SCRIPT = 'ln -sfn "$2" "$1.new" && mv -T "$1.new" "$1"'
 
 
 def rules():

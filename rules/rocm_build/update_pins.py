@@ -314,7 +314,7 @@ class LockState:
 def read_locks(locks_dir: Path) -> List[LockState]:
     """The build-requirements locks (see lockfile.py), with the pin commit each was made at."""
     states = []
-    for path in sorted(locks_dir.glob("*.lock")):
+    for path in sorted(locks_dir.rglob("*.lock")):  # py3.12/<pin>.lock: one per Python
         try:
             lock = lockfile.parse(path.read_text(), str(path))
         except lockfile.LockError as e:
@@ -349,7 +349,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the diff; change nothing")
     parser.add_argument("--force", action="store_true", help="move pins even if their patches fail")
     parser.add_argument("--no-patch-check", action="store_true", help="skip checking that patches apply")
-    parser.add_argument("--locks-dir", default="3rdparty/build", help="build-requirements locks (*.lock)")
+    parser.add_argument("--locks-dir", default="3rdparty/build", help="build-requirements locks (py*/*.lock)")
     parser.add_argument("--archives-file", default="components/archives.toml", help="archive pins (upstream_archive pin=)")
     parser.add_argument("--no-lock-refresh", action="store_true", help="leave the locks of moved pins stale")
     parser.add_argument("--pants", default="./pants", help="the Pants launcher that refreshes locks")

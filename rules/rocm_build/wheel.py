@@ -34,6 +34,7 @@ from rocm_build.build_request import (
     WheelBuildRequest,
     WheelBuildSpec,
     WheelRequest,
+    lock_request,
     log_name,
 )
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
@@ -44,7 +45,8 @@ from rocm_build.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import WheelSourceField
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
-from rocm_build.tools import BuildPython, HostTools
+from rocm_build.interpreters import BuildPython, BuildPythonRequest
+from rocm_build.tools import HostTools
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
 logger = logging.getLogger(__name__)
@@ -140,11 +142,10 @@ def build_info_json(
 
 
 @rule(desc="Resolving the inputs of a rocm_wheel build", level=LogLevel.DEBUG)
-async def prepare_wheel_build(
-    request: WheelRequest, python: BuildPython, isolation: NetworkIsolation
-) -> PreparedWheelBuild:
+async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation) -> PreparedWheelBuild:
     spec = await Get(WheelBuildSpec, WheelRequest, request)
     owner = spec.owner
+    python = await Get(BuildPython, BuildPythonRequest(spec.python, owner))
     # The toolchain first: without it nothing else is worth fetching or building.
     toolchain = await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}"))
     upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}"))
@@ -153,12 +154,7 @@ async def prepare_wheel_build(
     )
     locked = None
     if spec.lock_path:
-        locked = await Get(
-            LockedRequirements,
-            LockedRequirementsRequest(
-                owner, spec.lock_path, upstream.pin_name, upstream.pin.commit, spec.requirements, upstream.tree
-            ),
-        )
+        locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, python))
     deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in spec.dependencies)
     for dep in deps:
         if dep.error:
@@ -290,6 +286,13 @@ class RocmWheelFieldSet(PackageFieldSet):
     source: WheelSourceField
 
 
+def dist_dir(address: Address) -> str:
+    """`tests.mini.vllm`, and `tests.mini.vllm@python=3.12` for a parametrized variant."""
+    directory = address.spec_path.replace("/", ".") or "root"
+    params = ",".join(f"{k}={v}" for k, v in sorted(address.parameters.items()))
+    return f"{directory}@{params}" if params else directory
+
+
 @rule
 async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     # Toolchains, archives and locks of the whole chain are checked before any fetch or
@@ -302,7 +305,7 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     outputs = []
     artifacts = []
     for wheel in built.closure:
-        directory = wheel.address.spec_path.replace("/", ".") or "root"
+        directory = dist_dir(wheel.address)
         merged = await Get(Digest, MergeDigests([wheel.wheel, wheel.log]))
         outputs.append(await Get(Digest, AddPrefix(merged, directory)))
         artifacts.append(BuiltPackageArtifact(f"{directory}/{wheel.wheel_name}"))

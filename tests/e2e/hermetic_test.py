@@ -1,7 +1,7 @@
 """Hermetic builds on the miniature chain: locked build requirements, pinned archives, no network.
 
 mini vllm's upstream tree names its build requirements in requirements/build.txt (six and
-tomli, unpinned); 3rdparty/build/mini-vllm.lock pins them by sha256, and the wheels come
+tomli, unpinned); 3rdparty/build/py3.11/mini-vllm.lock pins them by sha256, and the wheels come
 from the fixture wheels ./setup fetched (no index). Servers run on 127.0.0.1.
 """
 
@@ -25,7 +25,7 @@ from e2e.workspace import FIXTURE_WHEELS, Workspace, make_fixture_upstreams, req
 VLLM = "tests/mini/vllm:wheel"
 AOT = "tests/mini/aotriton:wheel"
 CHAIN = ["tests/mini/aotriton:wheel", "tests/mini/torch:wheel", "tests/mini/flash_attention:wheel", VLLM]
-LOCK = "3rdparty/build/mini-vllm.lock"
+LOCK = "3rdparty/build/py3.11/mini-vllm.lock"
 AOT_BUILD = "tests/mini/aotriton/BUILD"
 SIX_SHA = "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254"
 

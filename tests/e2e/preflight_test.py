@@ -52,7 +52,7 @@ def test_the_mini_chain_passes_in_seconds_and_names_the_cmake_builds_use(ws: Wor
         f"ok    tests/mini/flash_attention:wheel  (mini-flash_attention {commit['flash_attention'][:12]}, 0 patch(es))",
         f"ok    tests/mini/vllm:wheel  (mini-vllm {commit['vllm'][:12]}, 1 patch(es), 2 locked distribution(s))",
         # requirements/build.txt lists cmake, as vLLM's does: left to the system.
-        f"      note: 3rdparty/build/mini-vllm.lock left out pip's cmake==3.31.6: builds use the system cmake ({SYSTEM_CMAKE})",
+        f"      note: 3rdparty/build/py3.11/mini-vllm.lock left out pip's cmake==3.31.6: builds use the system cmake ({SYSTEM_CMAKE})",
         "all 4 component(s) ok.",
     ]
     assert elapsed < 60, f"the preflight took {elapsed:.0f} s"

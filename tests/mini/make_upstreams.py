@@ -129,7 +129,7 @@ extern "C" __global__ void scale(float *x, float a) {
 
 
 # Build requirements kept in the upstream tree, as vLLM keeps requirements/build.txt: two
-# small pure-Python wheels, unpinned here; the lock (3rdparty/build/mini-vllm.lock) pins them.
+# small pure-Python wheels, unpinned here; the lock (3rdparty/build/py3.11/mini-vllm.lock) pins them.
 # And cmake, as every real vLLM and PyTorch requirement file lists it: the lock leaves it out,
 # and the build uses the system cmake.
 BUILD_REQUIREMENTS = {"vllm": "six>=1.15\ntomli>=2\ncmake>=3.20\n"}

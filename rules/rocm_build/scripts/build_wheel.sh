@@ -86,7 +86,7 @@ build() {
   mkdir -p "$HOME"
 
   echo "== build venv (pip, setuptools, wheel + $(ls deps | wc -l) dependency wheel(s))"
-  "$ROCM_BUILD_PYTHON" -m venv --without-pip "$top/.venv"
+  "$top/$ROCM_BUILD_PYTHON" -m venv --without-pip "$top/.venv"
   local pip_wheel=(bootstrap/pip-*.whl)
   "$top/.venv/bin/python" "${pip_wheel[0]}/pip" install -q --no-index --no-deps \
     --disable-pip-version-check bootstrap/*.whl $(ls deps/*.whl 2>/dev/null)
