@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
@@ -181,11 +181,13 @@ async def wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) 
     source = await _single(target, WheelSourceField)
     upstream = await Get(UpstreamSpec, UpstreamRequest(source, f"the `source` field of {owner}"))
     deps = await Get(Targets, DependenciesRequest(target[WheelDependenciesField]))
+    wheel_deps = [t for t in deps if isinstance(t, RocmWheelTarget)]
+    check_same_python(owner, python, [(t.address.spec, t[WheelPythonField].value or defaults.python) for t in wheel_deps])
     return WheelBuildSpec(
         address=target.address,
         upstream=upstream,
         toolchain=await _single(target, WheelToolchainField),
-        dependencies=tuple(t.address for t in deps if isinstance(t, RocmWheelTarget)),
+        dependencies=tuple(t.address for t in wheel_deps),
         archives=tuple(zip(archives, archive_addresses)),
         python=python,
         gpu_targets=gpu_targets,
@@ -201,6 +203,19 @@ async def wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) 
         timeout=target[WheelTimeoutField].value,
         optional=target[WheelOptionalField].value,
     )
+
+
+def check_same_python(owner: str, python: str, deps: Sequence[Tuple[str, str]]) -> None:
+    """A wheel built against a dependency wheel of another Python could not be installed
+    beside it (cp tags, ABI): every rocm_wheel dependency must build with the same Python."""
+    mine = parse_constraint(python, owner)
+    for dep, theirs in deps:
+        if parse_constraint(theirs, dep) != mine:
+            raise RocmBuildError(
+                f"{owner} builds with `python` = {python!r}, but its dependency {dep} builds with "
+                f"{theirs!r}: it has no variant for {python!r}. Give {dep} that Python (or "
+                f"`python=parametrize(...)` with it), or depend on its variant for {python!r}."
+            )
 
 
 def lock_request(spec: WheelBuildSpec, upstream: ResolvedUpstream, python: BuildPython) -> LockedRequirementsRequest:

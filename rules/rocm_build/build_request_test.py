@@ -142,3 +142,17 @@ def test_supported_gpu_targets_are_checked_and_need_their_source(rule_runner: Ru
         wheel_build(rule_runner, supported_gpu_targets="['gfx942']")
     with pytest.raises(ExecutionError, match="unknown gpu target `gfx9420` in `supported_gpu_targets`"):
         wheel_build(rule_runner, supported_gpu_targets="['gfx9420']", supported_gpu_targets_source=source)
+
+
+def test_dependencies_must_build_with_the_same_python(rule_runner: RuleRunner) -> None:
+    rule_runner.write_files(
+        {"components/dep/BUILD": "rocm_wheel(name='wheel', source='components/mini:src', toolchain='components:llvm', python='3.12')\n"}
+    )
+    with pytest.raises(ExecutionError, match=(
+        "components/mini:wheel builds with `python` = '3.11', but its dependency components/dep:wheel builds "
+        "with '3.12': it has no variant for '3.11'"
+    )):  # fmt: skip
+        wheel_build(rule_runner, dependencies="['components/dep:wheel']")
+    # The same Python spelled as a constraint is the same Python.
+    spec = wheel_build(rule_runner, dependencies="['components/dep:wheel']", python="'CPython==3.12.*'")
+    assert spec.dependencies == (Address("components/dep", target_name="wheel"),)
