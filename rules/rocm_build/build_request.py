@@ -25,6 +25,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR, LockedRequirementsRequest
 from rocm_build.errors import RocmBuildError
+from rocm_build.interpreters import PYTHON_LINK, BuildPython, parse_constraint
 from rocm_build.lockfile import LockError, requirement_lines
 from rocm_build.rocm_env import build_env, check_gpu_targets
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
@@ -52,7 +53,6 @@ from rocm_build.target_types import (
 )
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import SANDBOX_ROOT, ResolvedToolchain
-from rocm_build.interpreters import PYTHON_LINK, BuildPython, parse_constraint
 from rocm_build.tools import HostTools, cache_suffix
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 

@@ -15,8 +15,8 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 from rocm_build import register
 from rocm_build.build_request import WheelBuildRequest, WheelBuildSpec, WheelRequest
 from rocm_build.git_fixtures import pins_toml
-from rocm_build.toolchain import ResolvedToolchain
 from rocm_build.interpreters import BuildPython
+from rocm_build.toolchain import ResolvedToolchain
 
 WHEEL = Address("components/mini", target_name="wheel")
 

@@ -31,10 +31,10 @@ from pants.util.logging import LogLevel
 from rocm_build import lockfile
 from rocm_build.bootstrap_wheels import bootstrap_wheels_digest
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.settings import RocmBuildSubsystem
 from rocm_build.sources import TREE_DIR
-from rocm_build.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.tools import HostTools
 
 LOCK_IN_SANDBOX = f"{SCRIPTS_DIR}/build.lock"

@@ -37,9 +37,9 @@ from rocm_build.build_requirements import (
     tree_files,
 )
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.sources import TREE_DIR
 from rocm_build.target_types import RocmWheelTarget, WheelBuildRequirementsField
-from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
 REQUIREMENTS_IN = f"{TREE_DIR}/.rocm-build-requirements.in"

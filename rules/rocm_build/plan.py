@@ -32,6 +32,7 @@ from rocm_build.build_request import (
 from rocm_build.build_requirements import LockPath, ReadLock
 from rocm_build.chain import wheel_chain
 from rocm_build.errors import RocmBuildError
+from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.isolation import NetworkIsolation
 from rocm_build.preflight import ComponentStatus, QuickCheck, TreeCheck
 from rocm_build.target_types import (
@@ -42,7 +43,6 @@ from rocm_build.target_types import (
 )
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import ResolvedToolchain
-from rocm_build.interpreters import BuildPython, BuildPythonRequest
 
 UNRESOLVED = "<known when built>"
 

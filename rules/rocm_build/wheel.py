@@ -41,11 +41,11 @@ from rocm_build.build_requirements import LockedRequirements, LockedRequirements
 from rocm_build.chain import ChainRequest, CheckedChain
 from rocm_build.errors import RocmBuildError
 from rocm_build.gpu_audit import GpuCode, GpuCodeRequest, audit_problems, with_gpu_code
+from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import WheelSourceField
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
-from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.tools import HostTools
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
