@@ -286,6 +286,34 @@ class RocmWheelFieldSet(PackageFieldSet):
     source: WheelSourceField
 
 
+INSTALL_REQUIREMENTS = "requirements.txt"
+
+
+async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
+    """`wheels/` (a find-links folder with every wheel of the chain) and a requirements file
+    pinning each by version and sha256, so that
+    `pip install --no-index --find-links <dir>/wheels -r <dir>/requirements.txt` installs
+    exactly this chain, and nothing that merely has the same version."""
+    lines = [
+        "# The rocm_wheel chain of one `pants package`: every wheel by version and sha256.",
+        "# pip install --no-index --find-links wheels -r requirements.txt  (from this directory)",
+        *(
+            f"{w.wheel_name.split('-')[0]}=={w.wheel_name.split('-')[1]} --hash=sha256:{w.wheel_sha256}"
+            for w in sorted(closure, key=lambda w: w.wheel_name or "")
+        ),
+    ]
+    wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))
+    return await Get(
+        Digest,
+        MergeDigests(
+            [
+                await Get(Digest, AddPrefix(wheels, "wheels")),
+                await Get(Digest, CreateDigest([FileContent(INSTALL_REQUIREMENTS, "\n".join([*lines, ""]).encode())])),
+            ]
+        ),
+    )
+
+
 def dist_dir(address: Address) -> str:
     """`tests.mini.vllm`, and `tests.mini.vllm@python=3.12` for a parametrized variant."""
     directory = address.spec_path.replace("/", ".") or "root"
@@ -309,6 +337,10 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
         merged = await Get(Digest, MergeDigests([wheel.wheel, wheel.log]))
         outputs.append(await Get(Digest, AddPrefix(merged, directory)))
         artifacts.append(BuiltPackageArtifact(f"{directory}/{wheel.wheel_name}"))
+    # And, for the target packaged, the chain as one thing to install (see install_set).
+    install = f"{dist_dir(field_set.address)}.install"
+    outputs.append(await Get(Digest, AddPrefix(await install_set(built.closure), install)))
+    artifacts.append(BuiltPackageArtifact(f"{install}/{INSTALL_REQUIREMENTS}"))
     return BuiltPackage(await Get(Digest, MergeDigests(outputs)), tuple(artifacts))
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import zipfile
@@ -64,8 +65,13 @@ def check_built_against(wheels: Dict[str, Path], tmp_path: Path) -> None:
     refused = subprocess.run([*pip, "--dry-run", str(vllm), str(fa), str(other_torch)], capture_output=True, text=True)
     assert refused.returncode != 0
     assert f"mini-vllm {version(vllm)} depends on mini_torch=={version(torch)}" in refused.stdout + refused.stderr
-    links = [arg for w in wheels.values() for arg in ("--find-links", str(w.parent))]
-    installed = subprocess.run([*pip, *links, str(vllm)], capture_output=True, text=True)
+    # The chain as `package` leaves it to install: README's command, from dist/.
+    install = vllm.parent.parent / "tests.mini.vllm.install"
+    requirements = (install / "requirements.txt").read_text()
+    for wheel in wheels.values():
+        digest = hashlib.sha256(wheel.read_bytes()).hexdigest()
+        assert f"{wheel.name.split('-')[0]}=={version(wheel)} --hash=sha256:{digest}\n" in requirements
+    installed = subprocess.run([*pip, "--find-links", "wheels", "-r", "requirements.txt"], cwd=install, capture_output=True, text=True)
     assert installed.returncode == 0, installed.stderr
     assert f"mini-torch-{version(torch)}" in installed.stdout.replace("_", "-")
 

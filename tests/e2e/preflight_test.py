@@ -125,8 +125,10 @@ def test_an_optional_component_asked_for_a_target_upstream_does_not_build_is_ski
     assert f"tests/mini/vllm:wheel: building without optional tests/mini/aiter:wheel: {why}" in package.stderr
     assert package.built == ["tests/mini/aotriton:wheel", "tests/mini/torch:wheel", "tests/mini/flash_attention:wheel", VLLM]
     assert sorted(p.name for p in ws.path("dist").iterdir()) == [
-        "tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.torch", "tests.mini.vllm"
+        "tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.torch", "tests.mini.vllm", "tests.mini.vllm.install"
     ]
+    # The install set has no aiter either.
+    assert "aiter" not in ws.read("dist/tests.mini.vllm.install/requirements.txt")
 
 
 def test_an_accepted_missing_target_is_recorded_with_the_arches_found(ws: Workspace) -> None:

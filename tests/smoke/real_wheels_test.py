@@ -47,12 +47,17 @@ requires_gfx1151 = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
-    wheels = sorted(wheels_dir().glob("components.*/*.whl"))
-    if not wheels:
-        pytest.fail(f"no wheels under {wheels_dir()}/components.*: run ./pants package components/vllm:wheel")
+    # Installed as README says: the chain's install set, every wheel by version and sha256
+    # (--no-deps: the upstreams' own runtime requirements, numpy and the like, are not ours).
+    install = wheels_dir() / "components.vllm.install"
+    if not (install / "requirements.txt").exists():
+        pytest.fail(f"no {install}/requirements.txt: run ./pants package components/vllm:wheel")
     root = tmp_path_factory.mktemp("smoke") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
-    subprocess.run([str(root / "bin/pip"), "install", "--no-deps", *map(str, wheels)], check=True)
+    subprocess.run(
+        [str(root / "bin/pip"), "install", "--no-index", "--no-deps", "--find-links", "wheels", "-r", "requirements.txt"],
+        cwd=install, check=True,
+    )  # fmt: skip
     return root
 
 
