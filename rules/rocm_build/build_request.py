@@ -235,6 +235,13 @@ def default_lock(owner: str, pin: str, python: str) -> str:
     return f"3rdparty/build/py{minor}/{pin}.lock"
 
 
+def dist_dir(address: Address) -> str:
+    """`tests.mini.vllm`, and `tests.mini.vllm@python=3.12` for a parametrized variant."""
+    directory = address.spec_path.replace("/", ".") or "root"
+    params = ",".join(f"{k}={v}" for k, v in sorted(address.parameters.items()))
+    return f"{directory}@{params}" if params else directory
+
+
 def log_name(address: Address) -> str:
     return address.spec.replace("/", ".").replace(":", "@").lstrip(".")
 

@@ -9,9 +9,13 @@ fetched or built and no toolchain is needed, so it works on any machine.
 
 from __future__ import annotations
 
-from typing import List, Tuple
+import hashlib
+from pathlib import Path
+from typing import Dict, List, Tuple
 
-from pants.engine.addresses import Addresses
+from pants.base.build_root import BuildRoot
+from pants.core.util_rules.distdir import DistDir
+from pants.engine.addresses import Address, Addresses
 from pants.engine.console import Console
 from pants.engine.fs import (
     EMPTY_DIGEST,
@@ -23,10 +27,12 @@ from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.option.option_types import BoolOption
 from pants.util.strutil import softwrap
 
+from rocm_build.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.build_request import (
     WheelBuildRequest,
     WheelBuildSpec,
     describe_commands,
+    dist_dir,
     quote_env,
 )
 from rocm_build.build_requirements import LockPath, ReadLock
@@ -35,6 +41,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.isolation import NetworkIsolation
 from rocm_build.preflight import ComponentStatus, QuickCheck, TreeCheck
+from rocm_build.rebuild import Inputs, changes, last_build_info, verdict
 from rocm_build.target_types import (
     RocmToolchainTarget,
     RocmWheelTarget,
@@ -93,7 +100,34 @@ def _gpu_line(spec: WheelBuildSpec) -> str:
     return line
 
 
-async def _describe(step: int, spec: WheelBuildSpec, isolation: NetworkIsolation) -> List[str]:
+async def _rebuild(spec: WheelBuildSpec, python: BuildPython, dist: Path, rebuilding: Dict[Address, bool]) -> str:
+    """Whether the build would run, and why (rebuild.py), against the wheel in dist/."""
+    lock = await Get(ReadLock, LockPath(spec.lock_path)) if spec.lock_path else None
+    archives = await MultiGet(
+        Get(ArchiveSpec, ArchiveRequest(a, f"the `archives` field of {spec.owner}")) for _, a in spec.archives
+    )
+    now = Inputs(
+        pin=spec.upstream.pin_name,
+        commit=spec.upstream.pin.commit,
+        patches={p.path: p.sha256 for p in spec.upstream.patches},
+        lock_sha256=hashlib.sha256(lock.content).hexdigest() if lock and lock.content is not None else None,
+        python=python.identity,
+        toolchain=spec.toolchain.spec,
+        env=dict(spec.env),
+        gpu_targets=spec.gpu_targets,
+        archives={var: a.sha256 for (var, _), a in zip(spec.archives, archives)},
+    )
+    previous = last_build_info(dist / dist_dir(spec.address))
+    own = changes(previous, now) if previous else []
+    deps = [d.spec for d in spec.dependencies if rebuilding.get(d)]
+    rebuilding[spec.address] = bool(own or deps or previous is None)
+    last = f"{dist.name}/{dist_dir(spec.address)}/" if previous else None
+    return verdict(own, deps, last)
+
+
+async def _describe(
+    step: int, spec: WheelBuildSpec, isolation: NetworkIsolation, dist: Path, rebuilding: Dict[Address, bool]
+) -> List[str]:
     try:
         python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
         python_line = f"{python.identity} ({python.path}; `python` = {spec.python!r})"
@@ -124,6 +158,7 @@ async def _describe(step: int, spec: WheelBuildSpec, isolation: NetworkIsolation
         f"  python    {python_line}",
         f"  network   {isolation.describe()}",
         f"  lock      {lock}",
+        f"  rebuild   {await _rebuild(spec, python, dist, rebuilding)}",
         *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),
         f"  argv      {' '.join(process.argv)}",
         "  env (`$ROCM_BUILD_SANDBOX` is the build's sandbox)",
@@ -177,7 +212,7 @@ async def _preflight(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
 
 @goal_rule
 async def rocm_plan(
-    console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation
+    console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation, distdir: DistDir
 ) -> RocmPlan:
     specs = await _chains(addresses)
     if options.check:
@@ -185,8 +220,9 @@ async def rocm_plan(
         console.print_stdout("\n".join(lines))
         return RocmPlan(exit_code=1 if problems else 0)
     lines: List[str] = []
+    rebuilding: Dict[Address, bool] = {}
     for step, spec in enumerate(specs, 1):
-        lines += await _describe(step, spec, isolation)
+        lines += await _describe(step, spec, isolation, Path(BuildRoot().path) / distdir.relpath, rebuilding)
     console.print_stdout("\n".join(lines))
     return RocmPlan(exit_code=0)
 

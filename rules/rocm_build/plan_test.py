@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pants.core.util_rules import system_binaries
+from pants.core.util_rules import distdir, system_binaries
 from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import register
@@ -12,7 +12,7 @@ from rocm_build.plan import RocmPlan
 
 def test_plan_shows_chain_lock_archive_and_the_build_process() -> None:
     rule_runner = RuleRunner(
-        rules=[*register.rules(), *system_binaries.rules()],
+        rules=[*register.rules(), *system_binaries.rules(), *distdir.rules()],
         target_types=register.target_types(),
         isolated_local_store=True,
     )
@@ -38,6 +38,7 @@ def test_plan_shows_chain_lock_archive_and_the_build_process() -> None:
     assert "  archive   DATA <- components:data" in out
     assert "  lock      3rdparty/build/py3.11/b.lock MISSING (run `pants lock-build-requirements components:b`)" in out
     assert "  network   none (own network namespace)" in out
+    assert "  rebuild   unknown: no wheel of it in dist/ to compare with (the build cache decides)" in out
     assert "  argv      /usr/bin/bash __rocm_build/build_wheel.sh" in out
     assert "    ROCM_PATH='$ROCM_BUILD_SANDBOX/.rocm/root'" in out
     assert "    DATA='$ROCM_BUILD_SANDBOX/.archives/DATA'" in out

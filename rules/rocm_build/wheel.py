@@ -34,6 +34,7 @@ from rocm_build.build_request import (
     WheelBuildRequest,
     WheelBuildSpec,
     WheelRequest,
+    dist_dir,
     lock_request,
     log_name,
 )
@@ -312,13 +313,6 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
             ]
         ),
     )
-
-
-def dist_dir(address: Address) -> str:
-    """`tests.mini.vllm`, and `tests.mini.vllm@python=3.12` for a parametrized variant."""
-    directory = address.spec_path.replace("/", ".") or "root"
-    params = ",".join(f"{k}={v}" for k, v in sorted(address.parameters.items()))
-    return f"{directory}@{params}" if params else directory
 
 
 @rule

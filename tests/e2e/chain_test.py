@@ -116,6 +116,12 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
 
         patch = "tests/mini/patches/vllm/0001-report-gfx1151.patch"
         ws.write(patch, ws.read(patch).replace('"gfx1151"', '"gfx1151 (strix halo)"'))
+        # Before spending the build: what would rebuild, and why.
+        plan = require_success(ws.pants("rocm-plan", VLLM), "the plan after a patch edit")
+        rebuild = [line for line in plan.stdout.splitlines() if line.startswith("  rebuild   ")]
+        assert [line.split(":")[0] for line in rebuild] == ["  rebuild   no"] * 3 + ["  rebuild   yes"]
+        assert rebuild[0] == "  rebuild   no: same inputs as the wheel in dist/tests.mini.aotriton/ (the toolchain's identity is compared at build time)"
+        assert rebuild[3].startswith(f"  rebuild   yes: patch {patch} changed (")
         after_patch = require_success(ws.package(VLLM), "build after a vllm patch edit")
         assert after_patch.built == [VLLM]
 

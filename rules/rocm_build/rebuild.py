@@ -1,0 +1,94 @@
+"""Why a rocm_wheel would rebuild: its inputs now, against the build info of its last wheel.
+
+A torch build takes hours, so `rocm-plan` answers "will this rebuild torch, and why?" before
+anything runs. The last successful build of a target on this machine is the wheel `package`
+left in its dist/ folder; its `rocm_build_info.json` records the inputs it was built from.
+What can be known without fetching or building (pin, patch files, lock, Python, toolchain
+target, environment, gpu targets, archives) is compared here; a dependency that rebuilds
+may rebuild this one too, unless its wheel comes out the same (early cutoff).
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+BUILD_INFO = "rocm_build_info.json"
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """What a build's key holds that is known before any fetch."""
+
+    pin: str
+    commit: str
+    patches: Dict[str, str]  # path -> sha256
+    lock_sha256: Optional[str]
+    python: str  # identity, e.g. CPython 3.12.1
+    toolchain: str  # the rocm_toolchain target
+    env: Dict[str, str]
+    gpu_targets: Sequence[str]
+    archives: Dict[str, str]  # env var -> sha256
+
+
+def last_build_info(dist_folder: Path) -> Optional[Dict[str, Any]]:
+    """The build info of the wheel `package` left in a target's dist/ folder, if any."""
+    for wheel in sorted(dist_folder.glob("*.whl")):
+        name_version = "-".join(wheel.name.split("-")[:2])
+        try:
+            with zipfile.ZipFile(wheel) as zf:
+                return json.loads(zf.read(f"{name_version}.dist-info/{BUILD_INFO}"))
+        except (KeyError, zipfile.BadZipFile, ValueError):
+            continue
+    return None
+
+
+def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
+    """What differs between the last build's inputs and these, for people; empty: nothing."""
+    found: List[str] = []
+    source = previous.get("source", {})
+    if source.get("commit") != now.commit:
+        found.append(f"pin `{now.pin}` moved {str(source.get('commit'))[:12]} -> {now.commit[:12]}")
+    before = {p["path"]: p["sha256"] for p in source.get("patches", [])}
+    for path in sorted(set(before) | set(now.patches)):
+        if path not in now.patches:
+            found.append(f"patch {path} removed")
+        elif path not in before:
+            found.append(f"patch {path} added")
+        elif before[path] != now.patches[path]:
+            found.append(f"patch {path} changed ({before[path][:12]} -> {now.patches[path][:12]})")
+    lock_before = (previous.get("build_requirements") or {}).get("sha256")
+    if lock_before != now.lock_sha256:
+        found.append(f"lock changed ({str(lock_before)[:12]} -> {str(now.lock_sha256)[:12]})")
+    if previous.get("python") != now.python:
+        found.append(f"Python {previous.get('python')} -> {now.python}")
+    if previous.get("toolchain", {}).get("address") != now.toolchain:
+        found.append(f"toolchain {previous.get('toolchain', {}).get('address')} -> {now.toolchain}")
+    env_before = previous.get("env", {})
+    for key in sorted(set(env_before) | set(now.env)):
+        if env_before.get(key) != now.env.get(key):
+            found.append(f"env {key}: {env_before.get(key)!r} -> {now.env.get(key)!r}")
+    if list(previous.get("gpu_targets", [])) != list(now.gpu_targets):
+        found.append(f"gpu targets {', '.join(previous.get('gpu_targets', []))} -> {', '.join(now.gpu_targets)}")
+    archives_before = {var: a.get("sha256") for var, a in previous.get("archives", {}).items()}
+    for var in sorted(set(archives_before) | set(now.archives)):
+        if archives_before.get(var) != now.archives.get(var):
+            found.append(f"archive {var} changed")
+    return found
+
+
+def verdict(own: List[str], rebuilding_deps: List[str], last: Optional[str]) -> str:
+    """The plan's `rebuild` line: yes (and why), maybe (a dependency), no, or unknown."""
+    if own:
+        return "yes: " + "; ".join(own)
+    if rebuilding_deps:
+        return (
+            f"maybe: its dependencies {', '.join(rebuilding_deps)} rebuild or may; where their wheels "
+            "come out the same, this one is a cache hit (early cutoff)"
+        )
+    if last is None:
+        return "unknown: no wheel of it in dist/ to compare with (the build cache decides)"
+    return f"no: same inputs as the wheel in {last} (the toolchain's identity is compared at build time)"
