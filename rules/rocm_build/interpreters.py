@@ -39,6 +39,10 @@ class Constraint:
     @property
     def minor(self) -> Optional[str]:
         """`3.12` when the constraint allows one minor version only (locks are per minor)."""
+        (only, *more) = list(self.specifier) or [None]
+        if only is not None and not more and only.operator == "==":
+            parts = only.version.split(".")
+            return ".".join(parts[:2]) if len(parts) >= 2 and parts[1] != "*" else None
         found = [f"3.{m}" for m in MINORS if self.allows_minor(m)]
         return found[0] if len(found) == 1 else None
 

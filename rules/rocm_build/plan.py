@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from pants.base.build_root import BuildRoot
-from pants.core.util_rules.distdir import DistDir
 from pants.engine.addresses import Address, Addresses
 from pants.engine.console import Console
 from pants.engine.fs import (
@@ -24,6 +23,7 @@ from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.option.global_options import GlobalOptions
 from pants.option.option_types import BoolOption
 from pants.util.strutil import softwrap
 
@@ -212,7 +212,7 @@ async def _preflight(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
 
 @goal_rule
 async def rocm_plan(
-    console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation, distdir: DistDir
+    console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation, global_options: GlobalOptions
 ) -> RocmPlan:
     specs = await _chains(addresses)
     if options.check:
@@ -222,7 +222,7 @@ async def rocm_plan(
     lines: List[str] = []
     rebuilding: Dict[Address, bool] = {}
     for step, spec in enumerate(specs, 1):
-        lines += await _describe(step, spec, isolation, Path(BuildRoot().path) / distdir.relpath, rebuilding)
+        lines += await _describe(step, spec, isolation, Path(BuildRoot().path, global_options.pants_distdir), rebuilding)
     console.print_stdout("\n".join(lines))
     return RocmPlan(exit_code=0)
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pants.core.util_rules import distdir, system_binaries
+from pants.core.util_rules import system_binaries
 from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import register
@@ -12,7 +12,7 @@ from rocm_build.plan import RocmPlan
 
 def test_plan_shows_chain_lock_archive_and_the_build_process() -> None:
     rule_runner = RuleRunner(
-        rules=[*register.rules(), *system_binaries.rules(), *distdir.rules()],
+        rules=[*register.rules(), *system_binaries.rules()],
         target_types=register.target_types(),
         isolated_local_store=True,
     )
