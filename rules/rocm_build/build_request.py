@@ -76,7 +76,7 @@ class WheelBuildSpec:
     toolchain: Address
     dependencies: Tuple[Address, ...]  # rocm_wheel targets
     archives: Tuple[Tuple[str, Address], ...]  # (env var, upstream_archive)
-    python: str  # the interpreter constraint: the target's `python`, or [rocm-wheel].python
+    python: str  # the interpreter constraint: the target's `python`, or [rocm-build].python
     gpu_targets: Tuple[str, ...]
     supported_gpu_targets: Tuple[str, ...]  # empty: upstream's list is not known
     supported_gpu_targets_source: str  # the link to upstream's list
