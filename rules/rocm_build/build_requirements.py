@@ -115,6 +115,10 @@ class ReadLock:
     lock: Optional[lockfile.BuildLock]
     error: Optional[str] = None
 
+    @property
+    def sha256(self) -> Optional[str]:
+        return sha256_or_none(self.content)
+
 
 @rule(desc="Reading a build-requirements lock")
 async def read_lock(path: LockPath) -> ReadLock:
@@ -158,7 +162,7 @@ async def locked_requirements(request: LockedRequirementsRequest) -> LockedRequi
     wheelhouse = await Get(Wheelhouse, WheelhouseRequest(owner, path, lock_file, len(lock.dists), python))
     return LockedRequirements(
         lock_path=path,
-        sha256=hashlib.sha256(read.content).hexdigest(),
+        sha256=read.sha256 or "",
         lock=lock,
         inputs=await Get(Digest, MergeDigests([lock_file, wheelhouse.digest])),
     )

@@ -23,7 +23,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.tools import LINK_SCRIPT, HostTools, cache_suffix
+from rocm_build.tools import HostTools, cache_suffix, link_process
 
 PYTHON_LINK = ".python"  # in a sandbox: PYTHON_LINK/root -> the interpreter's prefix
 MINORS = range(14, 5, -1)  # python3.14 ... python3.6, newest first
@@ -127,17 +127,8 @@ async def find_build_python(request: BuildPythonRequest, bootstrap: PythonBootst
         implementation, version, prefix = result.stdout.decode().split(maxsplit=2)
         if implementation == constraint.implementation and constraint.specifier.contains(version, prereleases=True):
             python = BuildPython(path, implementation, version, prefix.strip())
-            await Get(
-                ProcessResult,
-                Process(
-                    argv=(tools.bash.path, "-c", LINK_SCRIPT, "link", f"{PYTHON_LINK}/root", python.prefix),
-                    env={"PATH": "/usr/bin:/bin"},
-                    append_only_caches={python.cache_name: PYTHON_LINK},
-                    description=f"Linking {python.identity} for builds",
-                    level=LogLevel.DEBUG,
-                    cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
-                ),
-            )
+            link = link_process(tools, python.cache_name, PYTHON_LINK, python.prefix, f"Linking {python.identity} for builds")
+            await Get(ProcessResult, Process, link)
             return python
     raise RocmBuildError(
         f"{request.owner}: no Python interpreter matches `python` = {request.constraint!r} "

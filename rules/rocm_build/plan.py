@@ -9,16 +9,13 @@ fetched or built and no toolchain is needed, so it works on any machine.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Dict, List, Tuple
 
 from pants.base.build_root import BuildRoot
 from pants.engine.addresses import Address, Addresses
 from pants.engine.console import Console
-from pants.engine.fs import (
-    EMPTY_DIGEST,
-)
+from pants.engine.fs import EMPTY_DIGEST
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
@@ -110,7 +107,7 @@ async def _rebuild(spec: WheelBuildSpec, python: BuildPython, dist: Path, rebuil
         pin=spec.upstream.pin_name,
         commit=spec.upstream.pin.commit,
         patches={p.path: p.sha256 for p in spec.upstream.patches},
-        lock_sha256=hashlib.sha256(lock.content).hexdigest() if lock and lock.content is not None else None,
+        lock_sha256=lock.sha256 if lock else None,
         python=python.identity,
         toolchain=spec.toolchain.spec,
         env=dict(spec.env),

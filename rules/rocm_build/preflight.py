@@ -61,9 +61,7 @@ def problem_text(e: Exception) -> str:
 
 async def _missing_files(spec: WheelBuildSpec, upstream: ResolvedUpstream, where: str) -> List[str]:
     named = named_paths(spec.requirements, spec.steps, spec.wheel_command)
-    candidates = tuple(
-        dict.fromkeys(f"{p.path}/{f}".lstrip("/") if p.is_project else p.path for p in named for f in PROJECT_FILES)
-    )
+    candidates = tuple(dict.fromkeys(c for p in named for c in p.candidates()))
     present = [path for path, content in (await tree_files(upstream.tree, candidates)).items() if content is not None]
     problems = []
     for p in missing_paths(named, present):

@@ -37,6 +37,12 @@ class NamedPath:
     named_by: str  # the recipe's words that name it
     is_project: bool = False  # a directory that needs setup.py or pyproject.toml
 
+    def candidates(self) -> Tuple[str, ...]:
+        """The tree files any one of which satisfies it."""
+        if self.is_project:
+            return tuple(posixpath.join(self.path, f) for f in PROJECT_FILES)
+        return (self.path,)
+
 
 def _simple_commands(step: str) -> List[List[str]]:
     commands = []
@@ -103,10 +109,4 @@ def _join(cwd: str, path: str) -> str:
 def missing_paths(paths: Iterable[NamedPath], files: Sequence[str]) -> Tuple[NamedPath, ...]:
     """The named paths that the tree, given as its list of files, does not have."""
     present = set(files)
-
-    def exists(p: NamedPath) -> bool:
-        if p.is_project:
-            return any(posixpath.join(p.path, f) in present for f in PROJECT_FILES)
-        return p.path in present
-
-    return tuple(p for p in paths if not exists(p))
+    return tuple(p for p in paths if not any(c in present for c in p.candidates()))

@@ -32,7 +32,7 @@ from rocm_build.target_types import (
     ToolchainVersionField,
 )
 from rocm_build.targets import expect_target
-from rocm_build.tools import LINK_SCRIPT, HostTools, cache_suffix
+from rocm_build.tools import HostTools, cache_suffix, link_process
 
 # Where builds see the toolchain, relative to their sandbox.
 SANDBOX_ROOT = ".rocm/root"
@@ -135,17 +135,7 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
     identity = f"provider={provider}\nversion={version or ''}\n{compiler}"
     label = target[ToolchainLabelField].value or default_label(provider, version, identity)
     build_cache = "rocm_toolchain_" + cache_suffix(identity)
-    await Get(
-        ProcessResult,
-        Process(
-            argv=(tools.bash.path, "-c", LINK_SCRIPT, "link", ".rocm/root", root),
-            env={"PATH": "/usr/bin:/bin"},
-            append_only_caches={build_cache: ".rocm"},
-            description=f"Linking rocm_toolchain {owner}",
-            level=LogLevel.DEBUG,
-            cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
-        ),
-    )
+    await Get(ProcessResult, Process, link_process(tools, build_cache, ".rocm", root, f"Linking rocm_toolchain {owner}"))
     return ResolvedToolchain(
         address=target.address,
         provider=provider,

@@ -16,7 +16,9 @@ from pants.core.util_rules.system_binaries import (
     BinaryPaths,
     BinaryPathTest,
 )
+from pants.engine.process import Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
 
@@ -62,10 +64,23 @@ def cache_suffix(text: str) -> str:
     return "".join(chr(ord("a") + int(c, 16)) for c in digest)
 
 
-# Points a link inside a named cache at a directory of this machine, atomically: how builds
-# reach a toolchain or an interpreter without its location entering any key (the cache is
-# named by the identity of what it points at). $1: the link, $2: its target.
-LINK_SCRIPT = 'ln -sfn "$2" "$1.new" && mv -T "$1.new" "$1"'
+# Points a link inside a named cache at a directory of this machine, atomically. $1: the
+# link, $2: its target.
+_LINK_SCRIPT = 'ln -sfn "$2" "$1.new" && mv -T "$1.new" "$1"'
+
+
+def link_process(tools: HostTools, cache_name: str, mount: str, target: str, description: str) -> Process:
+    """Makes `<mount>/root` in the named cache `cache_name` point at `target`: how builds reach
+    a toolchain or an interpreter without its location entering any key (the cache is named
+    by the identity of what it points at). Machine state: redone by each new pantsd."""
+    return Process(
+        argv=(tools.bash.path, "-c", _LINK_SCRIPT, "link", f"{mount}/root", target),
+        env={"PATH": "/usr/bin:/bin"},
+        append_only_caches={cache_name: mount},
+        description=description,
+        level=LogLevel.DEBUG,
+        cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
+    )
 
 
 def rules():
