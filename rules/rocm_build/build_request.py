@@ -15,6 +15,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Dict, Optional, Sequence, Tuple
 
+from pants.core.util_rules.environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.process import Process
@@ -24,6 +25,7 @@ from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from rocm_build.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR, LockedRequirementsRequest
+from rocm_build.container import BuildImage
 from rocm_build.errors import RocmBuildError
 from rocm_build.interpreters import PYTHON_LINK, BuildPython, parse_constraint
 from rocm_build.lockfile import LockError, requirement_lines
@@ -57,6 +59,8 @@ from rocm_build.tools import HostTools, cache_suffix
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 
 LOG_CACHE = "rocm_build_logs"
+LOG_CACHE_DIR = ".logs"
+CCACHE_DIR = ".ccache"
 ARCHIVES_DIR = ".archives"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SANDBOX = "$ROCM_BUILD_SANDBOX"
@@ -89,6 +93,7 @@ class WheelBuildSpec:
     max_jobs: Optional[int]
     timeout: int
     optional: bool
+    environment: str = "__local__"  # Pants' `environment` field: a docker_environment runs it in an image
 
     @property
     def owner(self) -> str:
@@ -116,6 +121,7 @@ class WheelBuildRequest:
     toolchain: ResolvedToolchain
     python: BuildPython
     network_isolation: bool
+    image: Optional[BuildImage]  # the build runs in a container of it; None: on this machine
     label: str  # the wheel's local version label
     source_date_epoch: int  # the pinned commit's time
     # tree/, deps/ (dependency wheels without their build info), bootstrap/, wheelhouse/ +
@@ -202,6 +208,7 @@ async def wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) 
         max_jobs=target[WheelMaxJobsField].value,
         timeout=target[WheelTimeoutField].value,
         optional=target[WheelOptionalField].value,
+        environment=target[EnvironmentField].value,
     )
 
 
@@ -289,6 +296,23 @@ def process_env(request: WheelBuildRequest) -> Dict[str, str]:
     }
 
 
+def container_env(request: WheelBuildRequest, env: Dict[str, str]) -> Dict[str, str]:
+    """What in_container.sh needs: the image's toolchain and Python (paths inside the image:
+    its content, not this machine's), and which variables and caches to pass in."""
+    assert request.image
+    inside = {
+        **env,
+        "ROCM_BUILD_IMAGE": request.image.image_id,
+        "ROCM_BUILD_TOOLCHAIN_ROOT": request.toolchain.root_in_image,
+        "ROCM_BUILD_PYTHON_PREFIX": request.python.prefix,
+    }
+    return {
+        **inside,
+        "ROCM_BUILD_CONTAINER_ENV": " ".join(sorted(inside)),
+        "ROCM_BUILD_CONTAINER_CACHES": f"{LOG_CACHE_DIR} {CCACHE_DIR}",
+    }
+
+
 def ccache_name(owner: str, gpu_targets: Tuple[str, ...]) -> str:
     return "rocm_ccache_" + cache_suffix(f"{owner} {' '.join(gpu_targets)}")
 
@@ -305,23 +329,31 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools) -> P
         CreateDigest(
             [
                 FileContent(f"{SCRIPTS_DIR}/build_wheel.sh", script_bytes("build_wheel.sh")),
+                *([FileContent(f"{SCRIPTS_DIR}/in_container.sh", script_bytes("in_container.sh"))] if request.image else []),
                 FileContent(f"{SCRIPTS_DIR}/wheel_files.py", script_bytes("wheel_files.py")),
                 FileContent(f"{SCRIPTS_DIR}/steps.sh", steps_script(spec).encode()),
             ]
         ),
     )
+    caches = {
+        LOG_CACHE: LOG_CACHE_DIR,
+        # Compiler cache per component and arch: shared by rebuilds, never in a key.
+        ccache_name(spec.owner, spec.gpu_targets): CCACHE_DIR,
+    }
+    argv: Tuple[str, ...] = (tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh")
+    env = process_env(request)
+    if request.image:
+        # The image id, not its name, in argv: the key holds what the build runs in.
+        argv = (tools.bash.path, f"{SCRIPTS_DIR}/in_container.sh", request.image.engine, request.image.image_id, "bash", *argv[1:])
+        env = container_env(request, env)
+    else:
+        caches = {request.toolchain.cache_name: ".rocm", request.python.cache_name: PYTHON_LINK, **caches}
     return Process(
-        argv=(tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh"),
-        env=process_env(request),
+        argv=argv,
+        env=env,
         input_digest=await Get(Digest, MergeDigests([request.inputs, scripts])),
         output_directories=("out",),
-        append_only_caches={
-            request.toolchain.cache_name: ".rocm",
-            request.python.cache_name: PYTHON_LINK,
-            LOG_CACHE: ".logs",
-            # Compiler cache per component and arch: shared by rebuilds, never in a key.
-            ccache_name(spec.owner, spec.gpu_targets): ".ccache",
-        },
+        append_only_caches=caches,
         description=f"Building rocm_wheel {spec.owner}",
         level=LogLevel.INFO,
         timeout_seconds=spec.timeout,

@@ -22,6 +22,7 @@ from pants.engine.process import Process, ProcessCacheScope, ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
+from rocm_build.container import BuildImage, ImagePythons
 from rocm_build.errors import RocmBuildError
 from rocm_build.tools import HostTools, cache_suffix, link_process
 
@@ -75,6 +76,7 @@ class BuildPython:
     implementation: str  # e.g. CPython
     version: str  # e.g. 3.12.1
     prefix: str = ""  # sys.base_prefix: what the link points at
+    in_image: bool = False  # the image's: builds link to `prefix` inside the container
 
     @property
     def identity(self) -> str:
@@ -98,6 +100,7 @@ class BuildPython:
 class BuildPythonRequest:
     constraint: str
     owner: str  # the target that asks, for messages
+    image: Optional[BuildImage] = None  # set: the Python inside this image
 
 
 async def _candidates(search_path: Tuple[str, ...], constraint: Constraint) -> Tuple[str, ...]:
@@ -109,9 +112,26 @@ async def _candidates(search_path: Tuple[str, ...], constraint: Constraint) -> T
     return tuple(dict.fromkeys(p.path for paths in found for p in paths.paths))
 
 
+async def _image_python(request: BuildPythonRequest, constraint: Constraint) -> BuildPython:
+    assert request.image
+    pythons = await Get(ImagePythons, BuildImage, request.image)
+    for path, implementation, version, prefix in pythons.found:
+        if implementation == constraint.implementation and constraint.specifier.contains(version, prereleases=True):
+            return BuildPython(path, implementation, version, prefix, in_image=True)
+    have = ", ".join(f"{p} ({i} {v})" for p, i, v, _ in pythons.found) or "none"
+    raise RocmBuildError(
+        f"{request.owner}: no Python interpreter in image {request.image.reference} (environment "
+        f"{request.image.environment}) matches `python` = {request.constraint!r} "
+        f"({constraint.implementation}{constraint.specifier}); the image has: {have}. Install one in "
+        "the image's recipe, or set the target's `python` to one the image has."
+    )
+
+
 @rule(desc="Finding the build Python")
 async def find_build_python(request: BuildPythonRequest, bootstrap: PythonBootstrap, tools: HostTools) -> BuildPython:
     constraint = parse_constraint(request.constraint, request.owner)
+    if request.image:
+        return await _image_python(request, constraint)
     search_path = tuple(bootstrap.interpreter_search_paths)
     for path in await _candidates(search_path, constraint):
         result = await Get(

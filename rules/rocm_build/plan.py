@@ -34,6 +34,7 @@ from rocm_build.build_request import (
 )
 from rocm_build.build_requirements import LockPath, ReadLock
 from rocm_build.chain import wheel_chain
+from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.isolation import NetworkIsolation
@@ -125,9 +126,17 @@ async def _rebuild(spec: WheelBuildSpec, python: BuildPython, dist: Path, rebuil
 async def _describe(
     step: int, spec: WheelBuildSpec, isolation: NetworkIsolation, dist: Path, rebuilding: Dict[Address, bool]
 ) -> List[str]:
+    image = None
     try:
-        python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
-        python_line = f"{python.identity} ({python.path}; `python` = {spec.python!r})"
+        environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, spec.owner))
+        image = environment.image
+        environment_line = environment.describe()
+    except RocmBuildError as e:
+        environment_line = f"NOT READY: {e}"
+    try:
+        python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner, image))
+        where = f"in the image: {python.path}" if python.in_image else python.path
+        python_line = f"{python.identity} ({where}; `python` = {spec.python!r})"
     except RocmBuildError as e:  # the plan works on any machine: say what is missing
         python = BuildPython("<not found>", "CPython", f"{spec.python}.x")
         python_line = f"NOT FOUND: {e}"
@@ -137,11 +146,13 @@ async def _describe(
         provider=toolchain_target[ToolchainProviderField].value,
         identity=UNRESOLVED,
         label=toolchain_target[ToolchainLabelField].value or "<toolchain>",
-        cache_name="rocm_toolchain_by_identity",
+        cache_name="" if image else "rocm_toolchain_by_identity",
+        root_in_image="<in the image>" if image else "",
     )
     request = WheelBuildRequest(
-        spec, toolchain, python, isolation.enabled, f"{toolchain.label}{'.'.join(spec.gpu_targets)}", 0, EMPTY_DIGEST
-    )
+        spec, toolchain, python, isolation.enabled or bool(image), image,
+        f"{toolchain.label}{'.'.join(spec.gpu_targets)}", 0, EMPTY_DIGEST,
+    )  # fmt: skip
     process = await Get(Process, WheelBuildRequest, request)
     lock, locked = await _lock_summary(spec)
     pin = spec.upstream.pin
@@ -153,7 +164,8 @@ async def _describe(
         _gpu_line(spec),
         f"  toolchain {spec.toolchain.spec} ({toolchain.provider})",
         f"  python    {python_line}",
-        f"  network   {isolation.describe()}",
+        f"  environment {environment_line}",
+        f"  network   {'none (container, --network=none)' if image else isolation.describe()}",
         f"  lock      {lock}",
         f"  rebuild   {await _rebuild(spec, python, dist, rebuilding)}",
         *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),

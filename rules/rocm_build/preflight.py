@@ -23,6 +23,7 @@ from pants.engine.rules import Get, _uncacheable_rule, collect_rules
 from rocm_build.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.build_request import WheelBuildSpec, WheelRequest, lock_request
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest, tree_files
+from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.recipe_paths import PROJECT_FILES, missing_paths, named_paths
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
@@ -98,6 +99,10 @@ def _cmake_left_out(locked: LockedRequirements, system_cmake: Optional[str]) -> 
     return f"{locked.lock_path} left out pip's {left.split(' ')[0]}: builds use the system cmake ({system_cmake or 'missing'})"
 
 
+async def _image(spec: WheelBuildSpec) -> Optional[BuildImage]:
+    return (await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, spec.owner))).image
+
+
 @_uncacheable_rule(desc="Checking a rocm_wheel's toolchain, gpu targets and archives")
 async def quick_check(request: QuickCheck) -> ComponentStatus:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
@@ -112,13 +117,18 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
             "move its pin to a commit whose upstream builds it (and update `supported_gpu_targets`)."
         )
     try:
-        await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}"))
+        image = await _image(spec)  # first: the toolchain and Python are looked for in it
     except Exception as e:
         problems.append(problem_text(e))
-    try:
-        await Get(BuildPython, BuildPythonRequest(spec.python, owner))
-    except Exception as e:
-        problems.append(problem_text(e))
+    else:
+        try:
+            await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image))
+        except Exception as e:
+            problems.append(problem_text(e))
+        try:
+            await Get(BuildPython, BuildPythonRequest(spec.python, owner, image))
+        except Exception as e:
+            problems.append(problem_text(e))
     for _, address in spec.archives:
         try:
             archive = await Get(ArchiveSpec, ArchiveRequest(address, f"the `archives` field of {owner}"))
@@ -155,7 +165,9 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
         problems += _pip_cmake_in_lock(spec, locked)
         if any(d.lower().startswith("cmake==") for d in locked.lock.left_out):
             try:
-                toolchain = await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}"))
+                toolchain = await Get(
+                    ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", await _image(spec))
+                )
             except Exception:
                 return ComponentStatus(owner, tuple(problems), summary=summary)  # QuickCheck says why
             notes.append(_cmake_left_out(locked, toolchain.system_cmake))

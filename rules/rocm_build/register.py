@@ -1,10 +1,13 @@
 """Wires the rocm_build target types and rules into Pants."""
 
+from pants.core.util_rules.environments import DockerEnvironmentTarget
+
 from rocm_build import (
     archives,
     build_request,
     build_requirements,
     chain,
+    container,
     gpu_audit,
     interpreters,
     isolation,
@@ -19,6 +22,7 @@ from rocm_build import (
     verify,
     wheel,
 )
+from rocm_build.target_types import ImageRecipeField
 from rocm_build.target_types import target_types as _target_types
 
 
@@ -29,6 +33,8 @@ def target_types():
 def rules():
     return [
         *tools.rules(),
+        *container.rules(),
+        DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
         *interpreters.rules(),
         *sources.rules(),
         *patching.rules(),

@@ -53,6 +53,17 @@ class RocmBuildSubsystem(Subsystem):
         ),
     )
 
+    container_engine = StrOption(
+        default="",
+        help=softwrap(
+            """
+            The container engine that runs builds whose `environment` is a
+            `docker_environment`: `podman` or `docker` (its CLI, found in /usr/bin, /bin or
+            /usr/local/bin). Empty: podman if installed, else docker.
+            """
+        ),
+    )
+
     def pip_index_args(self) -> Tuple[str, ...]:
         urls = list(self.index_urls)
         args = ["--index-url", urls[0], *(a for u in urls[1:] for a in ("--extra-index-url", u))] if urls else ["--no-index"]

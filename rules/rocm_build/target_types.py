@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pants.core.util_rules.environments import EnvironmentField
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     BoolField,
@@ -375,6 +376,9 @@ class RocmWheelTarget(Target):
         WheelOptionalField,
         WheelTimeoutField,
         WheelMaxJobsField,
+        # Pants' own `environment` field: a name from [environments-preview.names]. A
+        # docker_environment there makes the build run inside its image (container.py).
+        EnvironmentField,
     )
     help = help_text(
         lambda: f"""
@@ -474,6 +478,19 @@ class UpstreamArchiveTarget(Target):
                 sha256="<64 hex digits>",
                 strip_prefix="llvm-3c709802-ubuntu-x64",
             )
+        """
+    )
+
+
+class ImageRecipeField(StringField):
+    alias = "image_recipe"
+    help = help_text(
+        """
+        For a `docker_environment` whose image is built on this machine rather than pulled:
+        the script that builds it (a path from the build root; `./setup` runs the
+        miniature chain's). Such an image is named by a tag and resolved to its image id
+        on each run; the id is what build keys hold. Without this field, `image` must be
+        pinned by digest (`name@sha256:<digest>`): rocm_wheel builds refuse an unpinned one.
         """
     )
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Optional
 
 from pants.engine.addresses import Address
 from pants.engine.process import (
@@ -21,6 +22,7 @@ from pants.engine.process import (
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
+from rocm_build.container import BuildImage, probe_process
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import script_bytes
 from rocm_build.target_types import (
@@ -52,6 +54,7 @@ HOW_TO_PROVIDE = {
 class ToolchainRequest:
     address: Address
     description_of_origin: str
+    image: Optional[BuildImage] = None  # set: the toolchain is the one inside this image
 
 
 @dataclass(frozen=True)
@@ -60,7 +63,8 @@ class ResolvedToolchain:
     provider: str
     identity: str  # content only: provider, version, compiler --version; never a path
     label: str  # the toolchain part of the wheel's local version label
-    cache_name: str  # the named cache that holds the link to the install
+    cache_name: str  # the named cache that holds the link to the install ("" in an image)
+    root_in_image: str = ""  # in an image: where it is there (image content, not machine state)
 
     @property
     def device_lib_dir(self) -> str:
@@ -103,45 +107,48 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
     if provider in ("path", "llvm") and not path:
         raise RocmBuildError(f"{owner}: provider \"{provider}\" needs `path` (the toolchain root)")
 
-    # This cache is private to this machine's install; builds use another, named by identity.
-    cache_name = "rocm_install_" + cache_suffix(f"{provider}|{version}|{index_url}|{path}")
-    result = await Get(
-        FallibleProcessResult,
-        Process(
-            argv=(
-                tools.bash.path, "-c", script_bytes("locate_toolchain.sh").decode(), "locate",
-                provider, path or "", version or "", index_url or "", tools.python.path,
-            ),
-            # The machine's pip.conf (extra indexes, constraints) must not steer the SDK install.
-            env={"PATH": "/usr/bin:/bin", "PIP_CONFIG_FILE": "/dev/null"},
-            append_only_caches={cache_name: ".rocm"},
-            description=f"Locating rocm_toolchain {owner}",
-            level=LogLevel.DEBUG,
-            # Machine state, not content: re-checked by each new pantsd, never shared.
-            cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
-        ),
-    )  # fmt: skip
+    args = (provider, path or "", version or "", index_url or "")
+    if request.image:
+        # Inside the image: the SDK comes with it (therock: the image's `rocm_sdk`).
+        image = request.image
+        process = probe_process(image, script_bytes("locate_toolchain.sh").decode(), (*args, "python3", "image"), f"Locating rocm_toolchain {owner} in {image.reference}")
+        result = await Get(FallibleProcessResult, Process, process)
+    else:
+        result = await Get(FallibleProcessResult, Process, locate_process(tools, owner, args))
     if result.exit_code != 0:
         where = {"therock": f"rocm[libraries,devel]=={version} from {index_url}"}.get(
             provider, f"`path` {path!r}"
         )
+        place = f"image {request.image.reference}" if request.image else "this machine"
         said = tail(result.stderr.decode(), 8)
         raise RocmBuildError(
-            f"{owner}: the {provider} ROCm toolchain is missing: nothing usable at {where}. "
+            f"{owner}: the {provider} ROCm toolchain is missing on {place}: nothing usable at {where}. "
             f"To provide it: {HOW_TO_PROVIDE[provider]}. Targets that use it cannot be built "
-            f"on this machine.\n{indent(said)}"
+            f"there.\n{indent(said)}"
         )
     root, _, compiler = result.stdout.decode().strip().partition("\n")
     identity = f"provider={provider}\nversion={version or ''}\n{compiler}"
     label = target[ToolchainLabelField].value or default_label(provider, version, identity)
+    if request.image:
+        return ResolvedToolchain(target.address, provider, identity, label, cache_name="", root_in_image=root)
     build_cache = "rocm_toolchain_" + cache_suffix(identity)
     await Get(ProcessResult, Process, link_process(tools, build_cache, ".rocm", root, f"Linking rocm_toolchain {owner}"))
-    return ResolvedToolchain(
-        address=target.address,
-        provider=provider,
-        identity=identity,
-        label=label,
-        cache_name=build_cache,
+    return ResolvedToolchain(target.address, provider, identity, label, cache_name=build_cache)
+
+
+def locate_process(tools: HostTools, owner: str, args: tuple) -> Process:
+    provider, path, version, index_url = args
+    # This cache is private to this machine's install; builds use another, named by identity.
+    cache_name = "rocm_install_" + cache_suffix(f"{provider}|{version}|{index_url}|{path}")
+    return Process(
+        argv=(tools.bash.path, "-c", script_bytes("locate_toolchain.sh").decode(), "locate", *args, tools.python.path),
+        # The machine's pip.conf (extra indexes, constraints) must not steer the SDK install.
+        env={"PATH": "/usr/bin:/bin", "PIP_CONFIG_FILE": "/dev/null"},
+        append_only_caches={cache_name: ".rocm"},
+        description=f"Locating rocm_toolchain {owner}",
+        level=LogLevel.DEBUG,
+        # Machine state, not content: re-checked by each new pantsd, never shared.
+        cache_scope=ProcessCacheScope.PER_RESTART_SUCCESSFUL,
     )
 
 

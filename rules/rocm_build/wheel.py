@@ -40,6 +40,7 @@ from rocm_build.build_request import (
 )
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.chain import ChainRequest, CheckedChain
+from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.gpu_audit import GpuCode, GpuCodeRequest, audit_problems, with_gpu_code
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
@@ -93,7 +94,8 @@ def build_info_json(
     toolchain: ResolvedToolchain,
     python: BuildPython,
     label: str,
-    isolation: NetworkIsolation,
+    network: str,
+    environment: BuildEnvironment,
     locked: Optional[LockedRequirements],
     archives: Tuple[FetchedArchive, ...],
     deps: Tuple[BuiltRocmWheel, ...],
@@ -112,7 +114,8 @@ def build_info_json(
             "toolchain": {"address": toolchain.address.spec, "identity": toolchain.identity},
             "python": python.identity,
             "env": dict(spec.env),
-            "network": isolation.describe(),
+            "network": network,
+            "environment": environment.to_json(),
             "build_requirements": None
             if locked is None
             else {
@@ -146,16 +149,20 @@ def build_info_json(
 async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation) -> PreparedWheelBuild:
     spec = await Get(WheelBuildSpec, WheelRequest, request)
     owner = spec.owner
-    python = await Get(BuildPython, BuildPythonRequest(spec.python, owner))
+    environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, owner))
+    image = environment.image
+    python = await Get(BuildPython, BuildPythonRequest(spec.python, owner, image))
+    # Downloads run on this machine: with a Python of the build Python's minor version.
+    host_python = await Get(BuildPython, BuildPythonRequest(python.major_minor, owner)) if image else python
     # The toolchain first: without it nothing else is worth fetching or building.
-    toolchain = await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}"))
+    toolchain = await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image))
     upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}"))
     archives = await MultiGet(
         Get(FetchedArchive, ArchiveRequest(a, f"the `archives` field of {owner}")) for _, a in spec.archives
     )
     locked = None
     if spec.lock_path:
-        locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, python))
+        locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, host_python))
     deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in spec.dependencies)
     for dep in deps:
         if dep.error:
@@ -181,8 +188,9 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
         ),
     )
     label = f"{toolchain.label}{'.'.join(spec.gpu_targets)}"
-    info = build_info_json(spec, upstream, toolchain, python, label, isolation, locked, archives, usable)
-    request = WheelBuildRequest(spec, toolchain, python, isolation.enabled, label, upstream.commit_time, inputs)
+    network = "none (container, --network=none)" if image else isolation.describe()
+    info = build_info_json(spec, upstream, toolchain, python, label, network, environment, locked, archives, usable)
+    request = WheelBuildRequest(spec, toolchain, python, isolation.enabled or bool(image), image, label, upstream.commit_time, inputs)
     return PreparedWheelBuild(request, info, usable)
 
 

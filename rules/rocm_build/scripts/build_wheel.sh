@@ -9,6 +9,14 @@ set -euo pipefail
 # over /mnt), so compilers, CMake and debug info see one path wherever Pants put the
 # sandbox, and the hostname is fixed.
 ROCM_BUILD_FIXED_DIR=/mnt/rocm-build
+if [[ -n "${ROCM_BUILD_IMAGE:-}" ]]; then
+  # In a container (in_container.sh): it gives the isolation, and the sandbox is already at
+  # the fixed path. The toolchain and Python are the image's: link them where builds look.
+  export ROCM_BUILD_IN_NAMESPACE=1
+  mkdir -p .rocm .python
+  ln -sfn "$ROCM_BUILD_TOOLCHAIN_ROOT" .rocm/root
+  ln -sfn "$ROCM_BUILD_PYTHON_PREFIX" .python/root
+fi
 if [[ "${ROCM_BUILD_NETWORK:-}" == "none" && -z "${ROCM_BUILD_IN_NAMESPACE:-}" ]]; then
   unshare_args=(--net --mount --uts)
   [[ "$(id -u)" -eq 0 ]] || unshare_args+=(--map-root-user)

@@ -1,11 +1,13 @@
 # Prints the toolchain root's absolute path, then its identity. Exit 3: it is not there.
-# Usage: locate_toolchain.sh PROVIDER ROOT VERSION INDEX_URL PYTHON
+# Usage: locate_toolchain.sh PROVIDER ROOT VERSION INDEX_URL PYTHON [image]
+# With `image` it runs inside a build image, whose ROCm SDK comes with the image: for
+# `therock`, the image Python's `rocm_sdk` package (installed by the image's recipe).
 # `.rocm` is a named cache private to this provider/version/path; for `therock` it holds
 # the SDK's venv. Two Pants runs sharing a HOME may install at once, or one may be killed
 # midway: installs run under a lock, into a temporary directory that is renamed into place
 # only when complete, so a half-installed SDK is never used.
 set -uo pipefail
-provider="$1"; root="$2"; version="$3"; index_url="$4"; python="$5"
+provider="$1"; root="$2"; version="$3"; index_url="$4"; python="$5"; in_image="${6:-}"
 
 sdk_ready() { [ -x "$1/bin/python" ] && "$1/bin/python" -m rocm_sdk path --root >/dev/null 2>&1; }
 
@@ -33,7 +35,11 @@ install_therock() {
 
 case "$provider" in
   therock)
-    root="$(install_therock)" || exit 3
+    if [ -n "$in_image" ]; then
+      root="$("$python" -m rocm_sdk path --root)" || { echo "the image has no rocm_sdk for $python" >&2; exit 3; }
+    else
+      root="$(install_therock)" || exit 3
+    fi
     clang="$root/lib/llvm/bin/clang"
     ;;
   path) clang="$root/lib/llvm/bin/clang" ;;
