@@ -99,6 +99,8 @@ async def find_container_engine(settings: RocmBuildSubsystem) -> ContainerEngine
 
 def unpinned_message(owner: str, env: str, target: str, reference: str) -> str:
     name = reference.split("@")[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]  # the tag: the digest replaces it
     return (
         f"{owner}: image {reference} (environment {env}, {target}) is not resolved: it is not pinned "
         f"by digest. Run `podman pull {reference} && podman image inspect --format '{{{{.Digest}}}}' "

@@ -28,7 +28,9 @@ PROBE = (
 NO_NETWORK_SIGNS = re.compile(
     r"Network is unreachable|Temporary failure in name resolution|Name or service not known|"
     r"Could not resolve host|No route to host|nodename nor servname|getaddrinfo failed|"
-    r"Failed to establish a new connection|Failed to connect to",
+    r"Failed to establish a new connection|Failed to connect to|"
+    # In a container without network only loopback exists, and it is up: nothing answers.
+    r"Connection refused",
     re.I,
 )
 HOW_TO_ALLOW = (
