@@ -14,6 +14,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build import register
 from rocm_build.build_request import WheelBuildRequest, WheelBuildSpec, WheelRequest
+from rocm_build.container import BuildImage
 from rocm_build.git_fixtures import pins_toml
 from rocm_build.interpreters import BuildPython
 from rocm_build.toolchain import ResolvedToolchain
@@ -58,8 +59,46 @@ def wheel_build(rule_runner: RuleRunner, **fields: str) -> WheelBuildSpec:
 def process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, isolation: bool = True) -> Process:
     toolchain = ResolvedToolchain(Address("components", target_name="llvm"), "llvm", "provider=llvm\nclang 19", "llvm19", "rocm_toolchain_abc")
     python = BuildPython("/usr/bin/python3", "CPython", "3.11.2")
-    request = WheelBuildRequest(spec, toolchain, python, isolation, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST)
+    request = WheelBuildRequest(spec, toolchain, python, isolation, None, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST)
     return rule_runner.request(Process, [request])
+
+
+IMAGE_ID = "sha256:" + "c" * 64
+
+
+def container_process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, image_id: str = IMAGE_ID) -> Process:
+    image = BuildImage("mini-box", "tests/mini:box", "localhost/rocm-pants/mini-box:bookworm", image_id, ("sha256:" + "d" * 64,), "/usr/bin/podman")
+    toolchain = ResolvedToolchain(
+        Address("components", target_name="llvm"), "llvm", "provider=llvm\nclang 19", "llvm19", "", root_in_image="/usr/lib/llvm-19"
+    )
+    python = BuildPython("/usr/bin/python3.11", "CPython", "3.11.2", "/usr", in_image=True)
+    request = WheelBuildRequest(spec, toolchain, python, True, image, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST)
+    return rule_runner.request(Process, [request])
+
+
+def test_a_build_in_an_image_runs_in_a_container_keyed_by_the_image_id(rule_runner) -> None:
+    spec = wheel_build(rule_runner, environment="'mini-box'")
+    assert spec.environment == "mini-box"
+    process = container_process_for(rule_runner, spec)
+    assert process.argv == (
+        "/usr/bin/bash", "__rocm_build/in_container.sh", "/usr/bin/podman", IMAGE_ID, "bash", "__rocm_build/build_wheel.sh",
+    )  # fmt: skip
+    env = dict(process.env)
+    # The image's toolchain and Python, linked inside the container; paths of the image only.
+    assert env["ROCM_BUILD_TOOLCHAIN_ROOT"] == "/usr/lib/llvm-19"
+    assert env["ROCM_BUILD_PYTHON_PREFIX"] == "/usr"
+    assert env["ROCM_BUILD_PYTHON"] == ".python/root/bin/python3.11"
+    assert env["ROCM_BUILD_NETWORK"] == "none"
+    passed = env["ROCM_BUILD_CONTAINER_ENV"].split()
+    assert {"ROCM_BUILD_IMAGE", "ROCM_PATH", "PATH", "HOME", "SOURCE_DATE_EPOCH"} <= set(passed)
+    assert "ROCM_BUILD_CONTAINER_ENV" not in passed
+    # Only the logs and the compiler cache are mounted: no toolchain or Python of this machine.
+    caches = dict(process.append_only_caches)
+    assert sorted(caches.values()) == [".ccache", ".logs"]
+    assert env["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .ccache"
+    # The image's name and tag are in no key: only its id.
+    assert not [v for v in (*process.argv, *env.values()) if "mini-box" in v]
+    assert container_process_for(rule_runner, spec, "sha256:" + "e" * 64) != process
 
 
 def test_spec_reads_the_target_without_fetching(rule_runner) -> None:

@@ -97,20 +97,25 @@ async def find_container_engine(settings: RocmBuildSubsystem) -> ContainerEngine
     return ContainerEngine("", "")
 
 
-def unpinned_message(owner: str, env: str, target: str, reference: str) -> str:
+def unpinned_message(env: str, target: str, reference: str, description: str) -> str:
     name = reference.split("@")[0]
     if ":" in name.rsplit("/", 1)[-1]:
         name = name.rsplit(":", 1)[0]  # the tag: the digest replaces it
+    if reference.startswith("localhost/"):  # built, not pulled: the description says how
+        how = "Build it where the registry is reachable" + (f" ({description})," if description else ",")
+    else:
+        how = (
+            f"Run `podman pull {reference} && podman image inspect --format '{{{{.Digest}}}}' {reference}` "
+            "where the registry is reachable (or build it there, see the target's description),"
+        )
     return (
-        f"{owner}: image {reference} (environment {env}, {target}) is not resolved: it is not pinned "
-        f"by digest. Run `podman pull {reference} && podman image inspect --format '{{{{.Digest}}}}' "
-        f"{reference}` where the registry is reachable (or build it there, see the target's "
-        f"description), and write `{name}@sha256:<that digest>` as the `image` of {target}. Never "
-        "write a digest you have not pulled."
+        f"{target}: image {reference} (environment {env}) is not resolved: it is not pinned "
+        f"by digest. {how} and write `{name}@sha256:<that digest>` as the `image` of {target}. Never "
+        "write a digest you have not pulled or built."
     )
 
 
-def missing_message(owner: str, env: str, target: str, reference: str, recipe: str, description: str, said: str) -> str:
+def missing_message(env: str, target: str, reference: str, recipe: str, description: str, said: str) -> str:
     how = (
         f"build it with its recipe: `{recipe}` (./setup runs it)"
         if recipe
@@ -118,7 +123,7 @@ def missing_message(owner: str, env: str, target: str, reference: str, recipe: s
         + (f" ({description})" if description else "")
     )
     return (
-        f"{owner}: image {reference} (environment {env}, {target}) is not on this machine: "
+        f"{target}: image {reference} (environment {env}) is not on this machine: "
         f"{how}.\n{indent(tail(said, 3))}"
     )
 
@@ -136,11 +141,12 @@ async def build_environment(request: BuildEnvironmentRequest, engine: ContainerE
     reference = env_target[DockerImageField].value
     recipe = env_target[ImageRecipeField].value or ""
     env, where = name.val or request.raw, env_target.address.spec
+    description = env_target[DescriptionField].value or ""
     if not recipe and not _DIGEST.search(reference):
-        raise RocmBuildError(unpinned_message(request.owner, env, where, reference))
+        raise RocmBuildError(unpinned_message(env, where, reference, description))
     if not engine.path:
         raise RocmBuildError(
-            f"{request.owner}: environment {env} ({where}) runs builds in a container, and no container "
+            f"{where}: environment {env} runs builds in a container, and no container "
             f"engine ({' or '.join(ENGINES)}) is installed: run ./setup, or install podman."
         )
     inspected = await Get(
@@ -155,16 +161,15 @@ async def build_environment(request: BuildEnvironmentRequest, engine: ContainerE
         ),
     )
     if inspected.exit_code != 0:
-        description = env_target[DescriptionField].value or ""
         raise RocmBuildError(
-            missing_message(request.owner, env, where, reference, recipe, description, inspected.stderr.decode(errors="replace"))
+            missing_message(env, where, reference, recipe, description, inspected.stderr.decode(errors="replace"))
         )
     image_id, *digests = inspected.stdout.decode().split()
     image_id = image_id if image_id.startswith("sha256:") else f"sha256:{image_id}"
     pinned = reference.split("@", 1)[1] if "@" in reference else ""
     if pinned and not any(d.endswith(f"@{pinned}") for d in digests):
         raise RocmBuildError(
-            f"{request.owner}: image {reference} (environment {env}, {where}) does not match: the "
+            f"{where}: image {reference} (environment {env}) does not match: the "
             f"image this machine has under that name has digests {', '.join(digests) or 'none'}. "
             f"Pull it again where the registry is reachable (`podman pull {reference}`)."
         )

@@ -10,7 +10,7 @@ fetched or built and no toolchain is needed, so it works on any machine.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from pants.base.build_root import BuildRoot
 from pants.engine.addresses import Address, Addresses
@@ -34,7 +34,7 @@ from rocm_build.build_request import (
 )
 from rocm_build.build_requirements import LockPath, ReadLock
 from rocm_build.chain import wheel_chain
-from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest
+from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.errors import RocmBuildError
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.isolation import NetworkIsolation
@@ -98,7 +98,9 @@ def _gpu_line(spec: WheelBuildSpec) -> str:
     return line
 
 
-async def _rebuild(spec: WheelBuildSpec, python: BuildPython, dist: Path, rebuilding: Dict[Address, bool]) -> str:
+async def _rebuild(
+    spec: WheelBuildSpec, python: BuildPython, image: Optional[BuildImage], dist: Path, rebuilding: Dict[Address, bool]
+) -> str:
     """Whether the build would run, and why (rebuild.py), against the wheel in dist/."""
     lock = await Get(ReadLock, LockPath(spec.lock_path)) if spec.lock_path else None
     archives = await MultiGet(
@@ -114,6 +116,7 @@ async def _rebuild(spec: WheelBuildSpec, python: BuildPython, dist: Path, rebuil
         env=dict(spec.env),
         gpu_targets=spec.gpu_targets,
         archives={var: a.sha256 for (var, _), a in zip(spec.archives, archives)},
+        image=image.image_id if image else "",
     )
     previous = last_build_info(dist / dist_dir(spec.address))
     own = changes(previous, now) if previous else []
@@ -167,7 +170,7 @@ async def _describe(
         f"  environment {environment_line}",
         f"  network   {'none (container, --network=none)' if image else isolation.describe()}",
         f"  lock      {lock}",
-        f"  rebuild   {await _rebuild(spec, python, dist, rebuilding)}",
+        f"  rebuild   {await _rebuild(spec, python, image, dist, rebuilding)}",
         *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),
         f"  argv      {' '.join(process.argv)}",
         "  env (`$ROCM_BUILD_SANDBOX` is the build's sandbox)",

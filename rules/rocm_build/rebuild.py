@@ -32,6 +32,7 @@ class Inputs:
     env: Dict[str, str]
     gpu_targets: Sequence[str]
     archives: Dict[str, str]  # env var -> sha256
+    image: str = ""  # the build image's id; "" when the build runs on this machine
 
 
 def last_build_info(dist_folder: Path) -> Optional[Dict[str, Any]]:
@@ -71,6 +72,9 @@ def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
     for key in sorted(set(env_before) | set(now.env)):
         if env_before.get(key) != now.env.get(key):
             found.append(f"env {key}: {env_before.get(key)!r} -> {now.env.get(key)!r}")
+    image_before = (previous.get("environment") or {}).get("image_id", "")
+    if image_before != now.image:
+        found.append(f"build image {image_before[:19] or 'none (this machine)'} -> {now.image[:19] or 'none (this machine)'}")
     if list(previous.get("gpu_targets", [])) != list(now.gpu_targets):
         found.append(f"gpu targets {', '.join(previous.get('gpu_targets', []))} -> {', '.join(now.gpu_targets)}")
     archives_before = {var: a.get("sha256") for var, a in previous.get("archives", {}).items()}

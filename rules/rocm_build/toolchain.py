@@ -119,12 +119,12 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
         where = {"therock": f"rocm[libraries,devel]=={version} from {index_url}"}.get(
             provider, f"`path` {path!r}"
         )
-        place = f"image {request.image.reference}" if request.image else "this machine"
+        inside = f" in image {request.image.reference}" if request.image else ""
         said = tail(result.stderr.decode(), 8)
         raise RocmBuildError(
-            f"{owner}: the {provider} ROCm toolchain is missing on {place}: nothing usable at {where}. "
+            f"{owner}: the {provider} ROCm toolchain is missing{inside}: nothing usable at {where}. "
             f"To provide it: {HOW_TO_PROVIDE[provider]}. Targets that use it cannot be built "
-            f"there.\n{indent(said)}"
+            f"{'in that image' if inside else 'on this machine'}.\n{indent(said)}"
         )
     root, _, compiler = result.stdout.decode().strip().partition("\n")
     identity = f"provider={provider}\nversion={version or ''}\n{compiler}"

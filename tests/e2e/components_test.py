@@ -31,7 +31,8 @@ def test_plan_lists_the_chain_in_build_order(ws: Workspace) -> None:
 def test_missing_toolchain_stops_before_any_fetch(ws: Workspace) -> None:
     # An index nobody serves: what a machine without TheRock's SDK sees, without the network.
     original = ws.read("components/BUILD")
-    ws.write("components/BUILD", original.replace("https://rocm.nightlies.amd.com/v2/gfx1151/", "http://127.0.0.1:9/"))
+    on_this_machine = original.replace('environment="rocm-build-box"', 'environment="__local__"')
+    ws.write("components/BUILD", on_this_machine.replace("https://rocm.nightlies.amd.com/v2/gfx1151/", "http://127.0.0.1:9/"))
     try:
         run = ws.package("components/vllm:wheel")
     finally:
@@ -41,3 +42,20 @@ def test_missing_toolchain_stops_before_any_fetch(ws: Workspace) -> None:
     assert "To provide it: check `index_url` and `version`" in run.stderr
     assert "Fetching" not in run.stderr and "Building rocm_wheel" not in run.stderr
     assert not (ws.root / "dist").exists()
+
+
+def test_the_unresolved_build_image_stops_before_any_fetch(ws: Workspace) -> None:
+    # The chain builds in its image by default; its digest is not known here (no registry).
+    run = ws.package("components/vllm:wheel")
+    assert run.returncode != 0
+    assert (
+        "components:build-box: image localhost/rocm-pants/rocm-build-gfx1151 (environment rocm-build-box) "
+        "is not resolved: it is not pinned by digest. Build it where the registry is "
+        "reachable (`podman build -t localhost/rocm-pants/rocm-build-gfx1151 components/images/rocm-build`; its "
+        "digest: `podman image inspect --format '{{.Digest}}' localhost/rocm-pants/rocm-build-gfx1151`), and write "
+        "`localhost/rocm-pants/rocm-build-gfx1151@sha256:<that digest>` as the `image` of components:build-box."
+    ) in run.stderr
+    assert "Fetching" not in run.stderr and "Building rocm_wheel" not in run.stderr
+    assert not (ws.root / "dist").exists()
+    plan = require_success(ws.pants("rocm-plan", "components/vllm:wheel"), "rocm-plan")
+    assert "  environment NOT READY: components:build-box: image localhost/rocm-pants/rocm-build-gfx1151" in plan.stdout

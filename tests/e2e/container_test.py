@@ -196,17 +196,18 @@ def test_another_image_rebuilds_and_another_checkout_does_not(ws, shared, varian
         (
             "localhost/rocm-pants/no-such-box:1",
             True,
-            "tests/mini/vllm:wheel: image localhost/rocm-pants/no-such-box:1 (environment mini-box, tests/mini:box) "
+            "tests/mini:box: image localhost/rocm-pants/no-such-box:1 (environment mini-box) "
             "is not on this machine: build it with its recipe: `tests/mini/box/build_image.sh` (./setup runs it).",
         ),
         (
             "registry.example.com/rocm/box:2026.11",
             False,
-            "tests/mini/vllm:wheel: image registry.example.com/rocm/box:2026.11 (environment mini-box, tests/mini:box) "
+            "tests/mini:box: image registry.example.com/rocm/box:2026.11 (environment mini-box) "
             "is not resolved: it is not pinned by digest. Run `podman pull registry.example.com/rocm/box:2026.11 && "
             "podman image inspect --format '{{.Digest}}' registry.example.com/rocm/box:2026.11` where the registry is "
             "reachable (or build it there, see the target's description), and write "
-            "`registry.example.com/rocm/box@sha256:<that digest>` as the `image` of tests/mini:box.",
+            "`registry.example.com/rocm/box@sha256:<that digest>` as the `image` of tests/mini:box. Never write a "
+            "digest you have not pulled or built.",
         ),
     ],
 )

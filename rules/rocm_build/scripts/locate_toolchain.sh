@@ -37,6 +37,8 @@ case "$provider" in
   therock)
     if [ -n "$in_image" ]; then
       root="$("$python" -m rocm_sdk path --root)" || { echo "the image has no rocm_sdk for $python" >&2; exit 3; }
+      have="$("$python" -c 'import importlib.metadata as m; print(m.version("rocm"))' 2>/dev/null)"
+      [ "$have" = "$version" ] || { echo "the image has rocm $have, not $version" >&2; exit 3; }
     else
       root="$(install_therock)" || exit 3
     fi
