@@ -33,6 +33,7 @@ from rocm_build.wheel import (
     BuildOutput,
     BuiltPayload,
     BuiltRocmWheel,
+    FinishedWheel,
     PreparedWheelBuild,
     WheelWithBuildInfo,
 )
@@ -87,7 +88,7 @@ async def verify_reproducible(
                 raise RocmBuildError(f"verify-reproducible: cannot read --against {options.against}: {e}") from None
             expected = await Get(Digest, CreateDigest([FileContent(os.path.basename(path), content)]))
             expected_name = options.against
-            actual = await Get(Digest, WheelWithBuildInfo(rebuilt.payload, rebuilt.wheel_name, prepared.build_info))
+            actual = (await Get(FinishedWheel, WheelWithBuildInfo(rebuilt.payload, rebuilt.wheel_name, prepared.build_info))).wheel
         else:
             expected, expected_name, actual = cached.payload, f"the cached build of {owner}", rebuilt.payload
         scripts = await script_digest("compare_wheels.py")

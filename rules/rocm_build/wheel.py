@@ -45,6 +45,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.gpu_audit import GpuCode, GpuCodeRequest, audit_problems, with_gpu_code
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.isolation import NetworkIsolation, explain_build_failure
+from rocm_build.portable import PlatformPolicy, PlatformPolicyRequest
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import WheelSourceField
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
@@ -79,6 +80,14 @@ class PreparedWheelBuild:
     request: WheelBuildRequest
     build_info: str  # JSON: the request's inputs, down to the dependencies' sources
     dependencies: Tuple[BuiltRocmWheel, ...]  # the ones that built (optional ones may not)
+
+
+@dataclass(frozen=True)
+class FinishedWheel:
+    wheel: Digest  # the wheel alone, at the digest root
+    wheel_name: str
+    sha256: str
+    build_info: str  # as in the wheel: with its platform policy
 
 
 @dataclass(frozen=True)
@@ -252,16 +261,18 @@ async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOp
     if problems:
         return failed(spec, build_info, "\n".join(problems))
     build_info = with_gpu_code(build_info, spec, code)
-    wheel = await Get(Digest, WheelWithBuildInfo(out.payload, out.wheel_name, build_info))
-    wheel_entries = await Get(DigestEntries, Digest, wheel)
+    finished = await Get(FinishedWheel, WheelWithBuildInfo(out.payload, out.wheel_name, build_info))
+    # The log is named after the wheel as it ships (its platform tag may have changed).
+    (log_entry,) = await Get(DigestEntries, Digest, out.log)
+    log = await Get(Digest, CreateDigest([FileEntry(f"{finished.wheel_name}.build.log", log_entry.file_digest)]))
     closure = tuple({w.address: w for d in prepared.dependencies for w in d.closure}.values())
     built = BuiltRocmWheel(
         address=spec.address,
-        wheel_name=out.wheel_name,
-        wheel_sha256=wheel_entries[0].file_digest.fingerprint,
-        wheel=wheel,
-        log=out.log,
-        build_info=build_info,
+        wheel_name=finished.wheel_name,
+        wheel_sha256=finished.sha256,
+        wheel=finished.wheel,
+        log=log,
+        build_info=finished.build_info,
         payload=out.payload,
         payload_sha256=out.sha256,
     )
@@ -269,15 +280,19 @@ async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOp
 
 
 @rule(desc="Adding build info to a wheel", level=LogLevel.DEBUG)
-async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> Digest:
+async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> FinishedWheel:
+    # The manylinux policy the wheel meets: recorded, and its tag where it holds.
+    policy = await Get(PlatformPolicy, PlatformPolicyRequest(request.payload, request.wheel_name))
+    build_info = json.dumps({**json.loads(request.build_info), "platform": policy.to_json()}, indent=2, sort_keys=True)
     scripts = await script_digest("wheel_files.py")
-    info = await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/build_info.json", request.build_info.encode())]))
+    info = await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/build_info.json", build_info.encode())]))
     result = await Get(
         ProcessResult,
         Process(
             argv=(
                 tools.python.path, f"{SCRIPTS_DIR}/wheel_files.py", "add-info",
                 request.wheel_name, "out", f"{SCRIPTS_DIR}/build_info.json",
+                *([policy.tag] if policy.manylinux else []),
             ),
             input_digest=await Get(Digest, MergeDigests([request.payload, scripts, info])),
             output_directories=("out",),
@@ -285,7 +300,9 @@ async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> Diges
             level=LogLevel.DEBUG,
         ),
     )  # fmt: skip
-    return await Get(Digest, RemovePrefix(result.output_digest, "out"))
+    wheel = await Get(Digest, RemovePrefix(result.output_digest, "out"))
+    (entry,) = await Get(DigestEntries, Digest, wheel)
+    return FinishedWheel(wheel, entry.path, entry.file_digest.fingerprint, build_info)
 
 
 @dataclass(frozen=True)

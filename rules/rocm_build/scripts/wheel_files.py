@@ -3,9 +3,12 @@
 Usage:
   wheel_files.py label WHEEL OUT_DIR LABEL      version gets `+LABEL` (or `.LABEL` after an
                                                existing local part), dist-info renamed
-  wheel_files.py add-info WHEEL OUT_DIR INFO    adds `rocm_build_info.json` to the dist-info,
+  wheel_files.py add-info WHEEL OUT_DIR INFO [PLATFORM]
+                                               adds `rocm_build_info.json` to the dist-info,
                                                and to METADATA a `Requires-Dist: name==version`
-                                               for each dependency wheel INFO lists
+                                               for each dependency wheel INFO lists; with
+                                               PLATFORM (a manylinux tag auditwheel found the
+                                               wheel consistent with), tags the wheel with it
 
 Both rewrite RECORD and write members in a fixed order with a fixed timestamp and
 normalized permissions, so the same contents give the same bytes on every machine. The
@@ -91,9 +94,18 @@ def label(src, out_dir, label):
     print(f"labelled {os.path.basename(src)} -> {os.path.basename(target)}")
 
 
-def add_info(src, out_dir, info_path):
+def retag(wheel_metadata, file_name, platform):
+    """WHEEL's `Tag:` lines and the file name with PLATFORM instead of their platform."""
+    stem, _ = os.path.splitext(file_name)
+    *front, _ = stem.split("-")
+    data = re.sub(rb"(?m)^(Tag: [^-\n]+-[^-\n]+-).*$", rb"\g<1>" + platform.encode(), wheel_metadata)
+    return data, "-".join([*front, platform]) + ".whl"
+
+
+def add_info(src, out_dir, info_path, platform=None):
     name, version, _ = os.path.basename(src).split("-", 2)
     info_dir = f"{name}-{version}.dist-info"
+    target_name = os.path.basename(src)
     with open(info_path, "rb") as f:
         info = f.read()
     built_against = [d["wheel"] for d in json.loads(info)["dependencies"]]
@@ -101,10 +113,12 @@ def add_info(src, out_dir, info_path):
     for path, data, mode in read_members(src):
         if path == f"{info_dir}/METADATA":
             data = require_built_against(data, built_against)
+        if path == f"{info_dir}/WHEEL" and platform:
+            data, target_name = retag(data, target_name, platform)
         if path != f"{info_dir}/{BUILD_INFO}":
             members.append((path, data, mode))
     members.append((f"{info_dir}/{BUILD_INFO}", info, 0o644))
-    write_wheel(os.path.join(out_dir, os.path.basename(src)), info_dir, members)
+    write_wheel(os.path.join(out_dir, target_name), info_dir, members)
 
 
 def main():
