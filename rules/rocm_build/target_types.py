@@ -389,6 +389,11 @@ class RocmWheelTarget(Target):
         `rocm_build_info.json` listing pins, patch digests, toolchain, interpreter, lock,
         archives and dependency wheels. `pants rocm-plan <target>` shows the exact process.
 
+        With `environment` naming a `docker_environment` (a name from
+        `[environments-preview.names]`), the build runs in a fresh container of that image,
+        keyed by the image id: no network, a read-only image, nothing of the host but the
+        sandbox and its caches; the toolchain and Python are the image's.
+
         Example (components/vllm/BUILD):
 
             upstream_repo(name="src", pin="vllm", patches=["patches/vllm:gfx1151"])
@@ -402,6 +407,7 @@ class RocmWheelTarget(Target):
                 dependencies=["components/torch:wheel"],
                 build_requirements=["-r requirements/build.txt"],  # lock: 3rdparty/build/py3.12/vllm.lock
                 build_command=["python use_existing_torch.py"],
+                environment="rocm-build-box",  # components/BUILD sets it for the chain
             )
         """
     )
