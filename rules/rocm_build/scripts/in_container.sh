@@ -7,8 +7,10 @@
 set -euo pipefail
 engine="$1"; image="$2"; shift 2
 fixed=/mnt/rocm-build
+# SELinux hosts (Fedora) would deny the container its mounts; relabelling them instead would
+# change the labels of this machine's caches, so the container runs unlabelled.
 args=(run --rm --init --network=none --read-only --tmpfs /tmp --hostname rocm-build
-  --workdir "$fixed" -v "$PWD:$fixed")
+  --security-opt label=disable --workdir "$fixed" -v "$PWD:$fixed")
 for cache in $ROCM_BUILD_CONTAINER_CACHES; do
   # Pants links the cache into the sandbox; the container cannot follow a link to this
   # machine's path, so the cache itself is mounted where the link was.
