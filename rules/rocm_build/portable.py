@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from pants.backend.python.subsystems.python_tool_base import PythonToolBase
 from pants.backend.python.target_types import ConsoleScript
+from pants.backend.python.util_rules import pex
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
 from pants.engine.fs import Digest
 from pants.engine.process import ProcessResult
@@ -82,4 +83,6 @@ async def platform_policy(request: PlatformPolicyRequest, auditwheel: Auditwheel
 
 
 def rules():
-    return collect_rules()
+    # The pex rules come with Pants' Python backend; listed so that rule sets without it (the
+    # plugin's RuleRunner tests) still have what auditwheel's venv needs.
+    return [*collect_rules(), *pex.rules()]
