@@ -35,6 +35,7 @@ from rocm_build.settings import RocmBuildSubsystem
 from rocm_build.target_types import (
     AllowMissingGpuTargetsField,
     GpuTargetsField,
+    PrebuiltWheelTarget,
     RocmWheelTarget,
     SupportedGpuTargetsField,
     SupportedGpuTargetsSourceField,
@@ -79,6 +80,7 @@ class WheelBuildSpec:
     upstream: UpstreamSpec  # pin and ordered patches of `source`
     toolchain: Address
     dependencies: Tuple[Address, ...]  # rocm_wheel targets
+    prebuilt: Tuple[Address, ...]  # prebuilt_wheel targets
     archives: Tuple[Tuple[str, Address], ...]  # (env var, upstream_archive)
     python: str  # the interpreter constraint: the target's `python`, or [rocm-build].python
     gpu_targets: Tuple[str, ...]
@@ -188,12 +190,14 @@ async def wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) 
     upstream = await Get(UpstreamSpec, UpstreamRequest(source, f"the `source` field of {owner}"))
     deps = await Get(Targets, DependenciesRequest(target[WheelDependenciesField]))
     wheel_deps = [t for t in deps if isinstance(t, RocmWheelTarget)]
+    prebuilt = tuple(t.address for t in deps if isinstance(t, PrebuiltWheelTarget))
     check_same_python(owner, python, [(t.address.spec, t[WheelPythonField].value or defaults.python) for t in wheel_deps])
     return WheelBuildSpec(
         address=target.address,
         upstream=upstream,
         toolchain=await _single(target, WheelToolchainField),
         dependencies=tuple(t.address for t in wheel_deps),
+        prebuilt=prebuilt,
         archives=tuple(zip(archives, archive_addresses)),
         python=python,
         gpu_targets=gpu_targets,
@@ -243,8 +247,11 @@ def default_lock(owner: str, pin: str, python: str) -> str:
 
 
 def dist_dir(address: Address) -> str:
-    """`tests.mini.vllm`, and `tests.mini.vllm@python=3.12` for a parametrized variant."""
+    """`tests.mini.vllm` for tests/mini/vllm:wheel, `components.vllm.wheel-on-therock` for
+    another target there, `tests.mini.vllm@python=3.12` for a parametrized variant."""
     directory = address.spec_path.replace("/", ".") or "root"
+    if address.target_name != "wheel":
+        directory += f".{address.target_name}"
     params = ",".join(f"{k}={v}" for k, v in sorted(address.parameters.items()))
     return f"{directory}@{params}" if params else directory
 

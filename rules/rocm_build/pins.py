@@ -64,7 +64,9 @@ class Pin(BaseModel):
         )
 
 
-def parse_tables(path: str, text: str, model: Type[M], needs: str, describe: Callable[[Mapping], str]) -> Dict[str, M]:
+def parse_tables(
+    path: str, text: str, model: Type[M], needs: str, describe: Callable[[Mapping], str], prefix: str = ""
+) -> Dict[str, M]:
     """Each top-level table of a TOML pins file as `model`; errors name file, table, field."""
     try:
         raw = toml.loads(text)
@@ -73,19 +75,86 @@ def parse_tables(path: str, text: str, model: Type[M], needs: str, describe: Cal
     tables: Dict[str, M] = {}
     for name, table in raw.items():
         if not isinstance(table, Mapping):
-            raise PinsError(f"{path}: `{name}` must be a table like [{name}] with {needs}")
+            raise PinsError(f"{path}: `{prefix}{name}` must be a table like [{prefix}{name}] with {needs}")
         try:
             tables[name] = model(**table)
         except ValidationError as e:
             problems = "; ".join(
                 f"field `{'.'.join(str(p) for p in err['loc'])}`: {describe(err)}" for err in e.errors()
             )
-            raise PinsError(f"{path}: [{name}] {problems}") from None
+            raise PinsError(f"{path}: [{prefix}{name}] {problems}") from None
     return tables
 
 
+PREBUILT = "prebuilt"  # [prebuilt.<name>] tables: pinned wheels from an index, not git pins
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+class PrebuiltPin(BaseModel):
+    """A wheel from a PEP 503/691 index, pinned by file name and sha256. `track` is the
+    version specifier update-pins follows; empty version/file/sha256: not resolved yet."""
+
+    index_url: str
+    project: str
+    track: str
+    python: str  # the wheel's Python, e.g. "3.12": update-pins picks files for it
+    version: str = ""
+    file: str = ""
+    sha256: str = ""
+    requires_rocm: str = ""  # the `rocm==X` the wheel requires, read by update-pins
+
+    class Config:
+        extra = Extra.forbid
+        allow_mutation = False
+        frozen = True
+
+    @validator("index_url")
+    def _index_url(cls, url: str) -> str:
+        if not re.match(r"^(https?|file)://", url):
+            raise ValueError(f"{url!r} is not an index URL (https://host/simple/ or file:///path)")
+        return url.rstrip("/") + "/"
+
+    @validator("sha256")
+    def _sha256(cls, sha256: str) -> str:
+        if sha256 and not SHA256.match(sha256):
+            raise ValueError(f"{sha256!r} is not a sha256 (64 lowercase hex digits)")
+        return sha256
+
+    @property
+    def resolved(self) -> bool:
+        return bool(self.version and self.file and self.sha256)
+
+
 def parse_pins(path: str, text: str) -> Dict[str, Pin]:
-    return parse_tables(path, text, Pin, "url, track and commit", _describe)
+    return parse_tables(path, _without_prebuilt(path, text), Pin, "url, track and commit", _describe)
+
+
+def parse_prebuilt_pins(path: str, text: str) -> Dict[str, PrebuiltPin]:
+    try:
+        tables = toml.loads(text).get(PREBUILT, {})
+    except toml.TomlDecodeError:
+        return parse_pins(path, text)  # type: ignore[return-value]  # raises the syntax error
+    return parse_tables(
+        path, toml.dumps(tables), PrebuiltPin, "index_url, project, track and python",
+        _describe_prebuilt, prefix=f"{PREBUILT}.",
+    )
+
+
+def _without_prebuilt(path: str, text: str) -> str:
+    try:
+        raw = toml.loads(text)
+    except toml.TomlDecodeError:
+        return text  # parse_tables names the error
+    raw.pop(PREBUILT, None)
+    return toml.dumps(raw)
+
+
+def _describe_prebuilt(err: Mapping) -> str:
+    if err["type"] == "value_error.missing":
+        return "missing (every prebuilt pin needs index_url, project, track and python)"
+    if err["type"] == "value_error.extra":
+        return "unknown field (allowed: index_url, project, track, python, version, file, sha256, requires_rocm)"
+    return str(err["msg"])
 
 
 def _describe(err: Mapping) -> str:

@@ -24,8 +24,11 @@ from rocm_build.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.build_request import WheelBuildSpec, WheelRequest, lock_request
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest, tree_files
 from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
-from rocm_build.interpreters import BuildPython, BuildPythonRequest
+from rocm_build.interpreters import BuildPython, BuildPythonRequest, parse_constraint
+from rocm_build.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec
 from rocm_build.recipe_paths import PROJECT_FILES, missing_paths, named_paths
+from rocm_build.target_types import RocmToolchainTarget, ToolchainVersionField
+from rocm_build.targets import expect_target
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
@@ -99,6 +102,29 @@ def _cmake_left_out(locked: LockedRequirements, system_cmake: Optional[str]) -> 
     return f"{locked.lock_path} left out pip's {left.split(' ')[0]}: builds use the system cmake ({system_cmake or 'missing'})"
 
 
+async def _prebuilt_problems(spec: WheelBuildSpec) -> List[str]:
+    """Prebuilt dependencies: resolved, for this Python, for this toolchain's ROCm (no download)."""
+    problems: List[str] = []
+    if not spec.prebuilt:
+        return problems
+    toolchain = await expect_target(spec.toolchain, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
+    version = toolchain[ToolchainVersionField].value
+    minor = parse_constraint(spec.python, spec.owner).minor
+    for address in spec.prebuilt:
+        try:
+            prebuilt = await Get(PrebuiltSpec, PrebuiltRequest(address, f"the `dependencies` field of {spec.owner}"))
+        except Exception as e:
+            problems.append(problem_text(e))
+            continue
+        if minor and prebuilt.pin.python != minor:
+            problems.append(
+                f"{spec.owner} builds with Python {minor}, but prebuilt_wheel {prebuilt.owner} is pinned for Python "
+                f"{prebuilt.pin.python} ({prebuilt.where}): it could not be installed beside it."
+            )
+        problems += [p for p in (prebuilt.unresolved(), prebuilt.rocm_mismatch(spec.owner, spec.toolchain.spec, version)) if p]
+    return problems
+
+
 async def _image(spec: WheelBuildSpec) -> Optional[BuildImage]:
     return (await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, spec.owner))).image
 
@@ -129,6 +155,7 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
             await Get(BuildPython, BuildPythonRequest(spec.python, owner, image))
         except Exception as e:
             problems.append(problem_text(e))
+    problems += await _prebuilt_problems(spec)
     for _, address in spec.archives:
         try:
             archive = await Get(ArchiveSpec, ArchiveRequest(address, f"the `archives` field of {owner}"))
@@ -151,6 +178,11 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
         upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}"))
     except Exception as e:
         return ComponentStatus(owner, (problem_text(e),))
+    for address in spec.prebuilt:  # downloaded now: a bad sha256 stops the chain before any build
+        try:
+            await Get(FetchedPrebuilt, PrebuiltRequest(address, f"the `dependencies` field of {owner}"))
+        except Exception as e:
+            return ComponentStatus(owner, (problem_text(e),))
     where = f"{upstream.pin_name} at {upstream.pin.commit}"
     problems = [*await _missing_files(spec, upstream, where), *_pip_cmake_steps(spec)]
     notes: List[str] = []

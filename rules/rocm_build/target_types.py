@@ -246,8 +246,8 @@ class WheelPythonField(StringField):
 class WheelDependenciesField(Dependencies):
     help = softwrap(
         """
-        Other `rocm_wheel` targets whose wheels are installed into this build's environment
-        (e.g. torch for vllm). A change in any of them rebuilds this wheel.
+        Other `rocm_wheel` (or `prebuilt_wheel`) targets whose wheels are installed into this
+        build's environment (e.g. torch for vllm). A change in any of them rebuilds this wheel.
         """
     )
 
@@ -488,6 +488,43 @@ class UpstreamArchiveTarget(Target):
     )
 
 
+# -------------------------------------------------------------------- prebuilt_wheel
+
+
+class PrebuiltPinField(StringField):
+    alias = "pin"
+    required = True
+    help = "The name of the `[prebuilt.<name>]` table in the pins file: index, project, file and sha256."
+
+
+class PrebuiltWheelTarget(Target):
+    alias = "prebuilt_wheel"
+    core_fields = (*COMMON_TARGET_FIELDS, PrebuiltPinField, PinsFileField)
+    help = help_text(
+        f"""
+        A wheel someone else built (e.g. TheRock's torch for gfx1151), pinned in the pins file
+        by index, project, version, file name and sha256. It stands wherever a `rocm_wheel`
+        dependency stands: downloaded once, verified by sha256, installed into the build
+        venvs of the wheels that depend on it, recorded in their `rocm_build_info.json` and
+        written to dist/ with the chain. `pants run rules:update-pins` resolves its `track`
+        (a version specifier) against the index.
+
+        Example (components/pins.toml, then a BUILD file):
+
+            [prebuilt.therock-torch]
+            index_url = "https://rocm.nightlies.amd.com/v2/gfx1151/"
+            project = "torch"
+            track = ">=2.10.0a0,<2.11"
+            python = "3.12"
+            version = ""   # update-pins fills version, file, sha256, requires_rocm
+            file = ""
+            sha256 = ""
+
+            prebuilt_wheel(name="torch-therock", {PrebuiltPinField.alias}="therock-torch")
+        """
+    )
+
+
 class ImageRecipeField(StringField):
     alias = "image_recipe"
     help = help_text(
@@ -502,4 +539,4 @@ class ImageRecipeField(StringField):
 
 
 def target_types():
-    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget, UpstreamArchiveTarget]
+    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget, UpstreamArchiveTarget, PrebuiltWheelTarget]

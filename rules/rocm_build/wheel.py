@@ -46,6 +46,7 @@ from rocm_build.gpu_audit import GpuCode, GpuCodeRequest, audit_problems, with_g
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.portable import PlatformPolicy, PlatformPolicyRequest
+from rocm_build.prebuilt import FetchedPrebuilt, PrebuiltRequest
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import WheelSourceField
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
@@ -154,6 +155,17 @@ def build_info_json(
     )
 
 
+def prebuilt_wheel(fetched: FetchedPrebuilt) -> BuiltRocmWheel:
+    """A prebuilt wheel where a built one would stand: its payload is the file as pinned."""
+    spec, pin = fetched.spec, fetched.spec.pin
+    source = {"prebuilt": spec.pin_name, "index_url": pin.index_url, "file": pin.file, "sha256": pin.sha256}
+    info = json.dumps({"target": spec.owner, "source": source, "requires_rocm": pin.requires_rocm}, indent=2, sort_keys=True)
+    built = BuiltRocmWheel(
+        spec.address, pin.file, pin.sha256, fetched.wheel, EMPTY_DIGEST, info, payload=fetched.wheel, payload_sha256=pin.sha256
+    )
+    return replace(built, closure=(built,))
+
+
 @rule(desc="Resolving the inputs of a rocm_wheel build", level=LogLevel.DEBUG)
 async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation) -> PreparedWheelBuild:
     spec = await Get(WheelBuildSpec, WheelRequest, request)
@@ -173,6 +185,10 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     if spec.lock_path:
         locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, host_python))
     deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in spec.dependencies)
+    prebuilt = await MultiGet(
+        Get(FetchedPrebuilt, PrebuiltRequest(a, f"the `dependencies` field of {owner}")) for a in spec.prebuilt
+    )
+    deps += tuple(prebuilt_wheel(p) for p in prebuilt)
     for dep in deps:
         if dep.error:
             why = dep.error if dep.skipped else "it failed to build."
