@@ -27,7 +27,8 @@ import requests
 
 from rocm_build import lockfile
 from rocm_build.archive_pins import ArchivePin, parse_archive_pins, set_fields_in_text
-from rocm_build.pins import FULL_SHA, Pin, PinsError, parse_pins, set_commit_in_text
+from rocm_build.pins import FULL_SHA, Pin, PinsError, parse_pins, parse_prebuilt_pins, set_commit_in_text
+from rocm_build.prebuilt_update import plan_prebuilt
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
 GITHUB_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$")
@@ -242,7 +243,7 @@ def plan_archives(archives: Dict[str, ArchivePin], commits: Dict[str, str], pins
 
 def plan(args: argparse.Namespace, pins: Dict[str, Pin]) -> List[Move]:
     selected = set(args.only or pins)
-    unknown = selected - set(pins)
+    unknown = selected - set(pins) - set(getattr(args, "prebuilt", {}))
     if unknown:
         raise UpdateError(f"--only: no pin named {', '.join(sorted(unknown))} in {args.pins_file}")
     new: Dict[str, str] = {}
@@ -369,7 +370,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         archives_path = Path(args.archives_file)
         archives_text = archives_path.read_text() if archives_path.exists() else ""
         args.archives = parse_archive_pins(str(archives_path), archives_text)
+        args.prebuilt = parse_prebuilt_pins(str(path), text)
         moves = plan(args, pins)
+        prebuilt_moves = plan_prebuilt(args.prebuilt, args.only)
     except (UpdateError, PinsError, OSError) as e:
         print(f"update-pins: {e}", file=sys.stderr)
         return 1
@@ -377,17 +380,21 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{move.name}: {move.old[:12]} -> {move.new[:12]} ({move.why})")
     for archive in args.archive_moves:
         print(f"{archive.name}: {archive.values['url'] or '(no url)'} sha256 {archive.values['sha256'][:12] or '-'} ({archive.why})")
-    if not moves and not args.archive_moves:
+    for pmove in prebuilt_moves:
+        print(f"{pmove.name}: {pmove.old or '(not resolved)'} -> {pmove.values['version']} {pmove.values['file']} ({pmove.why})")
+    if not moves and not args.archive_moves and not prebuilt_moves:
         print("all pins are up to date")
     stale = stale_locks(locks, pins, moves)
     if args.check:
         for lock in stale:
             print(f"{lock.path}: made at {lock.pin} {lock.commit[:12]}, stale; regenerate: "
                   f"pants lock-build-requirements {lock.target}")  # fmt: skip
-        return 1 if moves or args.archive_moves or args.patch_failures or stale else 0
+        return 1 if moves or args.archive_moves or prebuilt_moves or args.patch_failures or stale else 0
     new_text = text
     for move in moves:
         new_text = set_commit_in_text(new_text, move.name, move.new)
+    for pmove in prebuilt_moves:
+        new_text = set_fields_in_text(new_text, pmove.table, pmove.values, add_missing=True)
     if args.dry_run:
         sys.stdout.writelines(difflib.unified_diff(
             text.splitlines(True), new_text.splitlines(True), str(path), str(path)))  # fmt: skip
