@@ -336,9 +336,18 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
     pinning each by version and sha256, so that
     `pip install --no-index --find-links <dir>/wheels -r <dir>/requirements.txt` installs
     exactly this chain, and nothing that merely has the same version."""
+    prebuilt = [(w, json.loads(w.build_info)["source"]) for w in closure if "prebuilt" in json.loads(w.build_info)["source"]]
     lines = [
         "# The rocm_wheel chain of one `pants package`: every wheel by version and sha256.",
         "# pip install --no-index --find-links wheels -r requirements.txt  (from this directory)",
+        *(
+            # What a prebuilt wheel itself requires (TheRock's torch: rocm[libraries]) is not
+            # part of the chain: it comes from the wheel's own index, installed first.
+            f"# first, the prebuilt {name} and what it requires: pip install --index-url {source['index_url']} "
+            f"{name}=={version}"
+            for w, source in prebuilt
+            for name, version in [w.wheel_name.split("-")[:2]]
+        ),
         *(
             f"{w.wheel_name.split('-')[0]}=={w.wheel_name.split('-')[1]} --hash=sha256:{w.wheel_sha256}"
             for w in sorted(closure, key=lambda w: w.wheel_name or "")
