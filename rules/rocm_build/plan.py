@@ -38,6 +38,7 @@ from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest, Buil
 from rocm_build.errors import RocmBuildError
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.isolation import NetworkIsolation
+from rocm_build.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.preflight import ComponentStatus, QuickCheck, TreeCheck
 from rocm_build.rebuild import Inputs, changes, last_build_info, verdict
 from rocm_build.target_types import (
@@ -117,6 +118,10 @@ async def _rebuild(
         gpu_targets=spec.gpu_targets,
         archives={var: a.sha256 for (var, _), a in zip(spec.archives, archives)},
         image=image.image_id if image else "",
+        prebuilt={
+            a.spec: (await Get(PrebuiltSpec, PrebuiltRequest(a, f"the `dependencies` field of {spec.owner}"))).pin.sha256
+            for a in spec.prebuilt
+        },
     )
     previous = last_build_info(dist / dist_dir(spec.address))
     own = changes(previous, now) if previous else []
@@ -124,6 +129,16 @@ async def _rebuild(
     rebuilding[spec.address] = bool(own or deps or previous is None)
     last = f"{dist.name}/{dist_dir(spec.address)}/" if previous else None
     return verdict(own, deps, last)
+
+
+async def _prebuilt_lines(spec: WheelBuildSpec) -> List[str]:
+    lines = []
+    for address in spec.prebuilt:
+        prebuilt = await Get(PrebuiltSpec, PrebuiltRequest(address, f"the `dependencies` field of {spec.owner}"))
+        pin = prebuilt.pin
+        what = f"{pin.file} sha256:{pin.sha256[:16]}" if pin.resolved else f"NOT RESOLVED (track {pin.track!r})"
+        lines.append(f"{address.spec} <- {pin.index_url} {what}")
+    return lines
 
 
 async def _describe(
@@ -170,6 +185,7 @@ async def _describe(
         f"  environment {environment_line}",
         f"  network   {'none (container, --network=none)' if image else isolation.describe()}",
         f"  lock      {lock}",
+        *[f"  prebuilt  {line}" for line in await _prebuilt_lines(spec)],
         f"  rebuild   {await _rebuild(spec, python, image, dist, rebuilding)}",
         *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),
         f"  argv      {' '.join(process.argv)}",

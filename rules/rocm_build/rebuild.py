@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
@@ -33,6 +33,7 @@ class Inputs:
     gpu_targets: Sequence[str]
     archives: Dict[str, str]  # env var -> sha256
     image: str = ""  # the build image's id; "" when the build runs on this machine
+    prebuilt: Dict[str, str] = field(default_factory=dict)  # prebuilt_wheel target -> pinned sha256
 
 
 def last_build_info(dist_folder: Path) -> Optional[Dict[str, Any]]:
@@ -75,6 +76,10 @@ def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
     image_before = (previous.get("environment") or {}).get("image_id", "")
     if image_before != now.image:
         found.append(f"build image {image_before[:19] or 'none (this machine)'} -> {now.image[:19] or 'none (this machine)'}")
+    built_on = {d.get("target"): d.get("payload_sha256") for d in previous.get("dependencies", [])}
+    for target, sha256 in sorted(now.prebuilt.items()):
+        if built_on.get(target) != sha256:
+            found.append(f"prebuilt {target} {str(built_on.get(target) or 'none')[:12]} -> {sha256[:12] or 'not resolved'}")
     if list(previous.get("gpu_targets", [])) != list(now.gpu_targets):
         found.append(f"gpu targets {', '.join(previous.get('gpu_targets', []))} -> {', '.join(now.gpu_targets)}")
     archives_before = {var: a.get("sha256") for var, a in previous.get("archives", {}).items()}

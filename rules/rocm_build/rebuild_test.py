@@ -20,7 +20,8 @@ def test_nothing_changed_and_each_kind_of_change() -> None:
     assert changes(INFO, SAME) == []
     moved = Inputs("vllm", "b" * 40, {"patches/vllm/0001.patch": "3" * 64, "patches/vllm/0002.patch": "4" * 64}, None,
                    "CPython 3.11.7", "components:opt-rocm", {"PYTORCH_ROCM_ARCH": "gfx1100;gfx1151"},
-                   ("gfx1100", "gfx1151"), {"LLVM_SYSPATH": "5" * 64}, "sha256:" + "6" * 64)  # fmt: skip
+                   ("gfx1100", "gfx1151"), {"LLVM_SYSPATH": "5" * 64}, "sha256:" + "6" * 64,
+                   {"components/therock:torch": "7" * 64})  # fmt: skip
     assert changes(INFO, moved) == [
         f"pin `vllm` moved {'a' * 12} -> {'b' * 12}",
         f"patch patches/vllm/0001.patch changed ({'1' * 12} -> {'3' * 12})",
@@ -30,6 +31,7 @@ def test_nothing_changed_and_each_kind_of_change() -> None:
         "toolchain components:rocm -> components:opt-rocm",
         "env PYTORCH_ROCM_ARCH: 'gfx1151' -> 'gfx1100;gfx1151'",
         f"build image none (this machine) -> sha256:{'6' * 12}",
+        f"prebuilt components/therock:torch none -> {'7' * 12}",
         "gpu targets gfx1151 -> gfx1100, gfx1151",
         "archive LLVM_SYSPATH changed",
     ]
