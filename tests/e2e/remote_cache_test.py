@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import os
 import socket
 import subprocess
 import time
@@ -15,6 +16,7 @@ from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 
 VLLM = "tests/mini/vllm:wheel"
+AOT = "tests/mini/aotriton:wheel"
 
 
 @pytest.fixture
@@ -70,6 +72,34 @@ def test_second_machine_reuses_wheels(tmp_path, cache_server) -> None:
         wheels_a, wheels_b = a.dist_wheels(), b.dist_wheels()
         assert len(wheels_a) == 4
         assert {k: p.read_bytes() for k, p in wheels_a.items()} == {k: p.read_bytes() for k, p in wheels_b.items()}
+    finally:
+        a.stop()
+        b.stop()
+
+
+def store_bytes(ws: Workspace) -> int:
+    """Disk blocks the local store really uses (its LMDB files are sparse)."""
+    return sum(p.stat().st_blocks * 512 for p in ws.store.rglob("*") if p.is_file())
+
+
+def test_second_machine_pulls_the_wheel_not_the_source_tree(tmp_path, cache_server) -> None:
+    address, _ = cache_server
+    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
+    # A big upstream: 3,000 files of incompressible data (6 MB) the wheel does not ship.
+    data = {f"data/{i // 100:02d}/blob{i:04d}.bin": os.urandom(2048).hex() for i in range(3000)}
+    upstreams.new_commit("aotriton", data, "a big tree")
+    a = machine(tmp_path, upstreams, "machine-a")
+    b = machine(tmp_path, upstreams, "machine-b")
+    try:
+        first = require_success(a.package(AOT, extra_options=remote_options(address)), "machine A")
+        assert first.built == [AOT] and "Fetching mini-aotriton @" in first.stderr
+        second = require_success(b.package(AOT, extra_options=remote_options(address)), "machine B")
+        # B found the fetch, the patch and the build in the cache: nothing fetched or built,
+        # and what it pulled is the wheel and small files, not A's 6 MB tree.
+        assert second.built == [] and "Fetching mini-aotriton @" not in second.stderr, second.stderr[-3000:]
+        assert store_bytes(a) > 6_000_000
+        assert store_bytes(b) < store_bytes(a) / 4, (store_bytes(a), store_bytes(b))
+        assert {k: p.read_bytes() for k, p in a.dist_wheels().items()} == {k: p.read_bytes() for k, p in b.dist_wheels().items()}
     finally:
         a.stop()
         b.stop()
