@@ -8,19 +8,17 @@ which one a wheel names tells where it was built.
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 import subprocess
-import threading
 import uuid
 import zipfile
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Dict
 
 import pytest
 
+from e2e.http_server import serving
 from e2e.wheels import code_object_archs
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 
@@ -130,20 +128,8 @@ def test_a_build_step_cannot_write_on_the_host(ws) -> None:
 
 @pytest.fixture
 def server(tmp_path: Path):
-    seen = []
-
-    class Handler(SimpleHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            seen.append(self.path)
-            super().do_GET()
-
-        def log_message(self, *args) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", seen
-    httpd.shutdown()
+    with serving(tmp_path) as served:
+        yield served
 
 
 def test_a_build_step_cannot_reach_a_server_on_this_machine(ws, server) -> None:

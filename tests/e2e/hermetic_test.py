@@ -7,19 +7,17 @@ from the fixture wheels ./setup fetched (no index). Servers run on 127.0.0.1.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import io
 import json
 import tarfile
-import threading
 import zipfile
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Dict
 
 import pytest
 
+from e2e.http_server import serving
 from e2e.workspace import FIXTURE_WHEELS, Workspace, make_fixture_upstreams, require_success
 
 VLLM = "tests/mini/vllm:wheel"
@@ -42,20 +40,8 @@ def ws(tmp_path_factory):
 @pytest.fixture
 def server(tmp_path: Path):
     """A plain HTTP server on 127.0.0.1 that counts the requests it gets."""
-    seen = []
-
-    class Handler(SimpleHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            seen.append(self.path)
-            super().do_GET()
-
-        def log_message(self, *args) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(tmp_path)))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", tmp_path, seen
-    httpd.shutdown()
+    with serving(tmp_path) as (url, seen):
+        yield url, tmp_path, seen
 
 
 def dist_files(ws: Workspace) -> Dict[str, bytes]:

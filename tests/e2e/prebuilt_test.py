@@ -8,18 +8,16 @@ file and sha256, and flash-attention and vllm variants build on it.
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import re
 import subprocess
-import threading
 import zipfile
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Dict
 
 import pytest
 
+from e2e.http_server import serving
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 
 PINS = "tests/mini/pins.toml"
@@ -75,20 +73,8 @@ def index(tmp_path_factory):
         page.mkdir(parents=True)
         links = [f'<a href="../../files/{n}#sha256={hashlib.sha256((files / n).read_bytes()).hexdigest()}">{n}</a>' for n in names]
         (page / "index.html").write_text("<html><body>\n" + "\n".join(links) + "\n</body></html>\n")
-    seen = []
-
-    class Handler(SimpleHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
-            seen.append(self.path)
-            super().do_GET()
-
-        def log_message(self, *args) -> None:
-            pass
-
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(root / "serve")))
-    threading.Thread(target=httpd.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}/simple/", files, torch, seen
-    httpd.shutdown()
+    with serving(root / "serve") as (url, seen):
+        yield f"{url}/simple/", files, torch, seen
 
 
 @pytest.fixture(scope="module")
