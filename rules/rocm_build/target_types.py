@@ -514,13 +514,13 @@ class PrebuiltWheelTarget(Target):
             [prebuilt.therock-torch]
             index_url = "https://rocm.nightlies.amd.com/v2/gfx1151/"
             project = "torch"
-            track = ">=2.10.0a0,<2.11"
+            track = ">=2.13.0a0,<2.14"
             python = "3.12"
             version = ""   # update-pins fills version, file, sha256, requires_rocm
             file = ""
             sha256 = ""
 
-            prebuilt_wheel(name="torch-therock", {PrebuiltPinField.alias}="therock-torch")
+            prebuilt_wheel(name="torch", {PrebuiltPinField.alias}="therock-torch")  # components/therock
         """
     )
 
