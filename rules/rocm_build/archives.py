@@ -33,7 +33,7 @@ from rocm_build.target_types import (
     UpstreamArchiveTarget,
 )
 from rocm_build.targets import expect_target
-from rocm_build.tools import HostTools
+from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream import load_pins
 
 ARCHIVE_DIR = "archive"
@@ -119,6 +119,7 @@ async def fetch_archive(request: ArchiveRequest, tools: HostTools, global_option
             env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_CA_CERTS": global_options.ca_certs_path or ""},
             input_digest=await script_digest("fetch_archive.py"),
             output_directories=(ARCHIVE_DIR,),
+            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
             description=f"Fetching upstream_archive {owner} ({url})",
             level=LogLevel.INFO,
             timeout_seconds=3600,

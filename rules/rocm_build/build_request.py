@@ -56,7 +56,7 @@ from rocm_build.target_types import (
 )
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import SANDBOX_ROOT, ResolvedToolchain
-from rocm_build.tools import HostTools, cache_suffix
+from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools, cache_suffix
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 
 LOG_CACHE = "rocm_build_logs"
@@ -361,6 +361,7 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools) -> P
         input_digest=await Get(Digest, MergeDigests([request.inputs, scripts])),
         output_directories=("out",),
         append_only_caches=caches,
+        remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
         description=f"Building rocm_wheel {spec.owner}",
         level=LogLevel.INFO,
         timeout_seconds=spec.timeout,

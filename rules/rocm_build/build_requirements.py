@@ -35,7 +35,7 @@ from rocm_build.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.settings import RocmBuildSubsystem
 from rocm_build.sources import TREE_DIR
-from rocm_build.tools import HostTools
+from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
 LOCK_IN_SANDBOX = f"{SCRIPTS_DIR}/build.lock"
 WHEELHOUSE_DIR = "wheelhouse"
@@ -198,6 +198,7 @@ async def pip_run_process(
         input_digest=input_digest,
         output_files=request.output_files,
         output_directories=request.output_directories,
+        remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
         description=request.description,
         level=LogLevel.INFO,
         timeout_seconds=3600,

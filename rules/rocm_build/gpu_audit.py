@@ -23,7 +23,7 @@ from pants.util.logging import LogLevel
 from rocm_build.build_request import WheelBuildSpec
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import AllowMissingGpuTargetsField
-from rocm_build.tools import HostTools
+from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
 
 @dataclass(frozen=True)
@@ -51,6 +51,7 @@ async def read_gpu_code(request: GpuCodeRequest, tools: HostTools) -> GpuCode:
             argv=(tools.python.path, f"{SCRIPTS_DIR}/gpu_code.py", request.wheel_name),
             input_digest=await Get(Digest, MergeDigests([request.wheel, scripts])),
             env={"PATH": "/usr/bin:/bin"},  # zstd, for compressed offload bundles
+            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,  # the input is a wheel
             description=f"Reading the GPU code of {request.wheel_name}",
             level=LogLevel.DEBUG,
         ),

@@ -13,7 +13,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.sources import TREE_DIR
-from rocm_build.tools import HostTools
+from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
 SCRIPT_PATH = "__rocm_build/apply_patches.py"
 
@@ -48,6 +48,7 @@ async def apply_patches(request: PatchRequest, tools: HostTools) -> PatchedTree:
             env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_GIT": tools.git.fingerprint},
             input_digest=input_digest,
             output_directories=(TREE_DIR,),
+            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
             description=f"Applying {len(request.patch_files)} patch file(s) for {request.owner}",
             level=LogLevel.INFO,
         ),

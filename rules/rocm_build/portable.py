@@ -11,16 +11,18 @@ goes into `rocm_build_info.json` either way.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pants.backend.python.subsystems.python_tool_base import PythonToolBase
 from pants.backend.python.target_types import ConsoleScript
 from pants.backend.python.util_rules import pex
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
 from pants.engine.fs import Digest
-from pants.engine.process import ProcessResult
+from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+
+from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS
 
 _TAG = re.compile(r'consistent\s+with\s+the\s+following\s+platform\s+tag:\s+"([^"]+)"')
 
@@ -69,8 +71,8 @@ def policy_tag(report: str) -> str:
 @rule(desc="Checking a wheel's manylinux policy", level=LogLevel.DEBUG)
 async def platform_policy(request: PlatformPolicyRequest, auditwheel: Auditwheel) -> PlatformPolicy:
     pex = await Get(VenvPex, PexRequest, auditwheel.to_pex_request())
-    result = await Get(
-        ProcessResult,
+    process = await Get(
+        Process,
         VenvPexProcess(
             pex,
             argv=("show", request.wheel_name),
@@ -79,6 +81,8 @@ async def platform_policy(request: PlatformPolicyRequest, auditwheel: Auditwheel
             level=LogLevel.DEBUG,
         ),
     )
+    # The input is a wheel: with a remote cache, ask it before pulling the wheel for a local run.
+    result = await Get(ProcessResult, Process, replace(process, remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS))
     return PlatformPolicy(policy_tag(result.stdout.decode()))
 
 

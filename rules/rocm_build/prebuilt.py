@@ -25,7 +25,7 @@ from rocm_build.pins import PREBUILT, PrebuiltPin, parse_prebuilt_pins
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import PinsFileField, PrebuiltPinField, PrebuiltWheelTarget
 from rocm_build.targets import expect_target
-from rocm_build.tools import HostTools
+from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream import load_pins
 
 EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_NOT_LISTED = 20, 21, 23
@@ -107,6 +107,7 @@ async def fetch_prebuilt(request: PrebuiltRequest, tools: HostTools, global_opti
             env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_CA_CERTS": global_options.ca_certs_path or ""},
             input_digest=await script_digest("simple_index.py"),
             output_directories=("wheel",),
+            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
             description=f"Fetching prebuilt_wheel {spec.owner} ({pin.file})",
             level=LogLevel.INFO,
             timeout_seconds=3600,

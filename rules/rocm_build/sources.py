@@ -16,7 +16,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.tools import HostTools
+from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
 TREE_DIR = "tree"
 
@@ -88,6 +88,7 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
             },
             output_directories=(TREE_DIR,),
             output_files=("commit_time",),
+            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
             description=f"Fetching {request.pin_name} @ {request.commit[:12]} for {request.owner}",
             level=LogLevel.INFO,
             timeout_seconds=3600,

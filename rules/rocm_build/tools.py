@@ -24,6 +24,13 @@ from rocm_build.errors import RocmBuildError
 
 SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
+# For processes whose inputs or work are large (fetching an upstream, patching or building
+# from a whole tree, downloading wheels): with a remote cache, wait this long for its answer
+# before starting the same work locally. Pants otherwise starts local work at once, in
+# parallel, and materializing that sandbox pulls the whole input tree from the cache even
+# when the lookup then hits. A server that is down answers at once, so nothing waits then.
+REMOTE_CACHE_FIRST_MILLIS = 10_000
+
 
 @dataclass(frozen=True)
 class HostTools:

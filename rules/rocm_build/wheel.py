@@ -50,7 +50,7 @@ from rocm_build.prebuilt import FetchedPrebuilt, PrebuiltRequest
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import WheelSourceField
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
-from rocm_build.tools import HostTools
+from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
 
 logger = logging.getLogger(__name__)
@@ -312,6 +312,7 @@ async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> Finis
             ),
             input_digest=await Get(Digest, MergeDigests([request.payload, scripts, info])),
             output_directories=("out",),
+            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,  # the input is a wheel
             description=f"Adding rocm_build_info.json to {request.wheel_name}",
             level=LogLevel.DEBUG,
         ),
