@@ -149,12 +149,18 @@ def test_corrupted_remote_entry_is_detected_not_installed(tmp_path, cache_server
             data = path.read_bytes()
             path.write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
 
+        # Pants checks every blob against its digest when it reads it. A hit is only checked to
+        # exist (cache_content_behavior = "validate": no source trees pulled), so the bad bytes
+        # are found when the wheel is read for dist/: the run stops there, and nothing is
+        # written or installed.
+        run = b.package("tests/mini/aotriton:wheel", extra_options=remote_options(address))
+        assert run.returncode != 0 and "Remote CAS gave wrong digest" in run.stderr
+        assert not b.dist_wheels()
+        # Building without reading the cache (README says so) makes a good wheel.
         run = require_success(
-            b.package("tests/mini/aotriton:wheel", extra_options=remote_options(address)), "machine B"
+            b.package("tests/mini/aotriton:wheel", extra_options=[*remote_options(address), "--no-remote-cache-read"]),
+            "machine B without cache reads",
         )
-        # Pants checks every blob against its digest: the bad entry is reported and the
-        # wheel is built locally instead of installed from the cache.
-        assert "Remote CAS gave wrong digest" in run.stderr
         assert run.built == ["tests/mini/aotriton:wheel"]
         (got,) = b.dist_wheels().values()
         assert got.read_bytes() != blob.read_bytes()
