@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import subprocess
 import zipfile
 from pathlib import Path
@@ -87,7 +88,11 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
             assert "+llvm19gfx1151-" in wheel.name
             # The arch comes from the code object's ELF header, not from anything we wrote.
             assert set(code_object_archs(wheel).values()) == {"gfx1151"}, wheel
-            assert (wheel.parent / f"{wheel.name}.build.log").read_text().startswith("== rocm_build:")
+            log = (wheel.parent / f"{wheel.name}.build.log").read_text()
+            assert log.startswith("== rocm_build:")
+            # Where the time went, phase by phase.
+            phases = ("set-up", "venv and dependencies", "build steps", "wheel", "labelling")
+            assert re.search("== phase times: " + ", ".join(rf"{p} \d+\.\d s" for p in phases) + "\n", log), log[-600:]
 
         info = json.loads(zipfile.ZipFile(wheels["tests.mini.vllm"]).read(
             wheels["tests.mini.vllm"].name.split("-cp")[0] + ".dist-info/rocm_build_info.json"

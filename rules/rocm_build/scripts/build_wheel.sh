@@ -72,6 +72,18 @@ refuse_pip_cmake() {
   fi
 }
 
+# Where a long build spends its time: each phase's wall time, printed at the end (the log is
+# not part of the wheel, so this costs no reproducibility).
+phase_start="$(date +%s%N)"
+phase_times=()
+phase_done() {
+  local now ms
+  now="$(date +%s%N)"
+  ms=$(( (now - phase_start) / 1000000 ))
+  phase_times+=("$1 $((ms / 1000)).$(((ms % 1000) / 100)) s")
+  phase_start="$now"
+}
+
 build() {
   echo "== rocm_build: $ROCM_BUILD_TARGET for $ROCM_BUILD_GPU_TARGETS (network: $ROCM_BUILD_NETWORK)"
   # Values that refer to the sandbox ($ROCM_BUILD_SANDBOX, $ROCM_PATH, ...) are expanded now
@@ -93,6 +105,7 @@ build() {
   export MAX_JOBS="${MAX_JOBS:-$(default_max_jobs)}"
   mkdir -p "$HOME"
 
+  phase_done "set-up"
   echo "== build venv (pip, setuptools, wheel + $(ls deps | wc -l) dependency wheel(s))"
   "$top/$ROCM_BUILD_PYTHON" -m venv --without-pip "$top/.venv"
   local pip_wheel=(bootstrap/pip-*.whl)
@@ -112,6 +125,7 @@ build() {
   fi
   # A pip that an upstream build runs by itself (AOTriton's CMake does) finds only the
   # locked wheels, never an index.
+  phase_done "venv and dependencies"
   mkdir -p "$top/$ROCM_BUILD_WHEELHOUSE"
   export PIP_NO_INDEX=1 PIP_FIND_LINKS="$top/$ROCM_BUILD_WHEELHOUSE" PIP_DISABLE_PIP_VERSION_CHECK=1
 
@@ -120,18 +134,23 @@ build() {
   # shellcheck source=/dev/null
   source "$top/__rocm_build/steps.sh"
   refuse_pip_cmake
+  phase_done "build steps"
   export WHEEL_OUT="$top/out/raw"
   mkdir -p "$WHEEL_OUT"
   echo "== wheel: $ROCM_BUILD_WHEEL_COMMAND"
   eval "$ROCM_BUILD_WHEEL_COMMAND"
+  phase_done "wheel"
   cd "$top"
   local wheels=(out/raw/*.whl)
   [[ -f "${wheels[0]}" ]] || { echo "rocm_build: the wheel command wrote no wheel to \$WHEEL_OUT"; exit 43; }
   python "$top/__rocm_build/wheel_files.py" label "${wheels[0]}" out "$ROCM_BUILD_LABEL"
+  phase_done "labelling"
   rm -rf out/raw
   if [[ "${CC:-}" == ccache* ]]; then
     echo "== ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '/^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\t/ {printf "%s=%s ", $1, $2}')"
   fi
+  local IFS=,
+  echo "== phase times: ${phase_times[*]}" | sed 's/,/, /g'
   echo "== done: $(cd out && ls *.whl)"
 }
 
