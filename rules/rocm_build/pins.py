@@ -68,10 +68,20 @@ def parse_tables(
     path: str, text: str, model: Type[M], needs: str, describe: Callable[[Mapping], str], prefix: str = ""
 ) -> Dict[str, M]:
     """Each top-level table of a TOML pins file as `model`; errors name file, table, field."""
+    return model_tables(path, load_toml(path, text), model, needs, describe, prefix)
+
+
+def load_toml(path: str, text: str) -> Dict:
     try:
-        raw = toml.loads(text)
+        return toml.loads(text)
     except toml.TomlDecodeError as e:
         raise PinsError(f"{path}: TOML syntax error at line {e.lineno}, column {e.colno}: {e.msg}")
+
+
+def model_tables(
+    path: str, raw: Mapping, model: Type[M], needs: str, describe: Callable[[Mapping], str], prefix: str = ""
+) -> Dict[str, M]:
+    """Each table of an already parsed TOML document (or of one of its tables) as `model`."""
     tables: Dict[str, M] = {}
     for name, table in raw.items():
         if not isinstance(table, Mapping):
@@ -126,27 +136,15 @@ class PrebuiltPin(BaseModel):
 
 
 def parse_pins(path: str, text: str) -> Dict[str, Pin]:
-    return parse_tables(path, _without_prebuilt(path, text), Pin, "url, track and commit", _describe)
+    git_pins = {k: v for k, v in load_toml(path, text).items() if k != PREBUILT}
+    return model_tables(path, git_pins, Pin, "url, track and commit", _describe)
 
 
 def parse_prebuilt_pins(path: str, text: str) -> Dict[str, PrebuiltPin]:
-    try:
-        tables = toml.loads(text).get(PREBUILT, {})
-    except toml.TomlDecodeError:
-        return parse_pins(path, text)  # type: ignore[return-value]  # raises the syntax error
-    return parse_tables(
-        path, toml.dumps(tables), PrebuiltPin, "index_url, project, track and python",
-        _describe_prebuilt, prefix=f"{PREBUILT}.",
+    prebuilt = load_toml(path, text).get(PREBUILT, {})
+    return model_tables(
+        path, prebuilt, PrebuiltPin, "index_url, project, track and python", _describe_prebuilt, prefix=f"{PREBUILT}."
     )
-
-
-def _without_prebuilt(path: str, text: str) -> str:
-    try:
-        raw = toml.loads(text)
-    except toml.TomlDecodeError:
-        return text  # parse_tables names the error
-    raw.pop(PREBUILT, None)
-    return toml.dumps(raw)
 
 
 def _describe_prebuilt(err: Mapping) -> str:

@@ -337,7 +337,8 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
     pinning each by version and sha256, so that
     `pip install --no-index --find-links <dir>/wheels -r <dir>/requirements.txt` installs
     exactly this chain, and nothing that merely has the same version."""
-    prebuilt = [(w, json.loads(w.build_info)["source"]) for w in closure if "prebuilt" in json.loads(w.build_info)["source"]]
+    sources = [(w, json.loads(w.build_info)["source"]) for w in closure]
+    prebuilt = [(w, source) for w, source in sources if "prebuilt" in source]
     lines = [
         "# The rocm_wheel chain of one `pants package`: every wheel by version and sha256.",
         "# pip install --no-index --find-links wheels -r requirements.txt  (from this directory)",
