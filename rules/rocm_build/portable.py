@@ -50,7 +50,7 @@ class PlatformPolicyRequest:
 
 @dataclass(frozen=True)
 class PlatformPolicy:
-    tag: str  # e.g. manylinux_2_28_x86_64, or linux_x86_64 when no policy holds
+    tag: str  # e.g. manylinux_2_28_x86_64, or linux_x86_64 when no policy holds; `any` if pure
 
     @property
     def manylinux(self) -> bool:
@@ -58,6 +58,8 @@ class PlatformPolicy:
 
     def to_json(self) -> dict:
         # The tool is pinned by the lock of its resolve ([auditwheel].install_from_resolve).
+        if self.tag == "any":
+            return {"tag": "any", "by": "wheel file name (pure Python: nothing for auditwheel to check)"}
         return {"tag": self.tag, "by": "auditwheel show"}
 
 
@@ -70,6 +72,10 @@ def policy_tag(report: str) -> str:
 
 @rule(desc="Checking a wheel's manylinux policy", level=LogLevel.DEBUG)
 async def platform_policy(request: PlatformPolicyRequest, auditwheel: Auditwheel) -> PlatformPolicy:
+    if request.wheel_name[: -len(".whl")].endswith("-any"):
+        # A pure wheel has no ELF files; `auditwheel show` exits 1 on it ("This does not
+        # look like a platform wheel").
+        return PlatformPolicy("any")
     pex = await Get(VenvPex, PexRequest, auditwheel.to_pex_request())
     process = await Get(
         Process,

@@ -2,7 +2,12 @@ import types
 
 import pytest
 
-from rocm_build.portable import policy_tag
+from pants.engine.fs import EMPTY_DIGEST
+from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
+from pants.engine.process import Process, ProcessResult
+from pants.testutil.rule_runner import MockGet, run_rule_with_mocks
+
+from rocm_build.portable import PlatformPolicyRequest, platform_policy, policy_tag
 from rocm_build.sandbox_scripts import script_bytes
 
 # What auditwheel 6.8.2 printed for the mini aotriton wheel (it wraps lines), and the ending
@@ -39,3 +44,16 @@ def test_retagging_rewrites_the_wheel_tags_and_the_name() -> None:
     )
     assert data == b"Wheel-Version: 1.0\nGenerator: setuptools\nRoot-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_5_x86_64\n"
     assert name == "mini_aotriton-1.0.0+llvm19gfx1151-cp311-cp311-manylinux_2_5_x86_64.whl"
+
+
+def test_a_pure_wheel_is_not_given_to_auditwheel() -> None:
+    # auditwheel exits 1 on a wheel without ELF files; no process may run for one.
+    def refuse(*_):
+        raise AssertionError("auditwheel was asked about a pure wheel")
+
+    request = PlatformPolicyRequest(EMPTY_DIGEST, "big_torch-1.0.0+llvm19gfx1151-py3-none-any.whl")
+    policy = run_rule_with_mocks(platform_policy, rule_args=[request, None], mock_gets=[
+        MockGet(VenvPex, (PexRequest,), refuse), MockGet(Process, (VenvPexProcess,), refuse),
+        MockGet(ProcessResult, (Process,), refuse)])  # fmt: skip
+    assert (policy.tag, policy.manylinux) == ("any", False)
+    assert policy.to_json()["by"].startswith("wheel file name")

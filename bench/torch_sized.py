@@ -1,0 +1,132 @@
+"""Torch-sized fixtures for the benchmarks, generated at run time (never committed).
+
+- `big_tree`: an upstream shaped like PyTorch's checkout: ~100k files (third-party sources,
+  headers, docs, tests) with, among them, a C component of ~2,000 translation units that its
+  setup.py compiles (MAX_JOBS at a time, through $CC, so ccache applies) and links into one
+  shared library.
+- `big_wheel`: a small upstream whose wheel is mostly data, at least 1 GiB of it, generated
+  while building from a fixed seed (so the same source gives the same bytes) and
+  incompressible, as compiled GPU code is.
+
+Commits are written with `git fast-import`: 100k files take seconds, not minutes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+from typing import Iterator, Tuple
+
+from mini.make_upstreams import GIT_ENV, git
+
+# One translation unit: a few functions with loops, ~0.05 s at -O2 with clang-19.
+TU = """\
+#include "big.h"
+static double step_{i}(double x, int k) {{ return x * {i}.5 / (k + 1.0) + k; }}
+{helpers}
+double big_entry_{i}(double x) {{
+  double acc = 0;
+  for (int k = 0; k < {n}; k++) acc += step_{i}(x, k);
+  return acc{calls};
+}}
+"""
+
+BIG_SETUP = """\
+import os
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+N = {n}
+
+class ParallelBuildExt(build_ext):
+    # As PyTorch does: MAX_JOBS compiles at once (the build sets it from cores and memory).
+    def finalize_options(self):
+        super().finalize_options()
+        self.parallel = int(os.environ.get("MAX_JOBS", "1"))
+
+setup(
+    name="big-torch",
+    version="{version}",
+    packages=["big_torch"],
+    # BIG_TORCH_NO_EXT: the same tree without compiling (the bench's source-stage probe).
+    ext_modules=[] if os.environ.get("BIG_TORCH_NO_EXT") else [Extension("big_torch._C", sources=[f"csrc/tu{{i}}.c" for i in range(N)], include_dirs=["csrc"],
+                           extra_compile_args=["-O2"])],
+    cmdclass={{"build_ext": ParallelBuildExt}},
+)
+"""
+
+WHEEL_SETUP = """\
+import os
+import random
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+class WithData(build_py):
+    # The payload stands in for compiled GPU code: incompressible, generated from a seed.
+    def run(self):
+        super().run()
+        out = os.path.join(self.build_lib, "big_wheel", "kernels")
+        os.makedirs(out, exist_ok=True)
+        rng = random.Random({seed})
+        for part in range({parts}):
+            with open(os.path.join(out, f"part{{part:03d}}.bin"), "wb") as f:
+                for _ in range(64):
+                    f.write(rng.randbytes(1 << 20))
+
+setup(name="big-wheel", version="1.0.0", packages=["big_wheel"], cmdclass={{"build_py": WithData}})
+"""
+
+
+def _filler(i: int) -> bytes:
+    # Distinct contents (git would store identical files once), ~1 KB: text, as sources are.
+    line = hashlib.sha256(str(i).encode()).hexdigest()
+    return (f"// third-party file {i}\n" + (line + "\n") * 16).encode()
+
+
+def big_tree_files(n_files: int, n_tus: int, variant: str = "") -> Iterator[Tuple[str, bytes]]:
+    helpers = 12
+    for i in range(n_tus):
+        body = "\n".join(
+            f"static double h{j}_{i}(double x) {{ double s = 0; for (int k = 0; k < {j + 4}; k++) s += x / (k + {j}.5); return s; }}"
+            for j in range(helpers)
+        )
+        calls = "".join(f" + h{j}_{i}(x)" for j in range(helpers))
+        text = TU.format(i=i, n=i % 97 + 3, helpers=body, calls=calls)
+        if i == 0 and variant:
+            text += f"/* {variant} */\n"
+        yield f"csrc/tu{i}.c", text.encode()
+    yield "csrc/big.h", "".join(f"double big_entry_{i}(double x);\n" for i in range(n_tus)).encode()
+    yield "setup.py", BIG_SETUP.format(n=n_tus, version="1.0.0").encode()
+    yield "big_torch/__init__.py", b"ARCHS = ['gfx90a']\n"
+    fill = n_files - n_tus - 3
+    for i in range(fill):
+        yield f"third_party/lib{i % 40}/src/d{i // 2000}/f{i}.cpp", _filler(i)
+
+
+def big_wheel_files(gib: float) -> Iterator[Tuple[str, bytes]]:
+    parts = max(1, round(gib * 16))  # 64 MiB each
+    yield "setup.py", WHEEL_SETUP.format(seed=1151, parts=parts).encode()
+    yield "big_wheel/__init__.py", b"ARCHS = ['gfx90a']\n"
+
+
+def fast_import(repo: Path, files: Iterator[Tuple[str, bytes]], message: str, parent: bool = False) -> str:
+    """One commit on `main` holding `files` (on top of the current one when `parent`)."""
+    if not (repo / ".git").exists():
+        repo.mkdir(parents=True, exist_ok=True)
+        git(repo, "init", "-q", "-b", "main")
+    proc = subprocess.Popen(["git", "fast-import", "--quiet"], cwd=repo, stdin=subprocess.PIPE, env={**os.environ, **GIT_ENV})
+    assert proc.stdin is not None
+    write = proc.stdin.write
+    write(b"commit refs/heads/main\ncommitter fixture <fixture@rocm-pants.invalid> 1767225600 +0000\n")
+    msg = message.encode()
+    write(b"data %d\n%s\n" % (len(msg), msg))
+    if parent:
+        write(b"from refs/heads/main^0\n")
+    for path, content in files:
+        write(b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(content), content))
+    proc.stdin.close()
+    assert proc.wait() == 0, "git fast-import failed"
+    return git(repo, "rev-parse", "refs/heads/main").strip()
+
