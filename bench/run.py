@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -20,13 +21,16 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "tests")]
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "bench")]
 
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success  # noqa: E402
 from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port  # noqa: E402
 from mini import make_upstreams  # noqa: E402
+import torch_sized  # noqa: E402
 
 VLLM = "tests/mini/vllm:wheel"
+TABLES = ["rebuilds", "remote", "ccache", "capture"]  # the miniature chain
+SCALE_TABLES = ["source", "incremental", "bigwheel"]  # torch-sized fixtures
 CHAIN_SIZE = 4  # what the seeds' scripts rebuild every time
 
 
@@ -111,17 +115,8 @@ def loopback_transfer_seconds(nbytes: int) -> float:
 
 
 def remote_cache(out: Path) -> None:
-    port = free_port()
-    (out / "cas").mkdir(parents=True)
-    config = out / "bgd.yml"
-    config.write_text(BGD_CONFIG.format(port=port, storage=out / "cas"))
-    server = subprocess.Popen([bgd_binary(), "server", "start", str(config)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    server, port = buildgrid(out)
     try:
-        deadline = time.time() + 60
-        while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-            assert time.time() < deadline and server.poll() is None, "BuildGrid did not start"
-            time.sleep(0.2)
         options = ["--pants-config-files=pants.remote-cache.toml", f"--remote-store-address=grpc://127.0.0.1:{port}"]
         upstreams = make_fixture_upstreams(out / "upstreams")
         a = Workspace(out / "a" / "checkout", upstreams, out / "a" / "store", out / "a" / "named")
@@ -242,17 +237,213 @@ def source_capture(out: Path, sizes: list) -> None:
           ["files", "wall s", "µs per file", "per-file vs smallest"], rows)  # fmt: skip
 
 
+# Torch scale -----------------------------------------------------------------------------
+
+_EVENT = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) \[\w+\] (Starting|Completed): (.*)$", re.M)
+_PHASES = re.compile(r"^== phase times: (.*)$", re.M)
+
+
+def process_seconds(stderr: str) -> dict:
+    """Wall time of each process Pants ran, from its `-ldebug` Starting/Completed lines."""
+    started, took = {}, {}
+    for h, m, sec, what, desc in _EVENT.findall(stderr):
+        t = int(h) * 3600 + int(m) * 60 + float(sec)
+        if what == "Starting":
+            started[desc] = t
+        elif desc in started:
+            took[desc] = took.get(desc, 0.0) + t - started.pop(desc)
+    return took
+
+
+def seconds_of(took: dict, prefix: str) -> float:
+    return sum(v for k, v in took.items() if k.startswith(prefix))
+
+
+def build_log_phases(ws: Workspace, target_dir: str) -> dict:
+    """The phase times the build printed at the end of its log (dist/<dir>/*.build.log)."""
+    log = next(ws.path(f"dist/{target_dir}").glob("*.build.log")).read_text()
+    found = _PHASES.findall(log)[-1]
+    return {name: float(secs) for name, secs in re.findall(r"([a-z -]+?) ([\d.]+) s(?:, |$)", found)}
+
+
+def big_workspace(out: Path, n_files: int, n_tus: int):
+    upstreams = make_fixture_upstreams(out / "upstreams")
+    repo = out / "upstreams" / "big"
+    sha = torch_sized.fast_import(repo, torch_sized.big_tree_files(n_files, n_tus), f"{n_files} files")
+    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
+    ws.write("tests/mini/pins.toml", upstreams.pins_text() + f'\n[big]\nurl = "file://{repo}"\ntrack = "main"\ncommit = "{sha}"\n')
+    ws.path("bench_big").mkdir()
+    ws.write("bench_big/arch.edit.toml", '[[edit]]\npath = "big_torch/__init__.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx1151\'"\n')
+    ws.write("bench_big/BUILD", (
+        'patch_set(name="p", sources=["*.edit.toml"])\n'
+        'upstream_repo(name="src", pin="big", pins_file="tests/mini/pins.toml", patches=[":p"])\n'
+        'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"])\n'
+        # The same tree, nothing compiled: what is left is the source stage and fixed costs.
+        'rocm_wheel(name="probe", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], '
+        'env={"BIG_TORCH_NO_EXT": "1"})\n'
+    ))  # fmt: skip
+    require_success(ws.pants("--version"), "pantsd")
+    return ws, repo
+
+
+def source_stage(out: Path, n_files: int) -> None:
+    ws, repo = big_workspace(out, n_files, 2000)
+    try:
+        run, wall = timed(lambda: require_success(ws.pants("-ldebug", "package", "bench_big:probe", timeout=3600), "probe"))
+        phases = build_log_phases(ws, "bench_big.probe")
+    finally:
+        ws.stop()
+    took = process_seconds(run.stderr)
+    fetch, patch = seconds_of(took, "Fetching big"), seconds_of(took, "Applying")
+    # The build process's time less what its script measured: materializing the sandbox
+    # (the patched tree) and capturing its outputs.
+    materialize = seconds_of(took, "Building rocm_wheel bench_big:probe") - sum(phases.values())
+    base = out / "baseline"
+    _, clone = timed(lambda: subprocess.run(["git", "-c", "protocol.file.allow=always", "clone", "-q", f"file://{repo}",
+                                             str(base / "clone")], check=True))  # fmt: skip
+    _, copy = timed(lambda: subprocess.run(["cp", "-r", str(base / "clone"), str(base / "build")], check=True))
+    ours = fetch + patch + materialize
+    table(f"Source stage of a {n_files}-file upstream: fetch + patch + materialize in the build sandbox",
+          ["fetch s", "patch s", "materialize s", "ours s", "git clone s", "cp -r s", "baseline s", "ours / baseline",
+           "goal", "probe wall s"],
+          [[f"{fetch:.1f}", f"{patch:.1f}", f"{materialize:.1f}", f"{ours:.1f}", f"{clone:.1f}", f"{copy:.1f}",
+            f"{clone + copy:.1f}", f"{ours / (clone + copy):.2f}", "<= 3", f"{wall:.1f}"]])  # fmt: skip
+
+
+def incremental(out: Path, n_files: int, n_tus: int) -> None:
+    ws, _ = big_workspace(out, n_files, n_tus)
+    try:
+        clean_run, clean = timed(lambda: require_success(ws.pants("-ldebug", "package", "bench_big:wheel", timeout=7200), "clean"))
+        clean_phases = build_log_phases(ws, "bench_big")
+        # One translation unit changed, by a patch of ours: the fetch is a cache hit, the
+        # patch and the build run again, ccache (the named cache) has the other objects.
+        ws.write("bench_big/tu0.edit.toml", '[[edit]]\npath = "csrc/tu0.c"\npattern = "return acc"\nreplace = "return 2 * acc"\n')
+        run, one = timed(lambda: require_success(ws.pants("-ldebug", "package", "bench_big:wheel", timeout=7200), "one file"))
+        phases = build_log_phases(ws, "bench_big")
+    finally:
+        ws.stop()
+    took, clean_took = process_seconds(run.stderr), process_seconds(clean_run.stderr)
+    table(f"Incremental rebuild: {n_tus} translation units in one shared library, one changed (ccache named cache)",
+          ["clean s", "one-file s", "fraction", "goal", "patch s (clean / one)", "build process s (clean / one)",
+           "fixed costs in the build, one-file run"],
+          [[f"{clean:.1f}", f"{one:.1f}", f"{one / clean:.2f}", "<= 0.10",
+            f"{seconds_of(clean_took, 'Applying'):.1f} / {seconds_of(took, 'Applying'):.1f}",
+            f"{seconds_of(clean_took, 'Building rocm_wheel'):.1f} / {seconds_of(took, 'Building rocm_wheel'):.1f}",
+            ", ".join(f"{k} {v:.1f} s" for k, v in phases.items() if k != "build steps")]])  # fmt: skip
+    print(f"(clean build's phases: {', '.join(f'{k} {v:.1f} s' for k, v in clean_phases.items())})")
+
+
+class CountingProxy:
+    """A TCP proxy on 127.0.0.1 counting the bytes the server sends: what a client pulls."""
+
+    def __init__(self, target_port: int) -> None:
+        self.pulled = 0
+        self._lock = threading.Lock()
+        self._listener = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port = self._listener.getsockname()[1]
+        self._target = target_port
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self._target))
+            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
+
+    def _pipe(self, src: socket.socket, dst: socket.socket, count: bool) -> None:
+        try:
+            while True:
+                data = src.recv(1 << 20)
+                if not data:
+                    break
+                if count:
+                    with self._lock:
+                        self.pulled += len(data)
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        self._listener.close()
+
+
+def buildgrid(out: Path):
+    port = free_port()
+    (out / "cas").mkdir(parents=True)
+    config = out / "bgd.yml"
+    config.write_text(BGD_CONFIG.format(port=port, storage=out / "cas"))
+    server = subprocess.Popen([bgd_binary(), "server", "start", str(config)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
+    deadline = time.time() + 60
+    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
+        assert time.time() < deadline and server.poll() is None, "BuildGrid did not start"
+        time.sleep(0.2)
+    return server, port
+
+
+def big_wheel_remote(out: Path, gib: float) -> None:
+    server, port = buildgrid(out)
+    proxy = CountingProxy(port)
+    try:
+        upstreams = make_fixture_upstreams(out / "upstreams")
+        repo = out / "upstreams" / "bigwheel"
+        sha = torch_sized.fast_import(repo, torch_sized.big_wheel_files(gib), "big wheel")
+        a = Workspace(out / "a" / "checkout", upstreams, out / "a" / "store", out / "a" / "named")
+        b = Workspace(out / "b" / "checkout", upstreams, out / "b" / "store", out / "b" / "named")
+        for ws in (a, b):
+            ws.write("tests/mini/pins.toml", upstreams.pins_text() + f'\n[bigwheel]\nurl = "file://{repo}"\ntrack = "main"\ncommit = "{sha}"\n')
+            ws.path("bench_gb").mkdir()
+            ws.write("bench_gb/BUILD", 'upstream_repo(name="src", pin="bigwheel", pins_file="tests/mini/pins.toml")\n'
+                     'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"])\n')  # fmt: skip
+        options = ["--pants-config-files=pants.remote-cache.toml"]
+        try:
+            require_success(a.pants("--version"), "machine A pantsd")
+            _, cold = timed(lambda: require_success(
+                a.package("bench_gb:wheel", extra_options=[*options, f"--remote-store-address=grpc://127.0.0.1:{port}"]), "A"))
+            # B's Pants starts (and its scheduler) before the figure; then only the package.
+            b_opts = [*options, f"--remote-store-address=grpc://127.0.0.1:{proxy.port}"]
+            _, startup = timed(lambda: require_success(b.pants("list", "bench_gb:", extra_options=b_opts), "machine B start"))
+            proxy.pulled = 0
+            run, warm = timed(lambda: require_success(b.package("bench_gb:wheel", extra_options=b_opts), "B"))
+        finally:
+            a.stop()
+            b.stop()
+        written = sum(p.stat().st_size for p in b.path("dist/bench_gb").glob("*.whl"))
+        raw = loopback_transfer_seconds(proxy.pulled)
+        table(f"Second machine, warm remote cache, a {written / 2**30:.2f} GiB wheel (BuildGrid on loopback)",
+              ["builds run", "A cold s", "B s", "B Pants start s", "pulled bytes", "dist/ wheel bytes", "pulled / written",
+               "goal", "raw transfer s", "B / (start + 2 x raw)", "goal"],
+              [[len(run.built), f"{cold:.1f}", f"{warm:.1f}", f"{startup:.1f}", proxy.pulled, written,
+                f"{proxy.pulled / written:.3f}", "<= 1.2", f"{raw:.2f}", f"{warm / (startup + 2 * raw):.2f}", "<= 1"]])  # fmt: skip
+    finally:
+        proxy.close()
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="smaller trees (for a smoke run)")
     parser.add_argument("--keep", action="store_true", help="keep bench/out for inspection")
-    parser.add_argument("--only", choices=["rebuilds", "remote", "ccache", "capture"], nargs="+")
+    parser.add_argument("--only", choices=[*TABLES, *SCALE_TABLES], nargs="+")
     args = parser.parse_args()
     os.chdir(REPO)
     out = REPO / "bench" / "out"
     shutil.rmtree(out, ignore_errors=True)
     print(f"# rocm-pants benchmarks ({os.cpu_count()} cores, {time.strftime('%Y-%m-%d')})")
-    chosen = args.only or ["rebuilds", "remote", "ccache", "capture"]
+    chosen = args.only or [*TABLES, *SCALE_TABLES]
     if "rebuilds" in chosen:
         rebuild_counts(out / "rebuilds")
     if "remote" in chosen:
@@ -261,6 +452,13 @@ def main() -> int:
         compiler_cache(out / "ccache", 10 if args.quick else 50)
     if "capture" in chosen:
         source_capture(out / "capture", [500, 2000, 5000] if args.quick else [5000, 20000, 50000])
+    # Torch scale: --quick keeps each figure's shape on smaller fixtures.
+    if "source" in chosen:
+        source_stage(out / "source", 10_000 if args.quick else 100_000)
+    if "incremental" in chosen:
+        incremental(out / "incremental", 10_000 if args.quick else 100_000, 200 if args.quick else 2000)
+    if "bigwheel" in chosen:
+        big_wheel_remote(out / "bigwheel", 0.125 if args.quick else 1.0)
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)
     return 0
