@@ -19,24 +19,12 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
 TREE_DIR = "tree"
-# The same tree as one file, TREE_TARBALL at the digest root: what builds and the patch step
-# take as input. Pants writes a sandbox's input file by file (~0.2 ms each here, 5x `cp -r`),
-# so a 100k-file tree costs ~20 s per process; one file and an untar cost a fifth of that.
-# The tree itself (TREE_DIR) stays for the rules that read a few files of it.
-TREE_TARBALL = "tree.tar"
-# Byte-for-byte the same archive for the same tree on every machine: it is part of the
-# builds' cache keys. Modes are normalized (umask), times and owners fixed, names sorted.
-TAR_PACK = (
-    "tar --sort=name --format=gnu --mtime=@0 --owner=0 --group=0 --numeric-owner --mode=go-w "
-    f"-C {TREE_DIR} -cf {TREE_TARBALL} ."
-)
 
 # Exit codes of FETCH_SCRIPT, so failures can be explained without parsing everything.
 EXIT_FETCH, EXIT_MISMATCH, EXIT_SUBMODULES = 10, 11, 12
 
 FETCH_SCRIPT = r"""
 set -uo pipefail
-umask 022
 url="$1"; sha="$2"; submodules="$3"
 git init -q tree && cd tree || exit 1
 git -c protocol.file.allow=always fetch -q --depth 1 --no-tags "$url" "$sha" || exit 10
@@ -50,8 +38,7 @@ fi
 git log -1 --format=%ct HEAD > ../commit_time || exit 1
 # The digest is the tree itself: git metadata differs between fetches of the same commit.
 find . -name .git -prune -exec rm -rf {} +
-cd .. && TAR_PACK || exit 1
-""".replace("TAR_PACK", TAR_PACK)
+"""
 
 _NOT_FOUND = re.compile(
     r"not our ref|couldn't find remote ref|no such remote ref|unadvertised object|"
@@ -74,7 +61,6 @@ class FetchRequest:
 @dataclass(frozen=True)
 class FetchedTree:
     digest: Digest  # the tree, under TREE_DIR/
-    tarball: Digest  # the same tree, TREE_TARBALL at the root
     commit_time: int  # seconds since the epoch, the commit's committer date
 
 
@@ -97,12 +83,11 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
                 "GIT_TERMINAL_PROMPT": "0",
                 "GIT_CONFIG_NOSYSTEM": "1",
                 "GIT_CONFIG_GLOBAL": "/dev/null",
-                # Versions of git and tar, so a different one is a different key.
+                # Version of git, so a different git is a different key.
                 "ROCM_BUILD_GIT": tools.git.fingerprint,
-                "ROCM_BUILD_TAR": tools.tar.fingerprint,
             },
             output_directories=(TREE_DIR,),
-            output_files=("commit_time", TREE_TARBALL),
+            output_files=("commit_time",),
             remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
             description=f"Fetching {request.pin_name} @ {request.commit[:12]} for {request.owner}",
             level=LogLevel.INFO,
@@ -111,13 +96,12 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
     )
     if result.exit_code != 0:
         raise RocmBuildError(explain_fetch_failure(request, result.exit_code, result.stderr.decode()))
-    tree, tarball, time_file = await MultiGet(
+    tree, time_file = await MultiGet(
         Get(Digest, DigestSubset(result.output_digest, PathGlobs([f"{TREE_DIR}/**"]))),
-        Get(Digest, DigestSubset(result.output_digest, PathGlobs([TREE_TARBALL]))),
         Get(Digest, DigestSubset(result.output_digest, PathGlobs(["commit_time"]))),
     )
     commit_time = await Get(DigestContents, Digest, time_file)
-    return FetchedTree(tree, tarball, int(commit_time[0].content))
+    return FetchedTree(tree, int(commit_time[0].content))
 
 
 def explain_fetch_failure(request: FetchRequest, exit_code: int, stderr: str) -> str:

@@ -1,4 +1,4 @@
-"""Host tools the rules run (git, bash, python3, tar), found at fixed system locations.
+"""Host tools the rules run (git, bash, python3), found at fixed system locations.
 
 The tool's path is part of every cache key that uses it, so we only look in the standard
 system directories, which are the same on every machine of a kind; `--version` output
@@ -37,7 +37,6 @@ class HostTools:
     git: BinaryPath
     bash: BinaryPath
     python: BinaryPath
-    tar: BinaryPath
 
 
 async def _find(name: str, why: str, install: str) -> BinaryPath:
@@ -62,8 +61,7 @@ async def find_host_tools() -> HostTools:
     python = await _find(
         "python3", "to apply anchored edits and build wheels", "apt-get install python3 python3-venv"
     )
-    tar = await _find("tar", "to pack source trees into one file for builds", "apt-get install tar")
-    return HostTools(git=git, bash=bash, python=python, tar=tar)
+    return HostTools(git=git, bash=bash, python=python)
 
 
 def cache_suffix(text: str) -> str:

@@ -62,7 +62,6 @@ class ResolvedUpstream:
     pin: Pin
     patches: Tuple[PatchFile, ...]
     tree: Digest  # the patched tree, under TREE_DIR/
-    tarball: Digest  # the same tree as one file (TREE_TARBALL): what builds take
     patch_log: str
     commit_time: int  # of the pinned commit: the builds' SOURCE_DATE_EPOCH
 
@@ -169,7 +168,6 @@ async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
         PatchedTree,
         PatchRequest(
             tree=fetched.digest,
-            tarball=fetched.tarball,
             patch_files=tuple(p.path for p in spec.patches),
             patches=spec.patch_digest,
             owner=owner,
@@ -181,7 +179,6 @@ async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
         pin=spec.pin,
         patches=spec.patches,
         tree=patched.digest,
-        tarball=patched.tarball,
         patch_log=patched.log,
         commit_time=fetched.commit_time,
     )

@@ -8,7 +8,7 @@ import pytest
 from pants.core.goals.package import BuiltPackage
 from pants.core.util_rules import archive, system_binaries
 from pants.engine.addresses import Address
-from pants.engine.fs import Digest, DigestContents, RemovePrefix
+from pants.engine.fs import DigestContents, RemovePrefix
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
@@ -52,7 +52,6 @@ def rule_runner() -> RuleRunner:
             QueryRule(ResolvedUpstream, [UpstreamRequest]),
             QueryRule(BuiltPackage, [UpstreamRepoFieldSet]),
             QueryRule(DigestContents, [RemovePrefix]),
-            QueryRule(DigestContents, [Digest]),
         ],
         target_types=register.target_types(),
         isolated_local_store=True,
@@ -89,25 +88,6 @@ def test_fetches_exact_commit_and_applies_patches_in_order(rule_runner, upstream
         "patches/mini/0002-hello.edit.toml",
     ]
     assert "applied patches/mini/0001-archs.patch" in up.patch_log
-
-
-def tarball_members(rule_runner: RuleRunner, digest: Digest) -> dict:
-    (archive_file,) = rule_runner.request(DigestContents, [digest])
-    assert archive_file.path == "tree.tar"
-    with tarfile.open(fileobj=io.BytesIO(archive_file.content)) as tar:
-        return {m.name: (m, tar.extractfile(m).read() if m.isfile() else None) for m in tar.getmembers()}
-
-
-def test_builds_get_the_patched_tree_as_one_normalized_tarball(rule_runner, upstream) -> None:
-    # Builds take the tree as one file (materializing 100k files costs ~5x an untar); its
-    # bytes are part of their cache keys, so it must be the same on every machine.
-    repo, first = upstream
-    setup_files(rule_runner, repo, first, {"0001-archs.patch": PATCH})
-    up, files = resolve(rule_runner)
-    members = tarball_members(rule_runner, up.tarball)
-    assert {name[2:]: content for name, (m, content) in members.items() if m.isfile()} == files
-    assert {(m.mtime, m.uid, m.gid, m.uname, m.mode & 0o022) for m, _ in members.values()} == {(0, 0, 0, "", 0)}
-    assert [name for name in members] == sorted(members)
 
 
 def test_already_applied_patch_is_skipped(rule_runner, upstream) -> None:

@@ -204,7 +204,7 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
         Digest,
         MergeDigests(
             [
-                upstream.tarball,  # unpacked by the build: one file to materialize, not the tree
+                upstream.tree,
                 await Get(Digest, AddPrefix(dep_wheels, "deps")),
                 await Get(Digest, AddPrefix(bootstrap, "bootstrap")),
                 *([locked.inputs] if locked else []),

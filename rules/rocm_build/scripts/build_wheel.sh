@@ -104,8 +104,6 @@ build() {
   fi
   export MAX_JOBS="${MAX_JOBS:-$(default_max_jobs)}"
   mkdir -p "$HOME"
-  # The patched tree arrives as one file (see TREE_TARBALL in sources.py).
-  mkdir -p "$top/tree" && tar -xf "$top/tree.tar" -C "$top/tree" && rm "$top/tree.tar"
 
   phase_done "set-up"
   echo "== build venv (pip, setuptools, wheel + $(ls deps | wc -l) dependency wheel(s))"
