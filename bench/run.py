@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Benchmarks: how much work the build avoids, measured on the miniature chain.
+"""Benchmarks: how much work the build avoids and where its time goes.
+
+On the miniature chain and on torch-sized fixtures generated at run time (bench/torch_sized.py).
 
     python3 bench/run.py [--quick]        (from the repository root, after ./setup)
 
