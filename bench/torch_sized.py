@@ -111,8 +111,8 @@ def big_wheel_files(gib: float) -> Iterator[Tuple[str, bytes]]:
     yield "big_wheel/__init__.py", b"ARCHS = ['gfx90a']\n"
 
 
-def fast_import(repo: Path, files: Iterator[Tuple[str, bytes]], message: str, parent: bool = False) -> str:
-    """One commit on `main` holding `files` (on top of the current one when `parent`)."""
+def fast_import(repo: Path, files: Iterator[Tuple[str, bytes]], message: str) -> str:
+    """One root commit on `main` holding exactly `files`."""
     if not (repo / ".git").exists():
         repo.mkdir(parents=True, exist_ok=True)
         git(repo, "init", "-q", "-b", "main")
@@ -122,8 +122,6 @@ def fast_import(repo: Path, files: Iterator[Tuple[str, bytes]], message: str, pa
     write(b"commit refs/heads/main\ncommitter fixture <fixture@rocm-pants.invalid> 1767225600 +0000\n")
     msg = message.encode()
     write(b"data %d\n%s\n" % (len(msg), msg))
-    if parent:
-        write(b"from refs/heads/main^0\n")
     for path, content in files:
         write(b"M 100644 inline %s\ndata %d\n%s\n" % (path.encode(), len(content), content))
     proc.stdin.close()
