@@ -1,21 +1,32 @@
-"""Applying a component's patch sets to its fetched tree, as a cached Pants process."""
+"""Applying a component's patch sets to its fetched tree, as cached Pants processes.
+
+The patch process gets only the files the patches touch, not the tree: at PyTorch scale (100k
+files) writing the whole tree into a sandbox and capturing it again cost 10-20 s here, against
+well under a second for the touched files. The patched files are then merged back over the
+fetched tree's digest, which Pants does in its store without touching the disk.
+"""
 
 from __future__ import annotations
 
-import pkgutil
+import json
+import re
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Iterable, Optional, Tuple
 
-from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
+from pants.engine.fs import Digest, DigestSubset, MergeDigests, PathGlobs
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.sources import TREE_DIR
-from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.tools import HostTools
 
-SCRIPT_PATH = "__rocm_build/apply_patches.py"
+SCRIPT_PATH = f"{SCRIPTS_DIR}/apply_patches.py"
+# A path holding these would be read as glob or gitignore syntax by PathGlobs; such a patch
+# set gets the whole tree, as before, rather than a subset that might miss a file.
+GLOB_SYNTAX = re.compile(r"[*?\[\]{}!\\#]|\s$")
 
 
 @dataclass(frozen=True)
@@ -32,32 +43,72 @@ class PatchedTree:
     log: str
 
 
-@rule
-async def apply_patches(request: PatchRequest, tools: HostTools) -> PatchedTree:
-    if not request.patch_files:
-        return PatchedTree(request.tree, "")
-    script = await Get(
-        Digest,
-        CreateDigest([FileContent(SCRIPT_PATH, pkgutil.get_data(__name__, "scripts/apply_patches.py"))]),
+@dataclass(frozen=True)
+class TreeSplit:
+    touched: PathGlobs  # the touched paths and their parent directories (symlinks among them)
+    untouched: PathGlobs  # everything else
+
+
+def split_tree(paths: Iterable[str]) -> Optional[TreeSplit]:
+    """Globs for the files patches touch and the rest of the tree; None when a path cannot be
+    written as a glob. Parents come along so that a symbolic link on the way is still seen (the
+    script refuses a patch that writes through one); a real directory comes as an empty one."""
+    paths = sorted(paths)
+    if any(GLOB_SYNTAX.search(p) for p in paths):
+        return None
+    with_parents = {"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 2)}
+    return TreeSplit(
+        touched=PathGlobs([f"{TREE_DIR}/{p}" for p in sorted(with_parents)]),
+        untouched=PathGlobs([f"{TREE_DIR}/**", *(f"!{TREE_DIR}/{p}" for p in paths)]),
     )
-    input_digest = await Get(Digest, MergeDigests([request.tree, request.patches, script]))
+
+
+async def run_script(request: PatchRequest, tools: HostTools, argv: Tuple[str, ...], input_digest: Digest,
+                     description: str, **process: object) -> FallibleProcessResult:
     result = await Get(
         FallibleProcessResult,
         Process(
-            argv=(tools.python.path, SCRIPT_PATH, TREE_DIR, *request.patch_files),
+            argv=(tools.python.path, SCRIPT_PATH, *argv),
             env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_GIT": tools.git.fingerprint},
             input_digest=input_digest,
-            output_directories=(TREE_DIR,),
-            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
-            description=f"Applying {len(request.patch_files)} patch file(s) for {request.owner}",
-            level=LogLevel.INFO,
+            description=description,
+            **process,  # type: ignore[arg-type]
         ),
     )
     if result.exit_code != 0:
         raise RocmBuildError(
             f"{request.owner}: {result.stderr.decode().strip() or 'applying patches failed'}"
         )
-    return PatchedTree(result.output_digest, result.stdout.decode())
+    return result
+
+
+@rule
+async def apply_patches(request: PatchRequest, tools: HostTools) -> PatchedTree:
+    if not request.patch_files:
+        return PatchedTree(request.tree, "")
+    script = await script_digest("apply_patches.py")
+    listed = await run_script(
+        request, tools, ("--touched", *request.patch_files),
+        await Get(Digest, MergeDigests([request.patches, script])),
+        f"Listing the files {len(request.patch_files)} patch file(s) touch for {request.owner}",
+        level=LogLevel.DEBUG,
+    )
+    split = split_tree(json.loads(listed.stdout))
+    touched, untouched = request.tree, None
+    if split:
+        touched = await Get(Digest, DigestSubset(request.tree, split.touched))
+        untouched = await Get(Digest, DigestSubset(request.tree, split.untouched))
+    applied = await run_script(
+        request, tools, (TREE_DIR, *request.patch_files),
+        await Get(Digest, MergeDigests([touched, request.patches, script])),
+        f"Applying {len(request.patch_files)} patch file(s) for {request.owner}",
+        output_directories=(TREE_DIR,),
+        level=LogLevel.INFO,
+    )
+    patched = applied.output_digest
+    if untouched is not None:
+        patched = await Get(Digest, MergeDigests([untouched, patched]))
+    return PatchedTree(patched, applied.stdout.decode())
 
 
 def rules():

@@ -8,12 +8,13 @@ import pytest
 from pants.core.goals.package import BuiltPackage
 from pants.core.util_rules import archive, system_binaries
 from pants.engine.addresses import Address
-from pants.engine.fs import DigestContents, RemovePrefix
+from pants.engine.fs import Digest, DigestContents, DigestEntries, FileEntry, RemovePrefix
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build import register
 from rocm_build.git_fixtures import commit_files, init_repo, pins_toml
+from rocm_build.patching import split_tree
 from rocm_build.upstream import ResolvedUpstream, UpstreamRepoFieldSet, UpstreamRequest
 
 SETUP = "print('hello')\nARCHS = ['gfx90a']\n"
@@ -52,6 +53,7 @@ def rule_runner() -> RuleRunner:
             QueryRule(ResolvedUpstream, [UpstreamRequest]),
             QueryRule(BuiltPackage, [UpstreamRepoFieldSet]),
             QueryRule(DigestContents, [RemovePrefix]),
+            QueryRule(DigestEntries, [Digest]),
         ],
         target_types=register.target_types(),
         isolated_local_store=True,
@@ -115,6 +117,60 @@ def test_edit_with_applied_marker_is_idempotent(rule_runner, upstream) -> None:
     setup_files(rule_runner, repo, fresh, {"0001-archs.edit.toml": edit})
     _, files = resolve(rule_runner)
     assert files["setup.py"] == b"ARCHS = ['gfx90a', 'gfx1151', 'gfx942']\n"
+
+
+RESHAPE = """\
+diff --git a/docs/old.md b/docs/new.md
+similarity index 100%
+rename from docs/old.md
+rename to docs/new.md
+diff --git a/pkg/sub/b.py b/pkg/sub/b.py
+--- a/pkg/sub/b.py
++++ b/pkg/sub/b.py
+@@ -1 +1 @@
+-B = 1
++B = 2
+diff --git a/gone.txt b/gone.txt
+deleted file mode 100644
+--- a/gone.txt
++++ /dev/null
+@@ -1 +0,0 @@
+-bye
+diff --git a/new/dir/c.py b/new/dir/c.py
+new file mode 100755
+--- /dev/null
++++ b/new/dir/c.py
+@@ -0,0 +1 @@
++C = 3
+"""
+
+
+def test_patched_files_are_merged_back_over_the_untouched_tree(rule_runner, upstream) -> None:
+    # The patch process sees only the touched files; renames, deletions, new files and modes
+    # must come out as if the whole tree had been patched, every other file unchanged.
+    repo, _ = upstream
+    untouched = {f"third_party/lib{i}/f{j}.c": f"int f{i}_{j};\n" for i in range(20) for j in range(10)}
+    sha = commit_files(repo, {**untouched, "docs/old.md": "doc\n", "pkg/sub/b.py": "B = 1\n", "gone.txt": "bye\n"})
+    setup_files(rule_runner, repo, sha, {"0001-reshape.patch": RESHAPE, "0002-hello.edit.toml": EDIT})
+    up, files = resolve(rule_runner)
+    assert sorted(files) == sorted(
+        ["setup.py", "pkg/__init__.py", "later.txt", "docs/new.md", "pkg/sub/b.py", "new/dir/c.py", *untouched]
+    )
+    assert {p: files[p] for p in untouched} == {p: t.encode() for p, t in untouched.items()}
+    assert (files["docs/new.md"], files["pkg/sub/b.py"], files["new/dir/c.py"]) == (b"doc\n", b"B = 2\n", b"C = 3\n")
+    assert files["setup.py"].startswith(b"print('hello gfx1151')")
+    modes = {e.path: e.is_executable for e in rule_runner.request(DigestEntries, [up.tree]) if isinstance(e, FileEntry)}
+    assert modes["tree/new/dir/c.py"] and not modes["tree/pkg/sub/b.py"]
+
+
+def test_the_tree_is_split_at_the_touched_paths() -> None:
+    split = split_tree(["b/c/d.py", "a.txt"])
+    assert split is not None
+    assert set(split.touched.globs) == {"tree/a.txt", "tree/b", "tree/b/c", "tree/b/c/d.py"}
+    assert set(split.untouched.globs) == {"tree/**", "!tree/a.txt", "!tree/b/c/d.py"}
+    # Paths a glob would misread: the patch step takes the whole tree instead.
+    assert split_tree(["a.txt", "third_party/[x].c"]) is None
+    assert split_tree(["notes #1.md"]) is None
 
 
 def test_package_writes_tarball(rule_runner, upstream) -> None:

@@ -1,9 +1,11 @@
 """Applies patch files to a source tree, in the order given. Runs inside the sandbox.
 
 Usage: apply_patches.py TREE PATCH...   (*.patch/*.diff: unified diffs; *.edit.toml: edits)
+       apply_patches.py --touched PATCH...   prints the tree paths the patches touch (a JSON list)
 Exit 2 with a message naming the patch file and what to do when a patch cannot apply.
 """
 
+import json
 import os
 import re
 import subprocess
@@ -16,11 +18,14 @@ def fail(message):
     sys.exit(2)
 
 
-def check_inside(patch, path, tree):
-    parts = path.split("/")
-    if path.startswith("/") or ".." in parts:
+def check_relative(patch, path):
+    if path.startswith("/") or ".." in path.split("/"):
         fail(f"{patch}: touches `{path}`, which is outside the source tree; patches may only "
              "change files inside the repository (use paths relative to its root)")
+
+
+def check_inside(patch, path, tree):
+    check_relative(patch, path)
     real = os.path.realpath(os.path.join(tree, path))
     if real != tree and not real.startswith(tree + os.sep):
         fail(f"{patch}: `{path}` resolves through a symbolic link to {real}, outside the source "
@@ -45,7 +50,7 @@ def git_apply(tree, patch, *flags):
                           capture_output=True, text=True)
 
 
-def apply_diff(tree, patch):
+def diff_paths(patch):
     text = open(patch, encoding="utf-8", errors="replace").read()
     if not text.strip():
         fail(f"{patch}: the patch file is empty; delete it or regenerate it with "
@@ -54,7 +59,11 @@ def apply_diff(tree, patch):
     if not paths:
         fail(f"{patch}: not a unified diff (no ---/+++ file headers); regenerate it with "
              "`git diff` or `git format-patch`")
-    for path in paths:
+    return paths
+
+
+def apply_diff(tree, patch):
+    for path in diff_paths(patch):
         check_inside(patch, path, tree)
     if git_apply(tree, patch, "--check").returncode == 0:
         result = git_apply(tree, patch)
@@ -80,7 +89,7 @@ def apply_diff(tree, patch):
          f"commit (or use an anchored edit, *.edit.toml).\ngit apply said:\n{err.strip()}")
 
 
-def apply_edits(tree, patch):
+def read_edits(patch):
     with open(patch, "rb") as f:
         try:
             edits = tomllib.load(f).get("edit")
@@ -92,6 +101,11 @@ def apply_edits(tree, patch):
         missing = [k for k in ("path", "pattern", "replace") if k not in edit]
         if missing:
             fail(f"{patch}: edit {number} lacks {', '.join(missing)}")
+    return edits
+
+
+def apply_edits(tree, patch):
+    for number, edit in enumerate(read_edits(patch), 1):
         path, count = edit["path"], edit.get("count", 1)
         check_inside(patch, path, tree)
         full = os.path.join(tree, path)
@@ -118,7 +132,21 @@ def apply_edits(tree, patch):
              "`count` to match the pinned source")
 
 
+def list_touched(patches):
+    """Every path the patches read or write, so the caller can hand over only those files."""
+    touched = set()
+    for patch in patches:
+        paths = ([e["path"] for e in read_edits(patch)] if patch.endswith(".toml")
+                 else diff_paths(patch))
+        for path in paths:
+            check_relative(patch, path)
+        touched.update(paths)
+    print(json.dumps(sorted(touched)))
+
+
 def main():
+    if sys.argv[1] == "--touched":
+        return list_touched(sys.argv[2:])
     tree = os.path.realpath(sys.argv[1])
     # Keep git from treating an enclosing repository as the one to patch.
     os.environ["GIT_CEILING_DIRECTORIES"] = os.path.dirname(tree)
