@@ -36,11 +36,6 @@ SCALE_TABLES = ["source", "incremental", "bigwheel"]  # torch-sized fixtures
 CHAIN_SIZE = 4  # what the seeds' scripts rebuild every time
 
 
-def write_pins(ws: Workspace, upstreams, name: str, repo: Path, sha: str) -> None:
-    """The fixture pins plus one for a bench-generated upstream."""
-    ws.write("tests/mini/pins.toml", upstreams.pins_text() + f'\n[{name}]\nurl = "file://{repo}"\ntrack = "main"\ncommit = "{sha}"\n')
-
-
 def timed(fn):
     start = time.perf_counter()
     result = fn()
@@ -186,7 +181,7 @@ def compiler_cache(out: Path, n_files: int) -> None:
     ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
 
     def pin(sha: str) -> None:
-        write_pins(ws, upstreams, "many", repo, sha)
+        ws.pin_extra("many", repo, sha)
 
     ws.path("bench_many").mkdir()
     ws.write("bench_many/BUILD", (
@@ -226,7 +221,7 @@ def source_capture(out: Path, sizes: list) -> None:
                 path.write_text(f"file {i}\n")
             (repo / "setup.py").write_text("ARCHS = ['gfx90a']\n")
             sha = make_upstreams.commit(repo, {}, f"{n} files")
-            write_pins(ws, upstreams, f"gen{n}", repo, sha)
+            ws.pin_extra(f"gen{n}", repo, sha)
             ws.path(f"bench_gen{n}").mkdir(exist_ok=True)
             ws.write(f"bench_gen{n}/edit.edit.toml", '[[edit]]\npath = "setup.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx1151\'"\n')
             ws.write(f"bench_gen{n}/BUILD", (
@@ -278,7 +273,7 @@ def big_workspace(out: Path, n_files: int, n_tus: int):
     repo = out / "upstreams" / "big"
     sha = torch_sized.fast_import(repo, torch_sized.big_tree_files(n_files, n_tus), f"{n_files} files")
     ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
-    write_pins(ws, upstreams, "big", repo, sha)
+    ws.pin_extra("big", repo, sha)
     ws.path("bench_big").mkdir()
     ws.write("bench_big/arch.edit.toml", '[[edit]]\npath = "big_torch/__init__.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx1151\'"\n')
     ws.write("bench_big/BUILD", (
@@ -410,7 +405,7 @@ def big_wheel_remote(out: Path, gib: float) -> None:
         a = Workspace(out / "a" / "checkout", upstreams, out / "a" / "store", out / "a" / "named")
         b = Workspace(out / "b" / "checkout", upstreams, out / "b" / "store", out / "b" / "named")
         for ws in (a, b):
-            write_pins(ws, upstreams, "bigwheel", repo, sha)
+            ws.pin_extra("bigwheel", repo, sha)
             ws.path("bench_gb").mkdir()
             ws.write("bench_gb/BUILD", 'upstream_repo(name="src", pin="bigwheel", pins_file="tests/mini/pins.toml")\n'
                      'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"])\n')  # fmt: skip

@@ -56,6 +56,7 @@ from rocm_build.target_types import (
 )
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import SANDBOX_ROOT, ResolvedToolchain
+from rocm_build.ccache_remote import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools, cache_suffix
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 
@@ -338,6 +339,7 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools) -> P
                 FileContent(f"{SCRIPTS_DIR}/build_wheel.sh", script_bytes("build_wheel.sh")),
                 *([FileContent(f"{SCRIPTS_DIR}/in_container.sh", script_bytes("in_container.sh"))] if request.image else []),
                 FileContent(f"{SCRIPTS_DIR}/wheel_files.py", script_bytes("wheel_files.py")),
+                FileContent(f"{SCRIPTS_DIR}/ccache_remote.py", script_bytes("ccache_remote.py")),
                 FileContent(f"{SCRIPTS_DIR}/steps.sh", steps_script(spec).encode()),
             ]
         ),
@@ -346,6 +348,8 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools) -> P
         LOG_CACHE: LOG_CACHE_DIR,
         # Compiler cache per component and arch: shared by rebuilds, never in a key.
         ccache_name(spec.owner, spec.gpu_targets): CCACHE_DIR,
+        # Where ccache's remote storage is configured, if it is (see ccache_remote.py).
+        CCACHE_REMOTE_CACHE: CCACHE_REMOTE_DIR,
     }
     argv: Tuple[str, ...] = (tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh")
     env = process_env(request)

@@ -93,8 +93,9 @@ def test_a_build_in_an_image_runs_in_a_container_keyed_by_the_image_id(rule_runn
     assert {"ROCM_BUILD_IMAGE", "ROCM_PATH", "PATH", "HOME", "SOURCE_DATE_EPOCH"} <= set(passed)
     assert "ROCM_BUILD_CONTAINER_ENV" not in passed
     # Only the logs and the compiler cache are mounted: no toolchain or Python of this machine.
+    # (ccache's remote storage is relayed from outside the container.)
     caches = dict(process.append_only_caches)
-    assert sorted(caches.values()) == [".ccache", ".logs"]
+    assert sorted(caches.values()) == [".ccache", ".ccache-remote", ".logs"]
     assert env["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .ccache"
     # The image's name and tag are in no key: only its id.
     assert not [v for v in (*process.argv, *env.values()) if "mini-box" in v]
@@ -151,6 +152,14 @@ def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) 
     assert caches["rocm_toolchain_abc"] == ".rocm" and caches["rocm_build_logs"] == ".logs"
     assert caches[BuildPython("/elsewhere/bin/python3.11", "CPython", "3.11.2").cache_name] == ".python"
     assert [v for k, v in caches.items() if k.startswith("rocm_ccache_")] == [".ccache"]
+
+
+def test_ccache_remote_storage_is_in_no_key(rule_runner) -> None:
+    spec = wheel_build(rule_runner)
+    before = process_for(rule_runner, spec)
+    assert dict(before.append_only_caches)["rocm_build_ccache_remote"] == ".ccache-remote"
+    rule_runner.set_options(["--rocm-build-ccache-remote-storage=redis://alice:s3cret@cache.example.com:6379"])
+    assert process_for(rule_runner, spec) == before
 
 
 def test_opting_out_of_isolation_changes_the_key(rule_runner) -> None:

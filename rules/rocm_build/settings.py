@@ -64,6 +64,24 @@ class RocmBuildSubsystem(Subsystem):
         ),
     )
 
+    ccache_remote_storage = StrOption(
+        default="",
+        advanced=True,
+        help=softwrap(
+            """
+            A Redis server that builds share their compiler cache (ccache) through, so a
+            machine whose own cache is empty still reuses the objects another machine
+            compiled: `redis://[[USER:]PASSWORD@]HOST[:PORT][/DB]` or
+            `redis+unix:/PATH/TO/SOCKET`, optionally followed by ccache attributes after `|`
+            (`|read-only=true`). Set it from the environment,
+            `PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE=redis://...`, not in a committed file: it
+            may hold credentials. It is in no cache key (builds have no network; a forwarder
+            outside the build relays ccache's requests through a socket in its sandbox), and
+            a server that does not answer costs a warning, not a failed build.
+            """
+        ),
+    )
+
     def pip_index_args(self) -> Tuple[str, ...]:
         urls = list(self.index_urls)
         args = ["--index-url", urls[0], *(a for u in urls[1:] for a in ("--extra-index-url", u))] if urls else ["--no-index"]

@@ -39,6 +39,7 @@ from rocm_build.build_request import (
     log_name,
 )
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
+from rocm_build.ccache_remote import CcacheRemote
 from rocm_build.chain import ChainRequest, CheckedChain
 from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest
 from rocm_build.errors import RocmBuildError
@@ -256,7 +257,10 @@ def failed(spec: WheelBuildSpec, build_info: str, message: str) -> BuiltRocmWhee
 
 
 @rule(desc="Building rocm_wheel", level=LogLevel.DEBUG)
-async def build_rocm_wheel(request: WheelRequest, named_caches: NamedCachesDirOption) -> BuiltRocmWheel:
+async def build_rocm_wheel(
+    request: WheelRequest, named_caches: NamedCachesDirOption, _ccache_remote: CcacheRemote
+) -> BuiltRocmWheel:
+    # (ccache's remote storage is configured for this session before any build starts.)
     spec = await Get(WheelBuildSpec, WheelRequest, request)
     unsupported = spec.unsupported_gpu_targets()
     if unsupported and spec.optional:

@@ -74,6 +74,11 @@ class Workspace:
         # Host variables a test adds on purpose (e.g. a canary that must not reach builds).
         self.pants_env_extra: Dict[str, str] = {}
 
+    def pin_extra(self, name: str, repo: Path, sha: str) -> None:
+        """The fixture pins plus one for an upstream a test or the bench generates."""
+        extra = f'\n[{name}]\nurl = "file://{repo}"\ntrack = "main"\ncommit = "{sha}"\n'
+        self.write("tests/mini/pins.toml", self.upstreams.pins_text() + extra)
+
     def path(self, rel: str) -> Path:
         return self.root / rel
 

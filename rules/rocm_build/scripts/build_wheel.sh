@@ -17,6 +17,10 @@ if [[ -n "${ROCM_BUILD_IMAGE:-}" ]]; then
   ln -sfn "$ROCM_BUILD_TOOLCHAIN_ROOT" .rocm/root
   ln -sfn "$ROCM_BUILD_PYTHON_PREFIX" .python/root
 fi
+if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" && -s .ccache-remote/storage.json ]]; then
+  # Still outside the build's namespaces: relay ccache's remote storage (ccache_remote.py).
+  python3 __rocm_build/ccache_remote.py forward .ccache-remote .ccache-forward $$
+fi
 if [[ "${ROCM_BUILD_NETWORK:-}" == "none" && -z "${ROCM_BUILD_IN_NAMESPACE:-}" ]]; then
   unshare_args=(--net --mount --uts)
   [[ "$(id -u)" -eq 0 ]] || unshare_args+=(--map-root-user)
@@ -101,6 +105,13 @@ build() {
     export CC="ccache ${CC:-cc}" CXX="ccache ${CXX:-c++}"
     export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
     ccache --zero-stats >/dev/null  # so the log's figures are this build's
+    if [[ -s "$top/.ccache-forward/url" ]]; then
+      # The forwarder's socket, at the path this side sees; the server's address stays out.
+      local url
+      url="$(<"$top/.ccache-forward/url")"
+      export CCACHE_REMOTE_STORAGE="${url//@SOCKET@/$top/.ccache-forward/redis.sock}"
+      echo "== ccache remote storage: through the forwarder at .ccache-forward/redis.sock"
+    fi
   fi
   export MAX_JOBS="${MAX_JOBS:-$(default_max_jobs)}"
   mkdir -p "$HOME"
@@ -147,7 +158,7 @@ build() {
   phase_done "labelling"
   rm -rf out/raw
   if [[ "${CC:-}" == ccache* ]]; then
-    echo "== ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '/^(direct_cache_hit|preprocessed_cache_hit|cache_miss)\t/ {printf "%s=%s ", $1, $2}')"
+    echo "== ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '/^(direct_cache_hit|preprocessed_cache_hit|cache_miss|remote_storage_(hit|miss|error|timeout))\t/ {printf "%s=%s ", $1, $2}')"
   fi
   local IFS=,
   echo "== phase times: ${phase_times[*]}" | sed 's/,/, /g'

@@ -18,5 +18,9 @@ for cache in $ROCM_BUILD_CONTAINER_CACHES; do
   rm "$cache" && mkdir "$cache"
   args+=(-v "$real:$fixed/$cache")
 done
+# ccache's remote storage is relayed from this side (ccache_remote.py): no network inside.
+if [[ -s .ccache-remote/storage.json ]]; then
+  python3 __rocm_build/ccache_remote.py forward .ccache-remote .ccache-forward $$
+fi
 for var in $ROCM_BUILD_CONTAINER_ENV; do args+=(-e "$var"); done
 exec "$engine" "${args[@]}" "$image" "$@"

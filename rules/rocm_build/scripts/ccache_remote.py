@@ -1,0 +1,213 @@
+"""ccache's remote storage for builds that have no network.
+
+Builds run without network, so ccache inside cannot reach a Redis server. A forwarder on the
+host side listens on a Unix socket inside the sandbox (sockets are files: they cross network
+namespaces and container bind mounts) and relays each connection to the configured server.
+The build's ccache is pointed at that socket; the server's address never enters the build's
+environment as Pants sees it, so it is in no cache key.
+
+Usage:
+  ccache_remote.py configure CACHE_DIR   ($ROCM_BUILD_CCACHE_REMOTE: the address, or empty)
+      Writes CACHE_DIR/storage.json (mode 0600) or removes it, checks that the server
+      answers, and prints {"shown": ..., "problem": ...} as JSON.
+  ccache_remote.py forward CACHE_DIR SOCKET_DIR WATCH_PID
+      Starts the forwarder in the background and returns once it listens; it writes the URL
+      for ccache to SOCKET_DIR/url (with @SOCKET@ for the socket's path as the build sees
+      it) and stops when process WATCH_PID (the build) has ended.
+"""
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+from urllib.parse import urlsplit
+
+STORAGE = "storage.json"
+SOCKET = "redis.sock"
+ACCEPTED = ("redis://[[USER:]PASSWORD@]HOST[:PORT][/DB] or redis+unix:/PATH/TO/SOCKET "
+            "(ccache attributes may follow after `|`, e.g. `|read-only=true`)")
+
+
+class BadAddress(Exception):
+    pass
+
+
+def parse(address):
+    """The server to connect to, how to show it (without credentials) and ccache's URL."""
+    url, bar, attributes = address.strip().partition("|")
+    parts = urlsplit(url)
+    userinfo = parts.netloc.rpartition("@")[0] if "@" in parts.netloc else ""
+    if userinfo.startswith(":"):
+        userinfo = userinfo[1:]  # a password alone: ccache 4.7 sends no AUTH for `:PASSWORD`
+    if parts.scheme == "redis":
+        if not parts.hostname:
+            raise BadAddress("no host")
+        try:
+            port = parts.port or 6379
+        except ValueError as e:
+            raise BadAddress(str(e)) from None
+        db = parts.path.strip("/")
+        if db and not db.isdigit():
+            raise BadAddress(f"the database `{db}` is not a number")
+        target, shown = ["tcp", parts.hostname, port], f"redis://{parts.hostname}:{port}"
+    elif parts.scheme == "redis+unix":
+        if not parts.path.startswith("/"):
+            raise BadAddress("the socket path is not absolute")
+        db = dict(p.partition("=")[::2] for p in parts.query.split("&") if p).get("db", "")
+        target, shown = ["unix", parts.path], f"redis+unix:{parts.path}"
+    else:
+        raise BadAddress(f"the scheme `{parts.scheme or url}` is not redis or redis+unix")
+    ccache_url = f"redis+unix://{userinfo + '@localhost' if userinfo else ''}@SOCKET@"
+    ccache_url += (f"?db={db}" if db else "") + bar + attributes
+    return {"target": target, "shown": shown, "url": ccache_url, "auth": userinfo}
+
+
+def connect(target, timeout):
+    if target[0] == "unix":
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.settimeout(timeout)
+        conn.connect(target[1])
+    else:
+        conn = socket.create_connection((target[1], target[2]), timeout=timeout)
+    conn.settimeout(None)
+    return conn
+
+
+def resp(*words):
+    return b"".join([f"*{len(words)}\r\n".encode(), *(f"${len(w.encode())}\r\n{w}\r\n".encode() for w in words)])
+
+
+def probe(config):
+    """None when the server answers PING (after AUTH when credentials are given), else why not."""
+    try:
+        with connect(config["target"], 3) as conn:
+            conn.settimeout(3)
+            if config["auth"]:
+                user, _, password = config["auth"].rpartition(":")
+                conn.sendall(resp("AUTH", *([user] if user else []), password))
+                reply = conn.recv(512)
+                if not reply.startswith(b"+OK"):
+                    return f"AUTH was refused: {reply.decode(errors='replace').strip()}"
+            conn.sendall(resp("PING"))
+            reply = conn.recv(512)
+    except OSError as e:
+        return f"cannot connect: {e}"
+    if not reply.startswith(b"+PONG"):
+        return f"PING answered {reply.decode(errors='replace').strip() or 'nothing'}"
+    return None
+
+
+def configure(cache_dir):
+    address = os.environ.get("ROCM_BUILD_CCACHE_REMOTE", "").strip()
+    path = os.path.join(cache_dir, STORAGE)
+    if not address:
+        if os.path.exists(path):
+            os.remove(path)
+        print(json.dumps({"shown": "", "problem": None}))
+        return 0
+    try:
+        config = parse(address)
+    except BadAddress as e:
+        print(f"{e}; expected {ACCEPTED}", file=sys.stderr)
+        return 2
+    fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump(config, f)
+    os.replace(path + ".tmp", path)
+    print(json.dumps({"shown": config["shown"], "problem": probe(config)}))
+    return 0
+
+
+def pump(src, dst):
+    try:
+        while True:
+            data = src.recv(65536)
+            if not data:
+                break
+            dst.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for s in (src, dst):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+def serve(listener, target):
+    down = False  # after one failed connection every compile gets a quick refusal instead
+    while True:
+        client, _ = listener.accept()
+        if down:
+            client.close()
+            continue
+        try:
+            server = connect(target, 2)
+        except OSError:
+            down = True
+            client.close()
+            continue
+        for a, b in ((client, server), (server, client)):
+            threading.Thread(target=pump, args=(a, b), daemon=True).start()
+
+
+def watch(pid):
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            os._exit(0)
+        except PermissionError:
+            pass
+        time.sleep(0.5)
+
+
+def forward(cache_dir, socket_dir, watch_pid):
+    if os.environ.get("CCACHE_DISABLE"):
+        return 0
+    try:
+        return start_forwarder(cache_dir, socket_dir, watch_pid)
+    except (OSError, ValueError) as e:
+        # The build goes on with its local compiler cache.
+        print(f"rocm_build: warning: no ccache remote storage for this build: {e}", file=sys.stderr)
+        return 0
+
+
+def start_forwarder(cache_dir, socket_dir, watch_pid):
+    with open(os.path.join(cache_dir, STORAGE)) as f:
+        config = json.load(f)
+    os.makedirs(socket_dir, exist_ok=True)
+    path = os.path.join(socket_dir, SOCKET)
+    if os.path.exists(path):
+        os.remove(path)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    with open(os.path.join(socket_dir, "url"), "w") as f:
+        f.write(config["url"])
+    if os.fork():
+        return 0  # the build goes on; the child serves
+    os.setsid()
+    # Away from the build's stdout and stderr: Pants waits for those to close.
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)
+    threading.Thread(target=watch, args=(watch_pid,), daemon=True).start()
+    serve(listener, config["target"])
+    return 0
+
+
+def main(argv):
+    if argv[1] == "configure":
+        return configure(argv[2])
+    if argv[1] == "forward":
+        return forward(argv[2], argv[3], int(argv[4]))
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
