@@ -23,16 +23,18 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "bench")]
+sys.path[:0] = [str(REPO / "tests"), str(REPO / "bench"), str(REPO / "rules" / "rocm_build" / "scripts")]
 
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success  # noqa: E402
 from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port  # noqa: E402
+from e2e.redis_server import redis_server  # noqa: E402
 from mini import make_upstreams  # noqa: E402
 import torch_sized  # noqa: E402
+from ccache_remote import relay  # noqa: E402
 
 VLLM = "tests/mini/vllm:wheel"
 TABLES = ["rebuilds", "remote", "ccache", "capture"]  # the miniature chain
-SCALE_TABLES = ["source", "incremental", "bigwheel"]  # torch-sized fixtures
+SCALE_TABLES = ["source", "incremental", "sharedccache", "bigwheel"]  # torch-sized fixtures
 CHAIN_SIZE = 4  # what the seeds' scripts rebuild every time
 
 
@@ -268,11 +270,18 @@ def build_log_phases(ws: Workspace, target_dir: str) -> dict:
     return {name: float(secs) for name, secs in re.findall(r"([a-z -]+?) ([\d.]+) s(?:, |$)", found)}
 
 
-def big_workspace(out: Path, n_files: int, n_tus: int):
+def big_upstream(out: Path, n_files: int, n_tus: int):
     upstreams = make_fixture_upstreams(out / "upstreams")
     repo = out / "upstreams" / "big"
     sha = torch_sized.fast_import(repo, torch_sized.big_tree_files(n_files, n_tus), f"{n_files} files")
+    return upstreams, repo, sha
+
+
+def big_workspace(out: Path, n_files: int, n_tus: int, upstream=None, env=None):
+    """A machine (checkout, store, named caches under `out`) with the big upstream pinned."""
+    upstreams, repo, sha = upstream or big_upstream(out, n_files, n_tus)
     ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
+    ws.pants_env_extra = env or {}
     ws.pin_extra("big", repo, sha)
     ws.path("bench_big").mkdir()
     ws.write("bench_big/arch.edit.toml", '[[edit]]\npath = "big_torch/__init__.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx1151\'"\n')
@@ -312,6 +321,9 @@ def source_stage(out: Path, n_files: int) -> None:
             f"{clone + copy:.1f}", f"{ours / (clone + copy):.2f}", "<= 3", f"{wall:.1f}"]])  # fmt: skip
 
 
+ONE_TU_EDIT = '[[edit]]\npath = "csrc/tu0.c"\npattern = "return acc"\nreplace = "return 2 * acc"\n'
+
+
 def incremental(out: Path, n_files: int, n_tus: int) -> None:
     ws, _ = big_workspace(out, n_files, n_tus)
     try:
@@ -319,7 +331,7 @@ def incremental(out: Path, n_files: int, n_tus: int) -> None:
         clean_phases = build_log_phases(ws, "bench_big")
         # One translation unit changed, by a patch of ours: the fetch is a cache hit, the
         # patch and the build run again, ccache (the named cache) has the other objects.
-        ws.write("bench_big/tu0.edit.toml", '[[edit]]\npath = "csrc/tu0.c"\npattern = "return acc"\nreplace = "return 2 * acc"\n')
+        ws.write("bench_big/tu0.edit.toml", ONE_TU_EDIT)
         run, one = timed(lambda: require_success(ws.pants("-ldebug", "package", "bench_big:wheel", timeout=7200), "one file"))
         phases = build_log_phases(ws, "bench_big")
     finally:
@@ -333,6 +345,40 @@ def incremental(out: Path, n_files: int, n_tus: int) -> None:
             f"{seconds_of(clean_took, 'Building rocm_wheel'):.1f} / {seconds_of(took, 'Building rocm_wheel'):.1f}",
             ", ".join(f"{k} {v:.1f} s" for k, v in phases.items() if k != "build steps")]])  # fmt: skip
     print(f"(clean build's phases: {', '.join(f'{k} {v:.1f} s' for k, v in clean_phases.items())})")
+
+
+def ccache_figures(ws: Workspace) -> str:
+    log = next(ws.path("dist/bench_big").glob("*.build.log")).read_text()
+    return re.findall(r"^== ccache: (.*)$", log, re.M)[-1].strip()
+
+
+def shared_ccache(out: Path, n_files: int, n_tus: int) -> None:
+    """Machine A builds clean with ccache's remote storage on a Redis server. Machine B has
+    built before (the same tree without compiling, and the mini aotriton, so its store has
+    the tree and the tools) but its compiler cache for the component is empty; it builds the
+    component with one unit changed."""
+    upstream = big_upstream(out, n_files, n_tus)
+    with redis_server(out / "redis") as port:
+        env = {"PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE": f"redis://127.0.0.1:{port}"}
+        a = big_workspace(out / "a", n_files, n_tus, upstream, env)[0]
+        try:
+            _, clean = timed(lambda: require_success(a.package("bench_big:wheel"), "machine a, clean"))
+        finally:
+            a.stop()
+        b = big_workspace(out / "b", n_files, n_tus, upstream, env)[0]
+        try:
+            # Its store has the tree and the tools a platform wheel needs (auditwheel's venv).
+            require_success(b.package("bench_big:probe", "tests/mini/aotriton:wheel"), "machine b, warm-up")
+            b.write("bench_big/tu0.edit.toml", ONE_TU_EDIT)
+            run, second = timed(lambda: require_success(b.pants("-ldebug", "package", "bench_big:wheel", timeout=7200), "machine b"))
+        finally:
+            b.stop()
+    took = process_seconds(run.stderr)
+    table(f"Compiler cache shared between machines: {n_tus} units, one changed, on another machine whose compiler cache is empty (Redis on 127.0.0.1)",
+          ["A clean s", "B one-file s", "fraction", "goal", "B fetch / patch / build process s", "B ccache"],
+          [[f"{clean:.1f}", f"{second:.1f}", f"{second / clean:.2f}", "<= 0.30",
+            f"{seconds_of(took, 'Fetching big'):.1f} / {seconds_of(took, 'Applying'):.1f} / {seconds_of(took, 'Building rocm_wheel'):.1f}",
+            ccache_figures(b)]])  # fmt: skip
 
 
 class CountingProxy:
@@ -355,27 +401,11 @@ class CountingProxy:
             except OSError:
                 return
             server = socket.create_connection(("127.0.0.1", self._target))
-            threading.Thread(target=self._pipe, args=(client, server, False), daemon=True).start()
-            threading.Thread(target=self._pipe, args=(server, client, True), daemon=True).start()
+            relay(client, server, self._count)
 
-    def _pipe(self, src: socket.socket, dst: socket.socket, count: bool) -> None:
-        try:
-            while True:
-                data = src.recv(1 << 20)
-                if not data:
-                    break
-                if count:
-                    with self._lock:
-                        self.pulled += len(data)
-                dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
+    def _count(self, n: int) -> None:
+        with self._lock:
+            self.pulled += n
 
     def close(self) -> None:
         self._listener.close()
@@ -459,6 +489,8 @@ def main() -> int:
         source_stage(out / "source", 10_000 if args.quick else 100_000)
     if "incremental" in chosen:
         incremental(out / "incremental", 10_000 if args.quick else 100_000, 200 if args.quick else 2000)
+    if "sharedccache" in chosen:
+        shared_ccache(out / "sharedccache", 10_000 if args.quick else 100_000, 200 if args.quick else 2000)
     if "bigwheel" in chosen:
         big_wheel_remote(out / "bigwheel", 0.125 if args.quick else 1.0)
     if not args.keep:

@@ -63,6 +63,8 @@ from rocm_build.upstream import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 LOG_CACHE = "rocm_build_logs"
 LOG_CACHE_DIR = ".logs"
 CCACHE_DIR = ".ccache"
+TREE_BASE = ".tree-base"
+TREE_CHANGES = ".tree-changes"
 ARCHIVES_DIR = ".archives"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SANDBOX = "$ROCM_BUILD_SANDBOX"
@@ -131,6 +133,9 @@ class WheelBuildRequest:
     # lock, .archives/<VAR>/. Build info is not an input: it is added to the wheel after the
     # build, so a rebuild whose output is unchanged changes nothing downstream.
     inputs: Digest
+    # Set: the tree comes as layers, this fetched tree (an immutable input at TREE_BASE) and
+    # the patched files in `inputs` under TREE_CHANGES/; the build stacks them into tree/.
+    tree_base: Optional[Digest] = None
 
 
 async def _single(target: RocmWheelTarget, field) -> Address:
@@ -329,8 +334,20 @@ def steps_script(spec: WheelBuildSpec) -> str:
     return "\n".join(["set -x", *spec.steps, "set +x", ""])
 
 
+def self_link_env(request: WheelBuildRequest, search_path: Tuple[str, ...]) -> Dict[str, str]:
+    """What a build needs to link its toolchain and Python itself where the links are missing
+    (a remote-execution worker): what they must say they are, and where to look."""
+    toolchain = request.toolchain
+    return {
+        "ROCM_BUILD_TOOLCHAIN_COMPILER": toolchain.clang[len(SANDBOX_ROOT) + 1 :],
+        "ROCM_BUILD_TOOLCHAIN_COMPILER_VERSION": toolchain.compiler_version,
+        "ROCM_BUILD_TOOLCHAIN_CANDIDATES": " ".join(dict.fromkeys((*toolchain.standard_roots(), *search_path))),
+        "ROCM_BUILD_PYTHON_CANDIDATES": " ".join(search_path),
+    }
+
+
 @rule(desc="Describing a rocm_wheel build process")
-async def wheel_build_process(request: WheelBuildRequest, tools: HostTools) -> Process:
+async def wheel_build_process(request: WheelBuildRequest, tools: HostTools, settings: RocmBuildSubsystem) -> Process:
     spec = request.spec
     scripts = await Get(
         Digest,
@@ -359,10 +376,12 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools) -> P
         env = container_env(request, env)
     else:
         caches = {request.toolchain.cache_name: ".rocm", request.python.cache_name: PYTHON_LINK, **caches}
+        env = {**env, **self_link_env(request, tuple(settings.worker_search_path))}
     return Process(
         argv=argv,
         env=env,
         input_digest=await Get(Digest, MergeDigests([request.inputs, scripts])),
+        immutable_input_digests={TREE_BASE: request.tree_base} if request.tree_base else None,
         output_directories=("out",),
         append_only_caches=caches,
         remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,

@@ -142,9 +142,15 @@ def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) 
     expand = env["ROCM_BUILD_EXPAND_VARS"].split()
     assert expand.index("ROCM_PATH") < expand.index("EXTRA")
     assert "LLVM_SYSPATH" in expand
-    # The only absolute path is a system one; the interpreter is reached through a named
-    # cache named by its identity, so where it is on this machine is in no key.
-    assert {k: v for k, v in env.items() if v.startswith("/")} == {"PIP_CONFIG_FILE": "/dev/null"}
+    # The only absolute paths are a system one and where a build looks for its toolchain and
+    # Python if their links are missing ([rocm-build] worker_search_path): the interpreter is
+    # reached through a named cache named by its identity, so where it is here is in no key.
+    assert {k: v for k, v in env.items() if v.startswith("/")} == {
+        "PIP_CONFIG_FILE": "/dev/null",
+        "ROCM_BUILD_TOOLCHAIN_CANDIDATES": "/usr /usr/local /opt/rocm",
+        "ROCM_BUILD_PYTHON_CANDIDATES": "/usr /usr/local /opt/rocm",
+    }
+    assert env["ROCM_BUILD_TOOLCHAIN_COMPILER"] == "bin/clang"
     assert env["ROCM_BUILD_PYTHON"] == ".python/root/bin/python3.11"
     assert not [v for v in env.values() if os.getcwd() in v]
     assert process.timeout_seconds == 60
@@ -160,6 +166,28 @@ def test_ccache_remote_storage_is_in_no_key(rule_runner) -> None:
     assert dict(before.append_only_caches)["rocm_build_ccache_remote"] == ".ccache-remote"
     rule_runner.set_options(["--rocm-build-ccache-remote-storage=redis://alice:s3cret@cache.example.com:6379"])
     assert process_for(rule_runner, spec) == before
+
+
+def test_a_build_can_find_its_toolchain_where_it_is_usually_installed() -> None:
+    # What a build needs to link its toolchain itself (a remote-execution worker): the
+    # compiler's own words, and standard roots derived from them, never where it was found.
+    def toolchain(provider: str, identity: str) -> ResolvedToolchain:
+        return ResolvedToolchain(Address("components", target_name="tc"), provider, identity, "x", "rocm_toolchain_abc")
+
+    llvm = toolchain("llvm", "provider=llvm\nversion=\nDebian clang version 19.1.7 (3+b1)\nTarget: x86_64-pc-linux-gnu\ncmake version 3.25.1")
+    assert (llvm.compiler_version, llvm.standard_roots()) == ("Debian clang version 19.1.7 (3+b1)", ("/usr/lib/llvm-19",))
+    rocm = toolchain("path", "provider=path\nversion=\nrocm 7.14.0\nAMD clang version 20.0.0git (rocm-7.14.0)\ncmake: none")
+    assert (rocm.compiler_version, rocm.standard_roots()) == ("AMD clang version 20.0.0git (rocm-7.14.0)", ("/opt/rocm-7.14.0",))
+    assert rocm.clang == ".rocm/root/lib/llvm/bin/clang"
+
+
+def test_the_search_path_for_workers_is_in_the_key(rule_runner) -> None:
+    spec = wheel_build(rule_runner)
+    before = process_for(rule_runner, spec)
+    rule_runner.set_options(["--rocm-build-worker-search-path=['/opt/python/3.11.2', '/opt/rocm']"])
+    after = process_for(rule_runner, spec)
+    assert dict(after.env)["ROCM_BUILD_PYTHON_CANDIDATES"] == "/opt/python/3.11.2 /opt/rocm"
+    assert after != before
 
 
 def test_opting_out_of_isolation_changes_the_key(rule_runner) -> None:

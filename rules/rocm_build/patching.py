@@ -13,9 +13,9 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional, Tuple
 
-from pants.engine.fs import Digest, DigestSubset, MergeDigests, PathGlobs
+from pants.engine.fs import EMPTY_DIGEST, Digest, DigestEntries, DigestSubset, Directory, MergeDigests, PathGlobs, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule, rule_helper
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
@@ -38,9 +38,20 @@ class PatchRequest:
 
 
 @dataclass(frozen=True)
+class TreeLayers:
+    """The patched tree as the fetched tree with the patched files over it, for builds that
+    stack the two (build_wheel.sh) instead of having 100k files written into their sandbox.
+    Only where the patches delete or rename nothing: a lower layer cannot lose a file."""
+
+    base: Digest  # the fetched tree's contents, without the TREE_DIR/ prefix
+    changes: Digest  # the files the patches wrote, likewise
+
+
+@dataclass(frozen=True)
 class PatchedTree:
     digest: Digest  # under TREE_DIR/
     log: str
+    layers: Optional[TreeLayers] = None
 
 
 @dataclass(frozen=True)
@@ -63,7 +74,8 @@ def split_tree(paths: Iterable[str]) -> Optional[TreeSplit]:
     )
 
 
-async def run_script(request: PatchRequest, tools: HostTools, argv: Tuple[str, ...], input_digest: Digest,
+@rule_helper
+async def _run_script(request: PatchRequest, tools: HostTools, argv: Tuple[str, ...], input_digest: Digest,
                      description: str, **process: object) -> FallibleProcessResult:
     result = await Get(
         FallibleProcessResult,
@@ -82,33 +94,45 @@ async def run_script(request: PatchRequest, tools: HostTools, argv: Tuple[str, .
     return result
 
 
+@rule_helper
+async def _layers_of(tree: Digest, written: Digest, touched: Iterable[str]) -> Optional[TreeLayers]:
+    entries = await Get(DigestEntries, Digest, written)
+    kept = {e.path for e in entries if not isinstance(e, Directory)}
+    if any(f"{TREE_DIR}/{p}" not in kept for p in touched):
+        return None  # a file deleted or renamed away
+    base, changes = await MultiGet(Get(Digest, RemovePrefix(tree, TREE_DIR)), Get(Digest, RemovePrefix(written, TREE_DIR)))
+    return TreeLayers(base, changes)
+
+
 @rule
 async def apply_patches(request: PatchRequest, tools: HostTools) -> PatchedTree:
     if not request.patch_files:
-        return PatchedTree(request.tree, "")
+        base = await Get(Digest, RemovePrefix(request.tree, TREE_DIR))
+        return PatchedTree(request.tree, "", TreeLayers(base, EMPTY_DIGEST))
     script = await script_digest("apply_patches.py")
-    listed = await run_script(
+    listed = await _run_script(
         request, tools, ("--touched", *request.patch_files),
         await Get(Digest, MergeDigests([request.patches, script])),
         f"Listing the files {len(request.patch_files)} patch file(s) touch for {request.owner}",
         level=LogLevel.DEBUG,
     )
-    split = split_tree(json.loads(listed.stdout))
+    paths = json.loads(listed.stdout)
+    split = split_tree(paths)
     touched, untouched = request.tree, None
     if split:
         touched = await Get(Digest, DigestSubset(request.tree, split.touched))
         untouched = await Get(Digest, DigestSubset(request.tree, split.untouched))
-    applied = await run_script(
+    applied = await _run_script(
         request, tools, (TREE_DIR, *request.patch_files),
         await Get(Digest, MergeDigests([touched, request.patches, script])),
         f"Applying {len(request.patch_files)} patch file(s) for {request.owner}",
         output_directories=(TREE_DIR,),
         level=LogLevel.INFO,
     )
-    patched = applied.output_digest
-    if untouched is not None:
-        patched = await Get(Digest, MergeDigests([untouched, patched]))
-    return PatchedTree(patched, applied.stdout.decode())
+    if untouched is None:
+        return PatchedTree(applied.output_digest, applied.stdout.decode())
+    patched = await Get(Digest, MergeDigests([untouched, applied.output_digest]))
+    return PatchedTree(patched, applied.stdout.decode(), await _layers_of(request.tree, applied.output_digest, paths))
 
 
 def rules():

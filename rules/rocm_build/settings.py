@@ -64,6 +64,21 @@ class RocmBuildSubsystem(Subsystem):
         ),
     )
 
+    worker_search_path = StrListOption(
+        default=["/usr", "/usr/local", "/opt/rocm"],
+        advanced=True,
+        help=softwrap(
+            """
+            Where a build looks for its Python and its toolchain when the links to them are
+            missing in its sandbox's named caches: on a remote-execution worker, where the
+            process that located them may have run on another machine. Each entry is a root
+            (a Python prefix with `bin/python3.X`, a ROCm root, an LLVM root); llvm toolchains
+            are also looked for at `/usr/lib/llvm-<major>`, ROCm ones at `/opt/rocm-<version>`.
+            A root is used only if its interpreter or compiler says exactly the version in the
+            build's key. Part of every build's key (it is in the build's environment).
+            """
+        ),
+    )
     ccache_remote_storage = StrOption(
         default="",
         advanced=True,

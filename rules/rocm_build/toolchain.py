@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.process import (
@@ -79,6 +79,19 @@ class ResolvedToolchain:
         """`cmake version X` of the system cmake builds use, None when there is none."""
         found = [line for line in self.identity.splitlines() if line.startswith("cmake version ")]
         return found[0] if found else None
+
+    def standard_roots(self) -> Tuple[str, ...]:
+        """Where this toolchain is usually installed, from what it is (never where it was found)."""
+        clang = re.search(r"clang version (\d+)", self.identity)
+        rocm = re.search(r"^rocm (\S+)", self.identity, re.M)
+        if self.provider == "llvm":
+            return (f"/usr/lib/llvm-{clang.group(1)}",) if clang else ()
+        return (f"/opt/rocm-{rocm.group(1)}",) if rocm else ()
+
+    @property
+    def compiler_version(self) -> str:
+        """The first line of the compiler's `--version`, as recorded in the identity."""
+        return next((line for line in self.identity.splitlines() if "clang version" in line), "")
 
     @property
     def clang(self) -> str:

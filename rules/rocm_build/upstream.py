@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Tuple
+from typing import Any, Callable, Mapping, Optional, Tuple
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.core.util_rules.archive import CreateArchive
@@ -29,7 +29,7 @@ from pants.engine.target import (
 from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.patching import PatchedTree, PatchRequest
+from rocm_build.patching import PatchedTree, PatchRequest, TreeLayers
 from rocm_build.pins import Pin, PinsError, lookup_pin, parse_pins
 from rocm_build.sources import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.target_types import (
@@ -64,6 +64,7 @@ class ResolvedUpstream:
     tree: Digest  # the patched tree, under TREE_DIR/
     patch_log: str
     commit_time: int  # of the pinned commit: the builds' SOURCE_DATE_EPOCH
+    layers: Optional[TreeLayers] = None  # the same tree as fetched tree + patched files
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,7 @@ async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
         tree=patched.digest,
         patch_log=patched.log,
         commit_time=fetched.commit_time,
+        layers=patched.layers,
     )
 
 

@@ -54,6 +54,7 @@ def rule_runner() -> RuleRunner:
             QueryRule(BuiltPackage, [UpstreamRepoFieldSet]),
             QueryRule(DigestContents, [RemovePrefix]),
             QueryRule(DigestEntries, [Digest]),
+            QueryRule(DigestContents, [Digest]),
         ],
         target_types=register.target_types(),
         isolated_local_store=True,
@@ -161,6 +162,19 @@ def test_patched_files_are_merged_back_over_the_untouched_tree(rule_runner, upst
     assert files["setup.py"].startswith(b"print('hello gfx1151')")
     modes = {e.path: e.is_executable for e in rule_runner.request(DigestEntries, [up.tree]) if isinstance(e, FileEntry)}
     assert modes["tree/new/dir/c.py"] and not modes["tree/pkg/sub/b.py"]
+    # A file deleted and one renamed away: the tree cannot be a lower layer with changes on top.
+    assert up.layers is None
+
+
+def test_the_patched_tree_is_also_the_fetched_tree_with_the_patched_files_over_it(rule_runner, upstream) -> None:
+    repo, first = upstream
+    new_file = "--- /dev/null\n+++ b/new/c.py\n@@ -0,0 +1 @@\n+C = 3\n"
+    setup_files(rule_runner, repo, first, {"0001-archs.patch": PATCH, "0002-new.patch": new_file})
+    up, files = resolve(rule_runner)
+    assert up.layers is not None
+    contents = lambda d: {fc.path: fc.content for fc in rule_runner.request(DigestContents, [d])}  # noqa: E731
+    assert contents(up.layers.base) == {"setup.py": SETUP.encode(), "pkg/__init__.py": b""}
+    assert contents(up.layers.changes) == {"setup.py": files["setup.py"], "new/c.py": b"C = 3\n"}
 
 
 def test_the_tree_is_split_at_the_touched_paths() -> None:

@@ -31,6 +31,7 @@ from rocm_build.bootstrap_wheels import bootstrap_wheels_digest
 from rocm_build.build_request import (
     ARCHIVES_DIR,
     LOG_CACHE,
+    TREE_CHANGES,
     WheelBuildRequest,
     WheelBuildSpec,
     WheelRequest,
@@ -201,11 +202,16 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     archive_trees = await MultiGet(
         Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)
     )
+    # The tree as layers where it can be: the fetched tree, the same for every patch change,
+    # is materialized once per pantsd and stacked under the patched files (build_wheel.sh).
+    # (Not in a container: it could not mount the layers.)
+    layers = None if image else upstream.layers
+    tree = await Get(Digest, AddPrefix(layers.changes, TREE_CHANGES)) if layers else upstream.tree
     inputs = await Get(
         Digest,
         MergeDigests(
             [
-                upstream.tree,
+                tree,
                 await Get(Digest, AddPrefix(dep_wheels, "deps")),
                 await Get(Digest, AddPrefix(bootstrap, "bootstrap")),
                 *([locked.inputs] if locked else []),
@@ -216,7 +222,10 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     label = f"{toolchain.label}{'.'.join(spec.gpu_targets)}"
     network = "none (container, --network=none)" if image else isolation.describe()
     info = build_info_json(spec, upstream, toolchain, python, label, network, environment, locked, archives, usable)
-    request = WheelBuildRequest(spec, toolchain, python, isolation.enabled or bool(image), image, label, upstream.commit_time, inputs)
+    request = WheelBuildRequest(
+        spec, toolchain, python, isolation.enabled or bool(image), image, label, upstream.commit_time, inputs,
+        tree_base=layers.base if layers else None,
+    )  # fmt: skip
     return PreparedWheelBuild(request, info, usable)
 
 

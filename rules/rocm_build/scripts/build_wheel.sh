@@ -17,6 +17,32 @@ if [[ -n "${ROCM_BUILD_IMAGE:-}" ]]; then
   ln -sfn "$ROCM_BUILD_TOOLCHAIN_ROOT" .rocm/root
   ln -sfn "$ROCM_BUILD_PYTHON_PREFIX" .python/root
 fi
+# The toolchain and Python links (.rocm/root, .python/root in named caches) are made by the
+# processes that located them; on a remote-execution worker those may have run on another
+# machine, so a build that finds a link missing or wrong makes it itself: the first root among
+# the candidates whose compiler or interpreter says exactly what the build's key holds.
+compiler_of() { "$1/$ROCM_BUILD_TOOLCHAIN_COMPILER" --version | head -n 1; }
+python_of() { "$1/${ROCM_BUILD_PYTHON#.python/root/}" -c 'import platform; print(platform.python_implementation(), platform.python_version())'; }
+link_root() {
+  local dir="$1" want="$2" ask="$3" candidate
+  shift 3
+  [[ "$("$ask" "$dir/root" 2>/dev/null)" == "$want" ]] && return 0
+  for candidate in "$@"; do
+    if [[ "$("$ask" "$candidate" 2>/dev/null)" == "$want" ]]; then
+      mkdir -p "$dir" && ln -sfn "$candidate" "$dir/root.new.$$" && mv -T "$dir/root.new.$$" "$dir/root"
+      export ROCM_BUILD_LINKED="${ROCM_BUILD_LINKED:-}$dir/root -> $candidate ($want); "
+      return 0
+    fi
+  done
+  echo "rocm_build: cannot build $ROCM_BUILD_TARGET on this machine: nothing answers \"$want\" at" \
+    "$dir/root or under any of: $*. Install it at one of those roots, or add its root to" \
+    "[rocm-build] worker_search_path." >&2
+  exit 45
+}
+if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" && -z "${ROCM_BUILD_IMAGE:-}" ]]; then
+  link_root .rocm "$ROCM_BUILD_TOOLCHAIN_COMPILER_VERSION" compiler_of $ROCM_BUILD_TOOLCHAIN_CANDIDATES
+  link_root .python "$ROCM_BUILD_PYTHON_VERSION" python_of $ROCM_BUILD_PYTHON_CANDIDATES
+fi
 if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" && -s .ccache-remote/storage.json ]]; then
   # Still outside the build's namespaces: relay ccache's remote storage (ccache_remote.py).
   python3 __rocm_build/ccache_remote.py forward .ccache-remote .ccache-forward $$
@@ -39,6 +65,25 @@ if [[ -n "${ROCM_BUILD_IN_NAMESPACE:-}" && "$PWD" != "$ROCM_BUILD_FIXED_DIR" ]];
   fi
   cd "$ROCM_BUILD_FIXED_DIR"
 fi
+
+# The tree, when it comes as layers (build_request.py): the fetched tree (.tree-base, a
+# read-only directory that Pants writes once per pantsd for every build of that tree) under
+# the files our patches wrote (.tree-changes). In the build's mount namespace overlayfs
+# stacks them, so not one of a 100k-file tree's files is copied; without a namespace they
+# are copied.
+stack_tree() {
+  [[ -e .tree-base && ! -e tree ]] || return 0
+  mkdir -p tree .tree-changes .tree-upper .tree-work
+  if [[ -n "${ROCM_BUILD_IN_NAMESPACE:-}" ]] && mount -t overlay rocm-tree -o \
+      "lowerdir=$PWD/.tree-changes:$(readlink -f .tree-base),upperdir=$PWD/.tree-upper,workdir=$PWD/.tree-work" tree 2>/dev/null; then
+    tree_note="the fetched tree and the patched files, stacked (overlayfs)"
+    return 0
+  fi
+  cp -R .tree-base/. tree/ && cp -R .tree-changes/. tree/ && chmod -R u+w tree
+  tree_note="the fetched tree and the patched files, copied (no mount namespace for overlayfs)"
+}
+tree_note="written by Pants"
+stack_tree
 
 top="$PWD"
 mkdir -p out .logs
@@ -90,6 +135,8 @@ phase_done() {
 
 build() {
   echo "== rocm_build: $ROCM_BUILD_TARGET for $ROCM_BUILD_GPU_TARGETS (network: $ROCM_BUILD_NETWORK)"
+  [[ -z "${ROCM_BUILD_LINKED:-}" ]] || echo "== linked by this build: $ROCM_BUILD_LINKED"
+  echo "== source tree: $tree_note"
   # Values that refer to the sandbox ($ROCM_BUILD_SANDBOX, $ROCM_PATH, ...) are expanded now
   # that it exists, in the order the rule gives: sandbox paths first.
   export ROCM_BUILD_SANDBOX="$top"

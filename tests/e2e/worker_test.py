@@ -1,0 +1,45 @@
+"""A build process needs no other process to have run on its machine: under remote execution
+the processes that locate the toolchain and the Python (and link them into named caches) may
+run on one worker and the build on another. Here the links are removed between two builds in
+one pantsd, so the locating processes do not run again and the build must link them itself."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+
+AOT = "tests/mini/aotriton:wheel"
+
+
+def test_a_build_links_its_toolchain_and_python_where_the_links_are_missing(tmp_path: Path) -> None:
+    ws = Workspace(tmp_path / "checkout", make_fixture_upstreams(tmp_path / "upstreams"), tmp_path / "store", tmp_path / "named")
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    try:
+        require_success(ws.package(AOT), "the first build")
+        links = [*ws.named_caches.glob("rocm_toolchain_*/root"), *ws.named_caches.glob("rocm_python_*/root")]
+        assert len(links) == 2, links
+        made_by_locating = {link: os.readlink(link) for link in links}
+        for link in links:
+            link.unlink()
+        # The search path is in the build's key: the build runs again, in the same pantsd.
+        ws.pants_env_extra = {"PANTS_ROCM_BUILD_WORKER_SEARCH_PATH": repr(["/usr", *map(str, sorted(pyenv.glob("3.*")))])}
+        run = require_success(ws.package(AOT), "the build, links gone")
+        assert run.built == [AOT]
+        assert {link: os.readlink(link) for link in links} == made_by_locating
+        log = next(ws.path("dist/tests.mini.aotriton").glob("*.build.log")).read_text()
+        assert "== linked by this build: .rocm/root -> /usr/lib/llvm-19 (Debian clang version 19." in log
+        assert f".python/root -> {made_by_locating[links[1]]} (CPython 3.11." in log
+        # (The tree is the fetched one, shared read-only, under the patched files.)
+        assert "== source tree: the fetched tree and the patched files, stacked (overlayfs)" in log
+        # Nothing answers where it looks: the build says what it needs and where it looked.
+        for link in links:
+            link.unlink()
+        ws.pants_env_extra = {"PANTS_ROCM_BUILD_WORKER_SEARCH_PATH": "['/nowhere']"}
+        run = ws.package(AOT)
+        assert run.returncode != 0
+        assert 'rocm_build: cannot build tests/mini/aotriton:wheel on this machine: nothing answers "CPython 3.11.' in run.stderr
+        assert "under any of: /nowhere. Install it at one of those roots, or add its root to [rocm-build] worker_search_path." in run.stderr
+    finally:
+        ws.stop()
