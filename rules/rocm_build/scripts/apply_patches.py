@@ -148,6 +148,8 @@ def main():
     if sys.argv[1] == "--touched":
         return list_touched(sys.argv[2:])
     tree = os.path.realpath(sys.argv[1])
+    # Only the touched files are here: a patch that only adds files at the root finds no tree.
+    os.makedirs(tree, exist_ok=True)
     # Keep git from treating an enclosing repository as the one to patch.
     os.environ["GIT_CEILING_DIRECTORIES"] = os.path.dirname(tree)
     for patch in sys.argv[2:]:
