@@ -310,6 +310,7 @@ def source_stage(out: Path, n_files: int) -> None:
         phases = build_log_phases(ws, "bench_big.probe")
     finally:
         ws.stop()
+    (out / "probe.stderr").write_text(run.stderr)  # -ldebug: every process, kept with --keep
     took = process_seconds(run.stderr)
     fetch, patch = seconds_of(took, "Fetching big"), seconds_of(took, "Applying")
     # The build process's time less what its script measured: materializing the sandbox

@@ -35,16 +35,25 @@ double big_entry_{i}(double x) {{
 
 BIG_SETUP = """\
 import os
+from concurrent.futures import ThreadPoolExecutor
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 N = {n}
 
 class ParallelBuildExt(build_ext):
-    # As PyTorch does: MAX_JOBS compiles at once (the build sets it from cores and memory).
-    def finalize_options(self):
-        super().finalize_options()
-        self.parallel = int(os.environ.get("MAX_JOBS", "1"))
+    # As PyTorch does (ninja): MAX_JOBS compiles at once (the build sets it from cores and
+    # memory). setuptools' own `parallel` only builds several extensions at once.
+    def build_extension(self, ext):
+        one = self.compiler.compile
+        jobs = int(os.environ.get("MAX_JOBS", "1"))
+
+        def compile(sources, *args, **kwargs):
+            with ThreadPoolExecutor(jobs) as pool:
+                return [obj for objs in pool.map(lambda s: one([s], *args, **kwargs), sources) for obj in objs]
+
+        self.compiler.compile = compile
+        super().build_extension(ext)
 
 setup(
     name="big-torch",

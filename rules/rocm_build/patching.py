@@ -15,7 +15,7 @@ from typing import Iterable, Optional, Tuple
 
 from pants.engine.fs import EMPTY_DIGEST, Digest, DigestEntries, DigestSubset, Directory, MergeDigests, PathGlobs, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
-from pants.engine.rules import Get, MultiGet, collect_rules, rule, rule_helper
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
@@ -74,7 +74,6 @@ def split_tree(paths: Iterable[str]) -> Optional[TreeSplit]:
     )
 
 
-@rule_helper
 async def _run_script(request: PatchRequest, tools: HostTools, argv: Tuple[str, ...], input_digest: Digest,
                      description: str, **process: object) -> FallibleProcessResult:
     result = await Get(
@@ -94,7 +93,6 @@ async def _run_script(request: PatchRequest, tools: HostTools, argv: Tuple[str, 
     return result
 
 
-@rule_helper
 async def _layers_of(tree: Digest, written: Digest, touched: Iterable[str]) -> Optional[TreeLayers]:
     entries = await Get(DigestEntries, Digest, written)
     kept = {e.path for e in entries if not isinstance(e, Directory)}
