@@ -247,11 +247,15 @@ _EVENT = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) \[\w+\] (Starting|Completed): (
 _PHASES = re.compile(r"^== phase times: (.*)$", re.M)
 
 
+def clock(h: str, m: str, sec: str) -> float:
+    return int(h) * 3600 + int(m) * 60 + float(sec)
+
+
 def process_seconds(stderr: str) -> dict:
     """Wall time of each process Pants ran, from its `-ldebug` Starting/Completed lines."""
     started, took = {}, {}
     for h, m, sec, what, desc in _EVENT.findall(stderr):
-        t = int(h) * 3600 + int(m) * 60 + float(sec)
+        t = clock(h, m, sec)
         if what == "Starting":
             started[desc] = t
         elif desc in started:
@@ -486,23 +490,23 @@ def big_wheel_remote(out: Path, gib: float) -> None:
         server.wait(timeout=30)
 
 
-_STAMP = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) ", re.M)
+_STAMP = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) ")
+
+
+def log_time(stderr: str, text: str = "") -> float:
+    """The time of day, in seconds, of the first log line holding `text` (any line without)."""
+    for line in stderr.splitlines():
+        stamp = _STAMP.match(line)
+        if stamp and text in line:
+            return clock(*stamp.groups())
+    raise AssertionError(f"no `{text}` in the log")
 
 
 def package_split(stderr: str) -> tuple:
-    """A `-ldebug` package run's time up to the wheel build's cache hit, and from there until
-    dist/ is written: with a remote hit the second part is the download."""
-
-    def at(pattern: str) -> float:
-        line = re.search(rf"^.*{pattern}.*$", stderr, re.M)
-        assert line, f"no `{pattern}` in the log"
-        h, m, sec = _STAMP.match(line.group(0)).groups()
-        return int(h) * 3600 + int(m) * 60 + float(sec)
-
-    first = _STAMP.search(stderr).groups()
-    begin = int(first[0]) * 3600 + int(first[1]) * 60 + float(first[2])
-    hit = at("Completed: Building rocm_wheel")
-    return hit - begin, at("Wrote dist/") - hit
+    """A package run's time up to the wheel build's cache hit, and from there until dist/ is
+    written: with a remote hit the second part is the download."""
+    begin, hit = log_time(stderr), log_time(stderr, "Completed: Building rocm_wheel")
+    return hit - begin, log_time(stderr, "Wrote dist/") - hit
 
 
 def main() -> int:
