@@ -263,12 +263,6 @@ def process_seconds(stderr: str) -> dict:
     return took
 
 
-def print_slowest(what: str, took: dict, n: int = 8) -> None:
-    """Where a run's time went: its slowest processes (they may overlap)."""
-    slowest = sorted(took.items(), key=lambda kv: -kv[1])[:n]
-    print(f"({what}, slowest processes: {'; '.join(f'{k[:70]} {v:.1f} s' for k, v in slowest)})")
-
-
 def seconds_of(took: dict, prefix: str) -> float:
     return sum(v for k, v in took.items() if k.startswith(prefix))
 
@@ -389,7 +383,6 @@ def shared_ccache(out: Path, n_files: int, n_tus: int) -> None:
             b.stop()
     (out / "b.stderr").write_text(run.stderr)  # -ldebug: every process, kept with --keep
     took = process_seconds(run.stderr)
-    print_slowest("B's one-file run", took)
     table(f"Compiler cache shared between machines: {n_tus} units, one changed, on another machine whose compiler cache is empty (Redis on 127.0.0.1)",
           ["A clean s", "B one-file s", "fraction", "goal", "B fetch / patch / build process s", "B ccache"],
           [[f"{clean:.1f}", f"{second:.1f}", f"{second / clean:.2f}", "<= 0.30",
