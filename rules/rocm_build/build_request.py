@@ -63,7 +63,10 @@ from rocm_build.upstream import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 LOG_CACHE = "rocm_build_logs"
 LOG_CACHE_DIR = ".logs"
 CCACHE_DIR = ".ccache"
-TREE_BASE = ".tree-base"
+SOURCE_PACK = ".source-pack"
+# Checkouts of fetched packs, one per source (build_wheel.sh): a build's lower tree layer.
+SOURCE_TREES_CACHE = "rocm_source_trees"
+SOURCE_TREES_DIR = ".source-trees"
 TREE_CHANGES = ".tree-changes"
 ARCHIVES_DIR = ".archives"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -133,9 +136,10 @@ class WheelBuildRequest:
     # lock, .archives/<VAR>/. Build info is not an input: it is added to the wheel after the
     # build, so a rebuild whose output is unchanged changes nothing downstream.
     inputs: Digest
-    # Set: the tree comes as layers, this fetched tree (an immutable input at TREE_BASE) and
-    # the patched files in `inputs` under TREE_CHANGES/; the build stacks them into tree/.
-    tree_base: Optional[Digest] = None
+    # Set: the tree comes as layers, this fetched pack (an immutable input at SOURCE_PACK,
+    # checked out once per machine into the SOURCE_TREES cache) and the patched files in
+    # `inputs` under TREE_CHANGES/; the build stacks them into tree/.
+    source_pack: Optional[Digest] = None
 
 
 async def _single(target: RocmWheelTarget, field) -> Address:
@@ -238,7 +242,7 @@ def check_same_python(owner: str, python: str, deps: Sequence[Tuple[str, str]]) 
 def lock_request(spec: WheelBuildSpec, upstream: ResolvedUpstream, python: BuildPython) -> LockedRequirementsRequest:
     """The check of the spec's lock against its fetched tree and interpreter."""
     return LockedRequirementsRequest(
-        spec.owner, spec.lock_path or "", upstream.pin_name, upstream.pin.commit, spec.requirements, upstream.tree, python
+        spec.owner, spec.lock_path or "", upstream.pin_name, upstream.pin.commit, spec.requirements, upstream.source, python
     )
 
 
@@ -357,6 +361,7 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools, sett
                 *([FileContent(f"{SCRIPTS_DIR}/in_container.sh", script_bytes("in_container.sh"))] if request.image else []),
                 FileContent(f"{SCRIPTS_DIR}/wheel_files.py", script_bytes("wheel_files.py")),
                 FileContent(f"{SCRIPTS_DIR}/ccache_remote.py", script_bytes("ccache_remote.py")),
+                *([FileContent(f"{SCRIPTS_DIR}/source_pack.py", script_bytes("source_pack.py"))] if request.source_pack else []),
                 FileContent(f"{SCRIPTS_DIR}/steps.sh", steps_script(spec).encode()),
             ]
         ),
@@ -370,6 +375,10 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools, sett
     }
     argv: Tuple[str, ...] = (tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh")
     env = process_env(request)
+    if request.source_pack:
+        # The build checks the pack out with this git: a different git is a different key.
+        caches[SOURCE_TREES_CACHE] = SOURCE_TREES_DIR
+        env["ROCM_BUILD_GIT"] = tools.git.fingerprint
     if request.image:
         # The image id, not its name, in argv: the key holds what the build runs in.
         argv = (tools.bash.path, f"{SCRIPTS_DIR}/in_container.sh", request.image.engine, request.image.image_id, "bash", *argv[1:])
@@ -381,7 +390,7 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools, sett
         argv=argv,
         env=env,
         input_digest=await Get(Digest, MergeDigests([request.inputs, scripts])),
-        immutable_input_digests={TREE_BASE: request.tree_base} if request.tree_base else None,
+        immutable_input_digests={SOURCE_PACK: request.source_pack} if request.source_pack else None,
         output_directories=("out",),
         append_only_caches=caches,
         remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 import pytest
 from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address
-from pants.engine.fs import EMPTY_DIGEST
+from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, FileContent
 from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.process import Process
 from pants.testutil.rule_runner import QueryRule, RuleRunner
@@ -30,6 +31,7 @@ def rule_runner() -> RuleRunner:
             *system_binaries.rules(),
             QueryRule(WheelBuildSpec, [WheelRequest]),
             QueryRule(Process, [WheelBuildRequest]),
+            QueryRule(Digest, [CreateDigest]),
         ],
         target_types=register.target_types(),
         isolated_local_store=True,
@@ -56,10 +58,10 @@ def wheel_build(rule_runner: RuleRunner, **fields: str) -> WheelBuildSpec:
     return rule_runner.request(WheelBuildSpec, [WheelRequest(WHEEL)])
 
 
-def process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, isolation: bool = True) -> Process:
+def process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, isolation: bool = True, pack: Optional[Digest] = None) -> Process:
     toolchain = ResolvedToolchain(Address("components", target_name="llvm"), "llvm", "provider=llvm\nclang 19", "llvm19", "rocm_toolchain_abc")
     python = BuildPython("/usr/bin/python3", "CPython", "3.11.2")
-    request = WheelBuildRequest(spec, toolchain, python, isolation, None, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST)
+    request = WheelBuildRequest(spec, toolchain, python, isolation, None, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST, pack)
     return rule_runner.request(Process, [request])
 
 
@@ -158,6 +160,19 @@ def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) 
     assert caches["rocm_toolchain_abc"] == ".rocm" and caches["rocm_build_logs"] == ".logs"
     assert caches[BuildPython("/elsewhere/bin/python3.11", "CPython", "3.11.2").cache_name] == ".python"
     assert [v for k, v in caches.items() if k.startswith("rocm_ccache_")] == [".ccache"]
+
+
+def test_a_stacked_tree_comes_as_the_pack_and_a_cache_of_its_checkouts(rule_runner) -> None:
+    spec = wheel_build(rule_runner)
+    merged = process_for(rule_runner, spec)
+    assert not merged.immutable_input_digests and "rocm_source_trees" not in dict(merged.append_only_caches)
+    pack = rule_runner.request(Digest, [CreateDigest([FileContent("repos", b"a" * 40 + b" .\n")])])
+    stacked = process_for(rule_runner, spec, pack=pack)
+    # The pack is in the key (an immutable input); its checkout, made once per machine, is not.
+    assert dict(stacked.immutable_input_digests) == {".source-pack": pack}
+    assert dict(stacked.append_only_caches)["rocm_source_trees"] == ".source-trees"
+    # The build checks it out with the host's git: which git is in the key.
+    assert stacked.env["ROCM_BUILD_GIT"] and "ROCM_BUILD_GIT" not in merged.env
 
 
 def test_ccache_remote_storage_is_in_no_key(rule_runner) -> None:

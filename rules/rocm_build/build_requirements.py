@@ -17,7 +17,6 @@ from pants.engine.fs import (
     CreateDigest,
     Digest,
     DigestContents,
-    DigestSubset,
     FileContent,
     GlobMatchErrorBehavior,
     MergeDigests,
@@ -34,7 +33,7 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.settings import RocmBuildSubsystem
-from rocm_build.sources import TREE_DIR
+from rocm_build.source_tree import SourceTree, source_files
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
 LOCK_IN_SANDBOX = f"{SCRIPTS_DIR}/build.lock"
@@ -66,7 +65,7 @@ class LockedRequirementsRequest:
     pin: str
     commit: str
     requirements: Tuple[str, ...]  # requirement lines of the target
-    tree: Digest  # the patched tree, under TREE_DIR/
+    source: SourceTree  # the patched tree
     python: BuildPython
 
 
@@ -90,16 +89,6 @@ class WheelhouseRequest:
     lock: Digest  # the lock file at LOCK_IN_SANDBOX
     count: int
     python: BuildPython  # wheels are chosen for its version
-
-
-async def tree_files(tree: Digest, paths: Tuple[str, ...]) -> Dict[str, Optional[bytes]]:
-    """The content of each of `paths` in the tree (None when missing); reads only those."""
-    if not paths:
-        return {}
-    subset = await Get(Digest, DigestSubset(tree, PathGlobs([f"{TREE_DIR}/{p}" for p in paths])))
-    contents = await Get(DigestContents, Digest, subset)
-    found = {fc.path[len(TREE_DIR) + 1:]: fc.content for fc in contents}
-    return {p: found.get(p) for p in paths}
 
 
 def sha256_or_none(data: Optional[bytes]) -> Optional[str]:
@@ -147,7 +136,7 @@ async def locked_requirements(request: LockedRequirementsRequest) -> LockedRequi
     if read.lock is None:
         raise RocmBuildError(f"rocm_wheel {owner}: {read.error}. Regenerate it: {regenerate_command(owner)}")
     lock = read.lock
-    found = await tree_files(request.tree, tuple(p for p, _ in lock.files))
+    found = await source_files(request.source, (p for p, _ in lock.files), owner)
     hashes = {p: sha256_or_none(data) for p, data in found.items()}
     reasons = lockfile.stale_reasons(
         lock, request.pin, request.commit, python.major_minor, request.requirements, hashes

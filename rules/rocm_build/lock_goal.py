@@ -34,10 +34,10 @@ from rocm_build.build_requirements import (
     PipRun,
     regenerate_command,
     sha256_or_none,
-    tree_files,
 )
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
+from rocm_build.source_tree import source_files
 from rocm_build.sources import TREE_DIR
 from rocm_build.target_types import RocmWheelTarget, WheelBuildRequirementsField
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
@@ -73,19 +73,21 @@ async def resolve_build_lock(request: BuildLockRequest) -> ResolvedBuildLock:
     pin = spec.upstream.pin
     # The tree is fetched only when a requirement names a file in it: the -r files, nested
     # ones too, read from the patched tree, which is what the build will see.
-    tree = EMPTY_DIGEST
+    source = None
     if any(line.split()[0] in lockfile.INCLUDE_OPTIONS for line in spec.requirements):
         upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {spec.owner}"))
-        tree = upstream.tree
+        source = upstream.source
     texts: Dict[str, Optional[bytes]] = {}
     while True:
         try:
             files = lockfile.included_files(spec.requirements, lambda p: _text(texts[p]))
             break
         except KeyError as missing:
-            texts.update(await tree_files(tree, (missing.args[0],)))
+            texts.update(await source_files(source, (missing.args[0],), spec.owner))
         except lockfile.LockError as e:
             raise RocmBuildError(f"{spec.owner}: `build_requirements`: {e} (pin {spec.upstream.pin_name} at {pin.commit})") from None
+    # pip reads the included files from the tree: only those are given to it.
+    tree = await Get(Digest, CreateDigest([FileContent(f"{TREE_DIR}/{p}", texts[p] or b"") for p in files]))
     requirements_in = await Get(
         Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(spec.requirements).encode() + b"\n")])
     )

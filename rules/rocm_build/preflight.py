@@ -22,11 +22,12 @@ from pants.engine.rules import Get, _uncacheable_rule, collect_rules
 
 from rocm_build.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.build_request import WheelBuildSpec, WheelRequest, lock_request
-from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest, tree_files
+from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.interpreters import BuildPython, BuildPythonRequest, parse_constraint
 from rocm_build.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec
 from rocm_build.recipe_paths import PROJECT_FILES, missing_paths, named_paths
+from rocm_build.source_tree import source_files
 from rocm_build.target_types import RocmToolchainTarget, ToolchainVersionField
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
@@ -66,7 +67,7 @@ def problem_text(e: Exception) -> str:
 async def _missing_files(spec: WheelBuildSpec, upstream: ResolvedUpstream, where: str) -> List[str]:
     named = named_paths(spec.requirements, spec.steps, spec.wheel_command)
     candidates = tuple(dict.fromkeys(c for p in named for c in p.candidates()))
-    present = [path for path, content in (await tree_files(upstream.tree, candidates)).items() if content is not None]
+    present = [path for path, content in (await source_files(upstream.source, candidates, spec.owner)).items() if content is not None]
     problems = []
     for p in missing_paths(named, present):
         what = f"{p.path or 'the tree root'} has no {' or '.join(PROJECT_FILES)}" if p.is_project else f"{p.path} is not in the tree"

@@ -1,8 +1,10 @@
-"""Fetching a pinned upstream commit into a digest.
+"""Fetching a pinned upstream commit into a digest: the commit and its submodules as one git pack.
 
-The fetch is a Pants process whose inputs are only the URL, the SHA and the submodule
-flag, so its cache key is the same on every machine and checkout path: a second build, or
-another checkout, never fetches again.
+The fetch is a Pants process whose inputs are only the URL, the SHA, the submodule flag and
+the git that fetches, so its cache key is the same on every machine and checkout path: a
+second build, or another checkout, never fetches again. It writes no working tree: processes
+that need files check them out of the pack themselves (source_tree.py), so a 100k-file tree
+is never captured into Pants' store nor written back out of it.
 """
 
 from __future__ import annotations
@@ -16,29 +18,15 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
 TREE_DIR = "tree"
+# The fetched commits as one git pack (scripts/source_pack.py): objects.pack, objects.idx, repos.
+PACK_DIR = "source"
 
-# Exit codes of FETCH_SCRIPT, so failures can be explained without parsing everything.
+# Exit codes of source_pack.py fetch, so failures can be explained without parsing everything.
 EXIT_FETCH, EXIT_MISMATCH, EXIT_SUBMODULES = 10, 11, 12
-
-FETCH_SCRIPT = r"""
-set -uo pipefail
-url="$1"; sha="$2"; submodules="$3"
-git init -q tree && cd tree || exit 1
-git -c protocol.file.allow=always fetch -q --depth 1 --no-tags "$url" "$sha" || exit 10
-git checkout -q --detach FETCH_HEAD || exit 1
-got="$(git rev-parse HEAD)"
-[ "$got" = "$sha" ] || { echo "fetched $got instead of $sha" >&2; exit 11; }
-if [ "$submodules" = 1 ]; then
-  git -c protocol.file.allow=always submodule update -q --init --recursive --depth 1 || exit 12
-fi
-# The commit's time, for SOURCE_DATE_EPOCH: a timestamp that is content, not the day's.
-git log -1 --format=%ct HEAD > ../commit_time || exit 1
-# The digest is the tree itself: git metadata differs between fetches of the same commit.
-find . -name .git -prune -exec rm -rf {} +
-"""
 
 _NOT_FOUND = re.compile(
     r"not our ref|couldn't find remote ref|no such remote ref|unadvertised object|"
@@ -60,7 +48,7 @@ class FetchRequest:
 
 @dataclass(frozen=True)
 class FetchedTree:
-    digest: Digest  # the tree, under TREE_DIR/
+    pack: Digest  # under PACK_DIR/: the commit and its submodules' commits, all their trees
     commit_time: int  # seconds since the epoch, the commit's committer date
 
 
@@ -70,14 +58,15 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
         FallibleProcessResult,
         Process(
             argv=(
-                tools.bash.path,
-                "-c",
-                FETCH_SCRIPT,
+                tools.python.path,
+                f"{SCRIPTS_DIR}/source_pack.py",
                 "fetch",
                 request.url,
                 request.commit,
                 "1" if request.submodules else "0",
+                PACK_DIR,
             ),
+            input_digest=await script_digest("source_pack.py"),
             env={
                 "PATH": "/usr/bin:/bin",
                 "GIT_TERMINAL_PROMPT": "0",
@@ -86,7 +75,7 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
                 # Version of git, so a different git is a different key.
                 "ROCM_BUILD_GIT": tools.git.fingerprint,
             },
-            output_directories=(TREE_DIR,),
+            output_directories=(PACK_DIR,),
             output_files=("commit_time",),
             remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
             description=f"Fetching {request.pin_name} @ {request.commit[:12]} for {request.owner}",
@@ -96,12 +85,12 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
     )
     if result.exit_code != 0:
         raise RocmBuildError(explain_fetch_failure(request, result.exit_code, result.stderr.decode()))
-    tree, time_file = await MultiGet(
-        Get(Digest, DigestSubset(result.output_digest, PathGlobs([f"{TREE_DIR}/**"]))),
+    pack, time_file = await MultiGet(
+        Get(Digest, DigestSubset(result.output_digest, PathGlobs([f"{PACK_DIR}/**"]))),
         Get(Digest, DigestSubset(result.output_digest, PathGlobs(["commit_time"]))),
     )
     commit_time = await Get(DigestContents, Digest, time_file)
-    return FetchedTree(tree, int(commit_time[0].content))
+    return FetchedTree(pack, int(commit_time[0].content))
 
 
 def explain_fetch_failure(request: FetchRequest, exit_code: int, stderr: str) -> str:

@@ -29,8 +29,9 @@ from pants.engine.target import (
 from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.patching import PatchedTree, PatchRequest, TreeLayers
+from rocm_build.patching import PatchedTree, PatchRequest
 from rocm_build.pins import Pin, PinsError, lookup_pin, parse_pins
+from rocm_build.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.sources import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.target_types import (
     PatchSetsField,
@@ -61,10 +62,9 @@ class ResolvedUpstream:
     pin_name: str
     pin: Pin
     patches: Tuple[PatchFile, ...]
-    tree: Digest  # the patched tree, under TREE_DIR/
+    source: SourceTree  # the patched tree, as the fetched pack and the files the patches wrote
     patch_log: str
     commit_time: int  # of the pinned commit: the builds' SOURCE_DATE_EPOCH
-    layers: Optional[TreeLayers] = None  # the same tree as fetched tree + patched files
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
     patched = await Get(
         PatchedTree,
         PatchRequest(
-            tree=fetched.digest,
+            pack=fetched.pack,
             patch_files=tuple(p.path for p in spec.patches),
             patches=spec.patch_digest,
             owner=owner,
@@ -179,10 +179,9 @@ async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
         pin_name=spec.pin_name,
         pin=spec.pin,
         patches=spec.patches,
-        tree=patched.digest,
+        source=patched.source,
         patch_log=patched.log,
         commit_time=fetched.commit_time,
-        layers=patched.layers,
     )
 
 
@@ -199,7 +198,8 @@ async def package_upstream_repo(field_set: UpstreamRepoFieldSet) -> BuiltPackage
         ResolvedUpstream, UpstreamRequest(field_set.address, "the `package` goal")
     )
     top = f"{upstream.pin_name}-{upstream.pin.commit[:12]}-patched"
-    tree = await Get(Digest, RemovePrefix(upstream.tree, TREE_DIR))
+    merged = await Get(MergedTree, MergedTreeRequest(upstream.source, field_set.address.spec))
+    tree = await Get(Digest, RemovePrefix(merged.digest, TREE_DIR))
     snapshot = await Get(Snapshot, AddPrefix(tree, top))
     output = f"{field_set.address.spec_path.replace('/', '.') or 'root'}/{top}.tar.gz"
     archive = await Get(Digest, CreateArchive(snapshot, output, ArchiveFormat.TGZ))

@@ -14,7 +14,8 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build import register
 from rocm_build.git_fixtures import commit_files, init_repo, pins_toml
-from rocm_build.patching import split_tree
+from rocm_build.patching import with_parents
+from rocm_build.source_tree import MergedTree, MergedTreeRequest
 from rocm_build.upstream import ResolvedUpstream, UpstreamRepoFieldSet, UpstreamRequest
 
 SETUP = "print('hello')\nARCHS = ['gfx90a']\n"
@@ -51,6 +52,7 @@ def rule_runner() -> RuleRunner:
             *archive.rules(),
             *system_binaries.rules(),
             QueryRule(ResolvedUpstream, [UpstreamRequest]),
+            QueryRule(MergedTree, [MergedTreeRequest]),
             QueryRule(BuiltPackage, [UpstreamRepoFieldSet]),
             QueryRule(DigestContents, [RemovePrefix]),
             QueryRule(DigestEntries, [Digest]),
@@ -76,8 +78,12 @@ def resolve(rule_runner: RuleRunner) -> tuple[ResolvedUpstream, dict[str, bytes]
     up = rule_runner.request(
         ResolvedUpstream, [UpstreamRequest(Address("components/mini", target_name="src"), "test")]
     )
-    files = rule_runner.request(DigestContents, [RemovePrefix(up.tree, "tree")])
+    files = rule_runner.request(DigestContents, [RemovePrefix(merged(rule_runner, up), "tree")])
     return up, {fc.path: fc.content for fc in files}
+
+
+def merged(rule_runner: RuleRunner, up: ResolvedUpstream) -> Digest:
+    return rule_runner.request(MergedTree, [MergedTreeRequest(up.source, "test")]).digest
 
 
 def test_fetches_exact_commit_and_applies_patches_in_order(rule_runner, upstream) -> None:
@@ -160,31 +166,30 @@ def test_patched_files_are_merged_back_over_the_untouched_tree(rule_runner, upst
     assert {p: files[p] for p in untouched} == {p: t.encode() for p, t in untouched.items()}
     assert (files["docs/new.md"], files["pkg/sub/b.py"], files["new/dir/c.py"]) == (b"doc\n", b"B = 2\n", b"C = 3\n")
     assert files["setup.py"].startswith(b"print('hello gfx1151')")
-    modes = {e.path: e.is_executable for e in rule_runner.request(DigestEntries, [up.tree]) if isinstance(e, FileEntry)}
+    modes = {e.path: e.is_executable for e in rule_runner.request(DigestEntries, [merged(rule_runner, up)]) if isinstance(e, FileEntry)}
     assert modes["tree/new/dir/c.py"] and not modes["tree/pkg/sub/b.py"]
     # A file deleted and one renamed away: the tree cannot be a lower layer with changes on top.
-    assert up.layers is None
+    assert up.source.removes_files
+    assert up.source.touched == ("docs/new.md", "docs/old.md", "gone.txt", "new/dir/c.py", "pkg/sub/b.py", "setup.py")
 
 
-def test_the_patched_tree_is_also_the_fetched_tree_with_the_patched_files_over_it(rule_runner, upstream) -> None:
+def test_the_patched_tree_is_the_fetched_pack_with_the_patched_files_over_it(rule_runner, upstream) -> None:
     repo, first = upstream
     new_file = "--- /dev/null\n+++ b/new/c.py\n@@ -0,0 +1 @@\n+C = 3\n"
     setup_files(rule_runner, repo, first, {"0001-archs.patch": PATCH, "0002-new.patch": new_file})
     up, files = resolve(rule_runner)
-    assert up.layers is not None
+    assert not up.source.removes_files and up.source.touched == ("new/c.py", "setup.py")
     contents = lambda d: {fc.path: fc.content for fc in rule_runner.request(DigestContents, [d])}  # noqa: E731
-    assert contents(up.layers.base) == {"setup.py": SETUP.encode(), "pkg/__init__.py": b""}
-    assert contents(up.layers.changes) == {"setup.py": files["setup.py"], "new/c.py": b"C = 3\n"}
+    assert contents(up.source.changes) == {"tree/setup.py": files["setup.py"], "tree/new/c.py": b"C = 3\n"}
+    # The pack: one file for the whole tree, whatever its size, and the commit it holds.
+    pack = contents(up.source.pack)
+    assert sorted(pack) == ["source/objects.idx", "source/objects.pack", "source/repos"]
+    assert pack["source/repos"] == f"{first} .\n".encode()
 
 
-def test_the_tree_is_split_at_the_touched_paths() -> None:
-    split = split_tree(["b/c/d.py", "a.txt"])
-    assert split is not None
-    assert set(split.touched.globs) == {"tree/a.txt", "tree/b", "tree/b/c", "tree/b/c/d.py"}
-    assert set(split.untouched.globs) == {"tree/**", "!tree/a.txt", "!tree/b/c/d.py"}
-    # Paths a glob would misread: the patch step takes the whole tree instead.
-    assert split_tree(["a.txt", "third_party/[x].c"]) is None
-    assert split_tree(["notes #1.md"]) is None
+def test_the_patch_step_gets_the_touched_paths_and_their_parents() -> None:
+    # A symbolic link among the parents is checked out with the file, so the patch script sees it.
+    assert with_parents(["b/c/d.py", "a.txt"]) == ("a.txt", "b", "b/c", "b/c/d.py")
 
 
 def test_package_writes_tarball(rule_runner, upstream) -> None:

@@ -50,6 +50,8 @@ from rocm_build.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.portable import PlatformPolicy, PlatformPolicyRequest
 from rocm_build.prebuilt import FetchedPrebuilt, PrebuiltRequest
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.source_tree import MergedTree, MergedTreeRequest
+from rocm_build.sources import PACK_DIR, TREE_DIR
 from rocm_build.target_types import WheelSourceField
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
@@ -202,11 +204,16 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     archive_trees = await MultiGet(
         Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)
     )
-    # The tree as layers where it can be: the fetched tree, the same for every patch change,
-    # is materialized once per pantsd and stacked under the patched files (build_wheel.sh).
-    # (Not in a container: it could not mount the layers.)
-    layers = None if image else upstream.layers
-    tree = await Get(Digest, AddPrefix(layers.changes, TREE_CHANGES)) if layers else upstream.tree
+    # The tree as layers where it can be: the fetched pack, the same for every patch change,
+    # is checked out once per machine and stacked under the patched files (build_wheel.sh).
+    # In a container, or when a patch deletes files, the merged tree is written by Pants.
+    source = upstream.source
+    stacked = not image and not source.removes_files
+    if stacked:
+        tree = await Get(Digest, AddPrefix(await Get(Digest, RemovePrefix(source.changes, TREE_DIR)), TREE_CHANGES))
+        pack = await Get(Digest, RemovePrefix(source.pack, PACK_DIR))
+    else:
+        tree = (await Get(MergedTree, MergedTreeRequest(source, owner))).digest
     inputs = await Get(
         Digest,
         MergeDigests(
@@ -224,7 +231,7 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     info = build_info_json(spec, upstream, toolchain, python, label, network, environment, locked, archives, usable)
     request = WheelBuildRequest(
         spec, toolchain, python, isolation.enabled or bool(image), image, label, upstream.commit_time, inputs,
-        tree_base=layers.base if layers else None,
+        source_pack=pack if stacked else None,
     )  # fmt: skip
     return PreparedWheelBuild(request, info, usable)
 

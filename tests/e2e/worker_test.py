@@ -31,8 +31,9 @@ def test_a_build_links_its_toolchain_and_python_where_the_links_are_missing(tmp_
         log = next(ws.path("dist/tests.mini.aotriton").glob("*.build.log")).read_text()
         assert "== linked by this build: .rocm/root -> /usr/lib/llvm-19 (Debian clang version 19." in log
         assert f".python/root -> {made_by_locating[links[1]]} (CPython 3.11." in log
-        # (The tree is the fetched one, shared read-only, under the patched files.)
-        assert "== source tree: the fetched tree and the patched files, stacked (overlayfs)" in log
+        # (The tree is the machine's checkout of the fetched pack, made by the first build and
+        # shared read-only, under the patched files.)
+        assert "== source tree: the fetched source (from the machine's cache) and the patched files, stacked (overlayfs), in " in log
         # Nothing answers where it looks: the build says what it needs and where it looked.
         for link in links:
             link.unlink()

@@ -66,21 +66,47 @@ if [[ -n "${ROCM_BUILD_IN_NAMESPACE:-}" && "$PWD" != "$ROCM_BUILD_FIXED_DIR" ]];
   cd "$ROCM_BUILD_FIXED_DIR"
 fi
 
-# The tree, when it comes as layers (build_request.py): the fetched tree (.tree-base, a
-# read-only directory that Pants writes once per pantsd for every build of that tree) under
-# the files our patches wrote (.tree-changes). In the build's mount namespace overlayfs
-# stacks them, so not one of a 100k-file tree's files is copied; without a namespace they
-# are copied.
-stack_tree() {
-  [[ -e .tree-base && ! -e tree ]] || return 0
-  mkdir -p tree .tree-changes .tree-upper .tree-work
-  if [[ -n "${ROCM_BUILD_IN_NAMESPACE:-}" ]] && mount -t overlay rocm-tree -o \
-      "lowerdir=$PWD/.tree-changes:$(readlink -f .tree-base),upperdir=$PWD/.tree-upper,workdir=$PWD/.tree-work" tree 2>/dev/null; then
-    tree_note="the fetched tree and the patched files, stacked (overlayfs)"
-    return 0
+# The tree, when it comes as layers (build_request.py): the fetched source (.source-pack, one
+# git pack) under the files our patches wrote (.tree-changes). The pack is checked out once per
+# machine into the .source-trees named cache, at a name made of its commits and the git that
+# checks it out, and overlayfs stacks the changes on it in the build's mount namespace: not one
+# of a 100k-file tree's files is written by a build. Without a namespace the build checks the
+# pack out itself.
+checkout_source() {
+  python3 __rocm_build/source_pack.py checkout .source-pack "$1"
+}
+source_tree() {  # sets $lower to the machine's checkout of the pack, making it if missing
+  local key tmp
+  key="$( (cat .source-pack/repos; git --version) | sha256sum | cut -c1-32)"
+  lower=".source-trees/$key"
+  if [[ ! -d "$lower" ]]; then
+    # Checked out aside and renamed: a build killed halfway leaves no half tree under the name.
+    tmp="$(mktemp -d ".source-trees/.new-$key.XXXXXX")"
+    checkout_source "$tmp"
+    mv -T "$tmp" "$lower" 2>/dev/null || rm -rf "$tmp"  # another build got there first
+    tree_made="checked out of the pack into the machine's cache"
   fi
-  cp -R .tree-base/. tree/ && cp -R .tree-changes/. tree/ && chmod -R u+w tree
-  tree_note="the fetched tree and the patched files, copied (no mount namespace for overlayfs)"
+  touch "$lower"
+  # Checkouts unused for 30 days, and leftovers of killed builds, go.
+  find .source-trees/ -mindepth 1 -maxdepth 1 \( -name '.new-*' -mtime +1 -o -mtime +30 \) -exec rm -rf {} + 2>/dev/null || true
+  lower="$(readlink -f "$lower")"
+}
+stack_tree() {
+  [[ -e .source-pack && ! -e tree ]] || return 0
+  local started="$SECONDS" lower=""
+  mkdir -p tree .tree-changes .tree-upper .tree-work
+  tree_made="from the machine's cache"
+  if [[ -n "${ROCM_BUILD_IN_NAMESPACE:-}" ]]; then
+    source_tree
+    if mount -t overlay rocm-tree -o \
+        "lowerdir=$PWD/.tree-changes:$lower,upperdir=$PWD/.tree-upper,workdir=$PWD/.tree-work" tree 2>/dev/null; then
+      tree_note="the fetched source ($tree_made) and the patched files, stacked (overlayfs), in $((SECONDS - started)) s"
+      return 0
+    fi
+  fi
+  if [[ -n "$lower" ]]; then cp -R "$lower/." tree/; else checkout_source tree; fi
+  cp -R .tree-changes/. tree/
+  tree_note="the fetched source and the patched files, copied (no mount namespace for overlayfs), in $((SECONDS - started)) s"
 }
 tree_note="written by Pants"
 stack_tree

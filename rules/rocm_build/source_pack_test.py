@@ -1,0 +1,107 @@
+"""scripts/source_pack.py with real git: a commit and its submodules into one pack, and out again."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rocm_build.git_fixtures import commit_files, git, init_repo
+from rocm_build.sandbox_scripts import script_bytes
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Path:
+    path = tmp_path / "source_pack.py"
+    path.write_bytes(script_bytes("source_pack.py"))
+    return path
+
+
+def run(script: Path, cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    cwd.mkdir(parents=True, exist_ok=True)
+    env = {"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+    return subprocess.run([sys.executable, str(script), *args], cwd=cwd, env=env, capture_output=True, text=True)
+
+
+def add_submodule(repo: Path, url: str, path: str) -> None:
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", url, path)
+
+
+@pytest.fixture
+def with_submodules(tmp_path: Path) -> tuple[Path, str]:
+    """top -> third_party/mid (an absolute URL) -> deep (a URL relative to mid's)."""
+    deep = init_repo(tmp_path / "deep")
+    commit_files(deep, {"deep.c": "int deep;\n"})
+    mid = init_repo(tmp_path / "mid")
+    commit_files(mid, {"mid.c": "int mid;\n"})
+    add_submodule(mid, "../deep", "vendor/deep")
+    commit_files(mid, {}, "with deep")
+    top = init_repo(tmp_path / "top")
+    commit_files(top, {"setup.py": "print('top')\n", "bin/run": "#!/bin/sh\n"})
+    (top / "bin/run").chmod(0o755)
+    (top / "link").symlink_to("setup.py")
+    add_submodule(top, f"file://{mid}", "third_party/mid")
+    sha = commit_files(top, {}, "with mid")
+    commit_files(top, {"later.txt": "x"}, "after the pin")
+    return top, sha
+
+
+def test_a_commit_and_its_submodules_check_out_as_the_tree(script, with_submodules, tmp_path) -> None:
+    top, sha = with_submodules
+    fetched = run(script, tmp_path / "f", "fetch", f"file://{top}", sha, "1", "source")
+    assert fetched.returncode == 0, fetched.stderr
+    out = tmp_path / "f"
+    assert sorted(p.name for p in (out / "source").iterdir()) == ["objects.idx", "objects.pack", "repos"]
+    repos = (out / "source/repos").read_text().splitlines()
+    assert [line.split(" ", 1)[1] for line in repos] == [".", "third_party/mid", "third_party/mid/vendor/deep"]
+    assert repos[0] == f"{sha} ."
+    assert (out / "commit_time").read_text().strip() == "1767225600"  # the fixture's committer date
+
+    assert run(script, out, "checkout", "source", "tree").returncode == 0
+    files = sorted(str(p.relative_to(out / "tree")) for p in (out / "tree").rglob("*") if not p.is_dir())
+    assert files == [".gitmodules", "bin/run", "link", "setup.py", "third_party/mid/.gitmodules",
+                     "third_party/mid/mid.c", "third_party/mid/vendor/deep/deep.c"]  # fmt: skip
+    assert (out / "tree/third_party/mid/vendor/deep/deep.c").read_text() == "int deep;\n"
+    assert (out / "tree/bin/run").stat().st_mode & 0o111 and (out / "tree/link").readlink() == Path("setup.py")
+
+    only = run(script, out, "checkout", "source", "some", "--only", "setup.py", "third_party", "third_party/mid/mid.c", "nope")
+    assert only.returncode == 0, only.stderr
+    assert sorted(str(p.relative_to(out / "some")) for p in (out / "some").rglob("*") if not p.is_dir()) == [
+        "setup.py", "third_party/mid/mid.c"
+    ]
+    rest = run(script, out, "checkout", "source", "rest", "--except", "setup.py", "third_party/mid/vendor/deep/deep.c")
+    assert rest.returncode == 0, rest.stderr
+    assert not (out / "rest/setup.py").exists() and not (out / "rest/third_party/mid/vendor/deep/deep.c").exists()
+    assert (out / "rest/third_party/mid/mid.c").exists()
+    assert not list(out.glob(".source-git-*"))  # the temporary git directory is gone
+
+
+def test_the_pack_is_the_same_bytes_from_every_fetch(script, with_submodules, tmp_path) -> None:
+    top, sha = with_submodules
+    packs = []
+    for where in ("a", "b"):
+        assert run(script, tmp_path / where, "fetch", f"file://{top}", sha, "1", "source").returncode == 0
+        packs.append([(tmp_path / where / "source" / n).read_bytes() for n in ("objects.pack", "objects.idx", "repos")])
+    assert packs[0] == packs[1]
+
+
+def test_without_submodules_the_pack_holds_the_top_tree_only(script, with_submodules, tmp_path) -> None:
+    top, sha = with_submodules
+    assert run(script, tmp_path, "fetch", f"file://{top}", sha, "0", "source").returncode == 0
+    assert (tmp_path / "source/repos").read_text() == f"{sha} .\n"
+    assert run(script, tmp_path, "checkout", "source", "tree").returncode == 0
+    assert (tmp_path / "tree/third_party/mid").is_dir() and not list((tmp_path / "tree/third_party/mid").iterdir())
+
+
+def test_failures_exit_with_the_code_that_says_which(script, with_submodules, tmp_path) -> None:
+    top, sha = with_submodules
+    missing = run(script, tmp_path / "a", "fetch", f"file://{top}", "0" * 40, "0", "source")
+    assert missing.returncode == 10 and missing.stderr.strip()
+    # A submodule whose repository is gone.
+    mid = tmp_path / "mid"
+    mid.rename(tmp_path / "mid-moved")
+    gone = run(script, tmp_path / "b", "fetch", f"file://{top}", sha, "1", "source")
+    assert gone.returncode == 12
+    assert f"submodule `third_party/mid`: cannot fetch" in gone.stderr and f"file://{mid}" in gone.stderr
