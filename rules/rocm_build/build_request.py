@@ -403,7 +403,7 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools, sett
 def describe_commands(spec: WheelBuildSpec, locked: int) -> Tuple[str, ...]:
     """The commands the build runs in the patched tree, for people (rocm-plan)."""
     install = (
-        f"python -m pip install --no-index --no-deps --require-hashes --find-links {WHEELHOUSE_DIR} "
+        f"python -m pip install --no-index --no-deps --require-hashes --no-compile --find-links {WHEELHOUSE_DIR} "
         f"-r {spec.lock_path}  # {locked} locked distribution(s)"
     )
     return (*([install] if spec.lock_path else []), *spec.steps, spec.wheel_command)

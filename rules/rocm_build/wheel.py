@@ -207,11 +207,10 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     # The tree as layers where it can be: the fetched pack, the same for every patch change,
     # is checked out once per machine and stacked under the patched files (build_wheel.sh).
     # In a container, or when a patch deletes files, the merged tree is written by Pants.
-    source = upstream.source
-    stacked = not image and not source.removes_files
-    if stacked:
+    source, source_pack = upstream.source, None
+    if not image and not source.removes_files:
         tree = await Get(Digest, AddPrefix(await Get(Digest, RemovePrefix(source.changes, TREE_DIR)), TREE_CHANGES))
-        pack = await Get(Digest, RemovePrefix(source.pack, PACK_DIR))
+        source_pack = await Get(Digest, RemovePrefix(source.pack, PACK_DIR))
     else:
         tree = (await Get(MergedTree, MergedTreeRequest(source, owner))).digest
     inputs = await Get(
@@ -231,7 +230,7 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     info = build_info_json(spec, upstream, toolchain, python, label, network, environment, locked, archives, usable)
     request = WheelBuildRequest(
         spec, toolchain, python, isolation.enabled or bool(image), image, label, upstream.commit_time, inputs,
-        source_pack=pack if stacked else None,
+        source_pack=source_pack,
     )  # fmt: skip
     return PreparedWheelBuild(request, info, usable)
 

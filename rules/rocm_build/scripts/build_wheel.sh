@@ -193,12 +193,14 @@ build() {
   echo "== build venv (pip, setuptools, wheel + $(ls deps | wc -l) dependency wheel(s))"
   "$top/$ROCM_BUILD_PYTHON" -m venv --without-pip "$top/.venv"
   local pip_wheel=(bootstrap/pip-*.whl)
-  "$top/.venv/bin/python" "${pip_wheel[0]}/pip" install -q --no-index --no-deps \
+  # --no-compile: byte-compiling every module of pip, setuptools and the dependency wheels
+  # (torch: ~10k files) cost more than the few a build imports, which Python compiles then.
+  "$top/.venv/bin/python" "${pip_wheel[0]}/pip" install -q --no-index --no-deps --no-compile \
     --disable-pip-version-check bootstrap/*.whl $(ls deps/*.whl 2>/dev/null)
   if [[ -n "$ROCM_BUILD_LOCK" ]]; then
     echo "== build requirements: $(grep -c '^[^#]' "$ROCM_BUILD_LOCK") locked distribution(s) from the wheelhouse"
     # Exactly the lock: no index, no dependency resolution, every file checked by sha256.
-    python -m pip install -q --disable-pip-version-check --no-index --no-deps --require-hashes \
+    python -m pip install -q --disable-pip-version-check --no-index --no-deps --require-hashes --no-compile \
       --find-links "$top/$ROCM_BUILD_WHEELHOUSE" -r "$top/$ROCM_BUILD_LOCK"
     local left_cmake
     left_cmake="$(sed -n 's/^# left-out: \(cmake==[^ ]*\).*/\1/p' "$top/$ROCM_BUILD_LOCK")"
