@@ -15,7 +15,6 @@ from typing import Dict, List, Optional
 from pants.engine.addresses import Address, Addresses
 from pants.engine.console import Console
 from pants.engine.fs import (
-    EMPTY_DIGEST,
     CreateDigest,
     Digest,
     DigestContents,
