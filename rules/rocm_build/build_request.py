@@ -67,6 +67,9 @@ SOURCE_PACK = ".source-pack"
 # Checkouts of fetched packs, one per source (build_wheel.sh): a build's lower tree layer.
 SOURCE_TREES_CACHE = "rocm_source_trees"
 SOURCE_TREES_DIR = ".source-trees"
+# Build venvs, one per Python + bootstrap and dependency wheels + lock (build_wheel.sh).
+VENV_CACHE = "rocm_build_venvs"
+VENV_CACHE_DIR = ".build-venvs"
 TREE_CHANGES = ".tree-changes"
 ARCHIVES_DIR = ".archives"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -140,6 +143,9 @@ class WheelBuildRequest:
     # checked out once per machine into the SOURCE_TREES cache) and the patched files in
     # `inputs` under TREE_CHANGES/; the build stacks them into tree/.
     source_pack: Optional[Digest] = None
+    # What the build venv is made of (the Python, the bootstrap and dependency wheels and the
+    # lock, by digest): the name of the machine's copy of it, which builds reuse.
+    venv_key: str = ""
 
 
 async def _single(target: RocmWheelTarget, field) -> Address:
@@ -308,6 +314,7 @@ def process_env(request: WheelBuildRequest) -> Dict[str, str]:
         "ROCM_BUILD_WHEELHOUSE": WHEELHOUSE_DIR,
         "ROCM_BUILD_NETWORK": "none" if request.network_isolation else "host",
         "SOURCE_DATE_EPOCH": str(request.source_date_epoch),
+        "ROCM_BUILD_VENV_KEY": request.venv_key,
         "ROCM_BUILD_EXPAND_VARS": " ".join(dict.fromkeys(expand)),
         **({"MAX_JOBS": str(spec.max_jobs)} if spec.max_jobs else {}),
     }
@@ -384,7 +391,7 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools, sett
         argv = (tools.bash.path, f"{SCRIPTS_DIR}/in_container.sh", request.image.engine, request.image.image_id, "bash", *argv[1:])
         env = container_env(request, env)
     else:
-        caches = {request.toolchain.cache_name: ".rocm", request.python.cache_name: PYTHON_LINK, **caches}
+        caches = {request.toolchain.cache_name: ".rocm", request.python.cache_name: PYTHON_LINK, VENV_CACHE: VENV_CACHE_DIR, **caches}
         env = {**env, **self_link_env(request, tuple(settings.worker_search_path))}
     return Process(
         argv=argv,

@@ -160,6 +160,8 @@ def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) 
     assert caches["rocm_toolchain_abc"] == ".rocm" and caches["rocm_build_logs"] == ".logs"
     assert caches[BuildPython("/elsewhere/bin/python3.11", "CPython", "3.11.2").cache_name] == ".python"
     assert [v for k, v in caches.items() if k.startswith("rocm_ccache_")] == [".ccache"]
+    # The machine's copy of the build venv: a named cache, named inside by the request's venv_key.
+    assert caches["rocm_build_venvs"] == ".build-venvs" and env["ROCM_BUILD_VENV_KEY"] == ""
 
 
 def test_a_stacked_tree_comes_as_the_pack_and_a_cache_of_its_checkouts(rule_runner) -> None:

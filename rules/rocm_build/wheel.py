@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from dataclasses import dataclass, replace
@@ -231,8 +232,14 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     request = WheelBuildRequest(
         spec, toolchain, python, isolation.enabled or bool(image), image, label, upstream.commit_time, inputs,
         source_pack=source_pack,
+        venv_key=venv_key(python, bootstrap, dep_wheels, locked),
     )  # fmt: skip
     return PreparedWheelBuild(request, info, usable)
+
+
+def venv_key(python: BuildPython, bootstrap: Digest, deps: Digest, locked: Optional[LockedRequirements]) -> str:
+    made_of = [python.identity, bootstrap.fingerprint, deps.fingerprint, locked.inputs.fingerprint if locked else ""]
+    return hashlib.sha256("\n".join(made_of).encode()).hexdigest()[:32]
 
 
 @dataclass(frozen=True)

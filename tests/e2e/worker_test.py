@@ -6,6 +6,7 @@ one pantsd, so the locating processes do not run again and the build must link t
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
@@ -34,6 +35,8 @@ def test_a_build_links_its_toolchain_and_python_where_the_links_are_missing(tmp_
         # (The tree is the machine's checkout of the fetched pack, made by the first build and
         # shared read-only, under the patched files.)
         assert "== source tree: the fetched source (from the machine's cache) and the patched files, stacked (overlayfs), in " in log
+        # So is the build venv, made once by the first build for the same Python, wheels and lock.
+        assert re.search(r"^== build venv \(.*\): the machine's, stacked \(overlayfs\)$", log, re.M), log[:2000]
         # Nothing answers where it looks: the build says what it needs and where it looked.
         for link in links:
             link.unlink()

@@ -75,20 +75,28 @@ fi
 checkout_source() {
   python3 __rocm_build/source_pack.py checkout .source-pack "$1"
 }
+# Entries of the machine's caches (named caches, outside every key, named by the content they
+# hold): made aside and renamed into place, so a build killed halfway leaves no half entry.
+fill_cache_entry() {  # ENTRY COMMAND...: COMMAND writes the entry into the directory it is given
+  local entry="$1" tmp
+  shift
+  tmp="$(mktemp -d "$(dirname "$entry")/.new-$(basename "$entry").XXXXXX")"
+  "$@" "$tmp"
+  mv -T "$tmp" "$entry" 2>/dev/null || rm -rf "$tmp"  # another build got there first
+}
+prune_cache() {  # DIR ENTRY: ENTRY was used now; entries unused for 30 days go, and leftovers
+  touch "$2"
+  find "$1/" -mindepth 1 -maxdepth 1 \( -name '.new-*' -mtime +1 -o -mtime +30 \) -exec rm -rf {} + 2>/dev/null || true
+}
 source_tree() {  # sets $lower to the machine's checkout of the pack, making it if missing
-  local key tmp
+  local key
   key="$( (cat .source-pack/repos; git --version) | sha256sum | cut -c1-32)"
   lower=".source-trees/$key"
   if [[ ! -d "$lower" ]]; then
-    # Checked out aside and renamed: a build killed halfway leaves no half tree under the name.
-    tmp="$(mktemp -d ".source-trees/.new-$key.XXXXXX")"
-    checkout_source "$tmp"
-    mv -T "$tmp" "$lower" 2>/dev/null || rm -rf "$tmp"  # another build got there first
+    fill_cache_entry "$lower" checkout_source
     tree_made="checked out of the pack into the machine's cache"
   fi
-  touch "$lower"
-  # Checkouts unused for 30 days, and leftovers of killed builds, go.
-  find .source-trees/ -mindepth 1 -maxdepth 1 \( -name '.new-*' -mtime +1 -o -mtime +30 \) -exec rm -rf {} + 2>/dev/null || true
+  prune_cache .source-trees "$lower"
   lower="$(readlink -f "$lower")"
 }
 stack_tree() {
@@ -159,6 +167,46 @@ phase_done() {
   phase_start="$now"
 }
 
+make_venv() {
+  "$top/$ROCM_BUILD_PYTHON" -m venv --without-pip "$top/.venv"
+  local pip_wheel=(bootstrap/pip-*.whl)
+  # --no-compile: byte-compiling every module of pip, setuptools and the dependency wheels
+  # (torch: ~10k files) costs more in a build than the few it imports (a venv kept in the
+  # machine's cache is compiled once, below).
+  "$top/.venv/bin/python" "${pip_wheel[0]}/pip" install -q --no-index --no-deps --no-compile \
+    --disable-pip-version-check bootstrap/*.whl $(ls deps/*.whl 2>/dev/null)
+  if [[ -n "$ROCM_BUILD_LOCK" ]]; then
+    # Exactly the lock: no index, no dependency resolution, every file checked by sha256.
+    "$top/.venv/bin/python" -m pip install -q --disable-pip-version-check --no-index --no-deps --require-hashes \
+      --no-compile --find-links "$top/$ROCM_BUILD_WHEELHOUSE" -r "$top/$ROCM_BUILD_LOCK"
+  fi
+}
+keep_venv() {
+  cp -a "$top/.venv/." "$1/"
+}
+# The build venv: the same for every build with the same Python, bootstrap and dependency
+# wheels and lock ($ROCM_BUILD_VENV_KEY, their digests). In the build's mount namespace it is
+# made once per machine, byte-compiled at the fixed path builds see it at (so its absolute
+# paths hold), kept in the .build-venvs named cache, and stacked under each build's own upper
+# layer with overlayfs, as the tree is: what a build installs into it stays in that build.
+build_venv() {
+  local entry=".build-venvs/${ROCM_BUILD_VENV_KEY:-}"
+  if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" || -n "${ROCM_BUILD_IMAGE:-}" || ! -d .build-venvs || -z "${ROCM_BUILD_VENV_KEY:-}" ]]; then
+    make_venv
+    venv_note="made for this build"
+  elif [[ -d "$entry" ]] && mkdir -p "$top/.venv" "$top/.venv-upper" "$top/.venv-work" && mount -t overlay rocm-venv -o \
+      "lowerdir=$(readlink -f "$entry"),upperdir=$top/.venv-upper,workdir=$top/.venv-work" "$top/.venv" 2>/dev/null; then
+    prune_cache .build-venvs "$entry"
+    venv_note="the machine's, stacked (overlayfs)"
+  else
+    make_venv
+    "$top/.venv/bin/python" -m compileall -q -j 0 "$top/.venv/lib" >/dev/null 2>&1 || true
+    fill_cache_entry "$entry" keep_venv
+    prune_cache .build-venvs "$entry"
+    venv_note="made, and kept in the machine's cache for the next builds"
+  fi
+}
+
 build() {
   echo "== rocm_build: $ROCM_BUILD_TARGET for $ROCM_BUILD_GPU_TARGETS (network: $ROCM_BUILD_NETWORK)"
   [[ -z "${ROCM_BUILD_LINKED:-}" ]] || echo "== linked by this build: $ROCM_BUILD_LINKED"
@@ -190,18 +238,10 @@ build() {
   mkdir -p "$HOME"
 
   phase_done "set-up"
-  echo "== build venv (pip, setuptools, wheel + $(ls deps | wc -l) dependency wheel(s))"
-  "$top/$ROCM_BUILD_PYTHON" -m venv --without-pip "$top/.venv"
-  local pip_wheel=(bootstrap/pip-*.whl)
-  # --no-compile: byte-compiling every module of pip, setuptools and the dependency wheels
-  # (torch: ~10k files) cost more than the few a build imports, which Python compiles then.
-  "$top/.venv/bin/python" "${pip_wheel[0]}/pip" install -q --no-index --no-deps --no-compile \
-    --disable-pip-version-check bootstrap/*.whl $(ls deps/*.whl 2>/dev/null)
+  build_venv
+  echo "== build venv (pip, setuptools, wheel + $(ls deps | wc -l) dependency wheel(s)): $venv_note"
   if [[ -n "$ROCM_BUILD_LOCK" ]]; then
     echo "== build requirements: $(grep -c '^[^#]' "$ROCM_BUILD_LOCK") locked distribution(s) from the wheelhouse"
-    # Exactly the lock: no index, no dependency resolution, every file checked by sha256.
-    python -m pip install -q --disable-pip-version-check --no-index --no-deps --require-hashes --no-compile \
-      --find-links "$top/$ROCM_BUILD_WHEELHOUSE" -r "$top/$ROCM_BUILD_LOCK"
     local left_cmake
     left_cmake="$(sed -n 's/^# left-out: \(cmake==[^ ]*\).*/\1/p' "$top/$ROCM_BUILD_LOCK")"
     if [[ -n "$left_cmake" ]]; then
