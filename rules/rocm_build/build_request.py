@@ -383,9 +383,9 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools, sett
     argv: Tuple[str, ...] = (tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh")
     env = process_env(request)
     if request.source_pack:
-        # The build checks the pack out with this git: a different git is a different key.
+        # Its checkout, made by the build with the host's git, is named by the pack's commits
+        # and that git's version: machines with another git share wheels, not checkouts.
         caches[SOURCE_TREES_CACHE] = SOURCE_TREES_DIR
-        env["ROCM_BUILD_GIT"] = tools.git.fingerprint
     if request.image:
         # The image id, not its name, in argv: the key holds what the build runs in.
         argv = (tools.bash.path, f"{SCRIPTS_DIR}/in_container.sh", request.image.engine, request.image.image_id, "bash", *argv[1:])

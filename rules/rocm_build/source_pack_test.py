@@ -87,6 +87,21 @@ def test_the_pack_is_the_same_bytes_from_every_fetch(script, with_submodules, tm
     assert packs[0] == packs[1]
 
 
+def test_the_pack_does_not_depend_on_how_the_server_packed_its_objects(script, tmp_path) -> None:
+    # The same commit from two servers, one holding deltas and one loose objects only: the
+    # fetch recompresses every object, so the packs are the same bytes.
+    repo = init_repo(tmp_path / "upstream")
+    sha = commit_files(repo, {f"f{i}.txt": "same line\n" * 200 + f"{i}\n" for i in range(30)})
+    for name, repack in (("deltas", ["repack", "-adf", "--window=50"]), ("plain", ["repack", "-adf", "--window=0"])):
+        git(tmp_path, "clone", "-q", "--bare", str(repo), name)
+        git(tmp_path / name, *repack)
+    packs = []
+    for name in ("deltas", "plain"):
+        assert run(script, tmp_path / f"from-{name}", "fetch", f"file://{tmp_path / name}", sha, "0", "source").returncode == 0
+        packs.append((tmp_path / f"from-{name}/source/objects.pack").read_bytes())
+    assert packs[0] == packs[1]
+
+
 def test_without_submodules_the_pack_holds_the_top_tree_only(script, with_submodules, tmp_path) -> None:
     top, sha = with_submodules
     assert run(script, tmp_path, "fetch", f"file://{top}", sha, "0", "source").returncode == 0

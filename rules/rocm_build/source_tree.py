@@ -60,7 +60,7 @@ async def check_out(request: CheckoutRequest, tools: HostTools) -> CheckedOut:
         Process(
             argv=(tools.python.path, f"{SCRIPTS_DIR}/source_pack.py", "checkout", PACK_DIR, TREE_DIR, *selection),
             env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-                 "ROCM_BUILD_GIT": tools.git.fingerprint},  # fmt: skip
+                 "GIT_ATTR_NOSYSTEM": "1", "ROCM_BUILD_GIT": tools.git.fingerprint},  # fmt: skip
             input_digest=await Get(Digest, MergeDigests([request.pack, await script_digest("source_pack.py")])),
             output_directories=(TREE_DIR,),
             # Its input is the whole pack: ask the cache before materializing it for a local run.

@@ -72,8 +72,9 @@ fi
 # checks it out, and overlayfs stacks the changes on it in the build's mount namespace: not one
 # of a 100k-file tree's files is written by a build. Without a namespace the build checks the
 # pack out itself.
-checkout_source() {
-  python3 __rocm_build/source_pack.py checkout .source-pack "$1"
+checkout_source() {  # with no git configuration of the host, as the rules' checkouts
+  GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 \
+    python3 __rocm_build/source_pack.py checkout .source-pack "$1"
 }
 # Entries of the machine's caches (named caches, outside every key, named by the content they
 # hold): made aside and renamed into place, so a build killed halfway leaves no half entry.
@@ -85,12 +86,12 @@ fill_cache_entry() {  # ENTRY COMMAND...: COMMAND writes the entry into the dire
   mv -T "$tmp" "$entry" 2>/dev/null || rm -rf "$tmp"  # another build got there first
 }
 prune_cache() {  # DIR ENTRY: ENTRY was used now; entries unused for 30 days go, and leftovers
-  touch "$2"
+  touch -c "$2"
   find "$1/" -mindepth 1 -maxdepth 1 \( -name '.new-*' -mtime +1 -o -mtime +30 \) -exec rm -rf {} + 2>/dev/null || true
 }
 source_tree() {  # sets $lower to the machine's checkout of the pack, making it if missing
   local key
-  key="$( (cat .source-pack/repos; git --version) | sha256sum | cut -c1-32)"
+  key="$( (cat .source-pack/repos __rocm_build/source_pack.py; git --version) | sha256sum | cut -c1-32)"
   lower=".source-trees/$key"
   if [[ ! -d "$lower" ]]; then
     fill_cache_entry "$lower" checkout_source
@@ -113,7 +114,7 @@ stack_tree() {
     fi
   fi
   if [[ -n "$lower" ]]; then cp -R "$lower/." tree/; else checkout_source tree; fi
-  cp -R .tree-changes/. tree/
+  cp -R .tree-changes/. tree/ && chmod -R u+w tree  # Pants' inputs may be read-only
   tree_note="the fetched source and the patched files, copied (no mount namespace for overlayfs), in $((SECONDS - started)) s"
 }
 tree_note="written by Pants"

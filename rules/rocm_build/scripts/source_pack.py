@@ -28,7 +28,9 @@ GITLINK = "160000"
 
 def git(*args, git_dir, stdin=None, env=None, check=True):
     run = subprocess.run(
-        ["git", "--git-dir", git_dir, "-c", "protocol.file.allow=always", *args],
+        # No automatic gc: a detached repack would race the next fetch and our cleanup.
+        ["git", "--git-dir", git_dir, "-c", "protocol.file.allow=always", "-c", "gc.auto=0",
+         "-c", "maintenance.auto=false", *args],
         input=stdin, capture_output=True, env={**os.environ, **(env or {})},
     )
     if check and run.returncode != 0:
@@ -110,7 +112,10 @@ def fetch(url, sha, submodules, out):
     # The commits and their trees only: a shallow commit's parents are not there to walk.
     objects = git("rev-list", "--objects", "--no-walk", "--stdin", git_dir=git_dir, stdin=commits).stdout
     os.makedirs(out)
+    # Objects recompressed, never the server's deltas or compressed bytes reused: the same
+    # commits give the same pack whatever server or packing sent them.
     name = git("-c", "pack.writeReverseIndex=false", "pack-objects", "-q", "--threads=1", "--window=0",
+               "--no-reuse-delta", "--no-reuse-object",
                os.path.join(out, "objects"), git_dir=git_dir, stdin=objects).stdout.decode().strip()
     for ext in ("pack", "idx"):
         os.rename(os.path.join(out, f"objects-{name}.{ext}"), os.path.join(out, f"objects.{ext}"))
