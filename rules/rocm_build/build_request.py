@@ -366,6 +366,7 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools, sett
             [
                 FileContent(f"{SCRIPTS_DIR}/build_wheel.sh", script_bytes("build_wheel.sh")),
                 *([FileContent(f"{SCRIPTS_DIR}/in_container.sh", script_bytes("in_container.sh"))] if request.image else []),
+                FileContent(f"{SCRIPTS_DIR}/machine_caches.sh", script_bytes("machine_caches.sh")),
                 FileContent(f"{SCRIPTS_DIR}/wheel_files.py", script_bytes("wheel_files.py")),
                 FileContent(f"{SCRIPTS_DIR}/ccache_remote.py", script_bytes("ccache_remote.py")),
                 *([FileContent(f"{SCRIPTS_DIR}/source_pack.py", script_bytes("source_pack.py"))] if request.source_pack else []),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -120,3 +122,79 @@ def test_failures_exit_with_the_code_that_says_which(script, with_submodules, tm
     gone = run(script, tmp_path / "b", "fetch", f"file://{top}", sha, "1", "source")
     assert gone.returncode == 12
     assert f"submodule `third_party/mid`: cannot fetch" in gone.stderr and f"file://{mid}" in gone.stderr
+
+
+def test_read_follows_symbolic_links_inside_the_tree(script, tmp_path) -> None:
+    # As upstreams do: requirements.txt a link to a file, a directory a link to another, a link
+    # into a submodule; links that leave the tree or loop name nothing.
+    sub = init_repo(tmp_path / "sub")
+    commit_files(sub, {"reqs/rocm.txt": "torch\n"})
+    top = init_repo(tmp_path / "top")
+    commit_files(top, {"requirements/rocm.txt": "numpy\n", "tools/run.sh": "#!/bin/sh\n"})
+    (top / "tools/run.sh").chmod(0o755)
+    for link, target in {"requirements.txt": "requirements/rocm.txt", "reqs": "requirements", "tools/again": "../reqs",
+                         "sub-reqs": "third_party/sub/reqs", "outside": "../../etc/passwd", "absolute": "/etc/passwd",
+                         "loop-a": "loop-b", "loop-b": "loop-a", "run": "tools/run.sh"}.items():  # fmt: skip
+        (top / link).symlink_to(target)
+    add_submodule(top, f"file://{sub}", "third_party/sub")
+    sha = commit_files(top, {}, "links")
+    assert run(script, tmp_path / "f", "fetch", f"file://{top}", sha, "1", "source").returncode == 0
+
+    asked = ["requirements.txt", "reqs/rocm.txt", "tools/again/rocm.txt", "sub-reqs/rocm.txt", "outside", "absolute",
+             "loop-a", "reqs", "nope.txt", "run"]  # fmt: skip
+    read = run(script, tmp_path / "f", "checkout", "source", "out", "--read", *asked)
+    assert read.returncode == 0, read.stderr
+    assert json.loads(read.stdout) == {
+        "requirements.txt": "requirements/rocm.txt",
+        "reqs/rocm.txt": "requirements/rocm.txt",
+        "tools/again/rocm.txt": "requirements/rocm.txt",
+        "sub-reqs/rocm.txt": "third_party/sub/reqs/rocm.txt",
+        "run": "tools/run.sh",
+    }
+    out = tmp_path / "f/out"
+    assert sorted(str(p.relative_to(out)) for p in out.rglob("*") if p.is_file() or p.is_symlink()) == [
+        "reqs/rocm.txt", "requirements.txt", "run", "sub-reqs/rocm.txt", "tools/again/rocm.txt"
+    ]  # fmt: skip
+    assert not any(p.is_symlink() for p in out.rglob("*"))  # contents, not links
+    assert (out / "tools/again/rocm.txt").read_text() == "numpy\n" and (out / "sub-reqs/rocm.txt").read_text() == "torch\n"
+    assert (out / "run").stat().st_mode & 0o111
+
+
+def test_submodules_marked_update_none_are_left_empty_as_git_does(script, tmp_path) -> None:
+    docs = init_repo(tmp_path / "docs")
+    commit_files(docs, {"big.bin": "x"})
+    top = init_repo(tmp_path / "top")
+    add_submodule(top, f"file://{docs}", "docs")
+    git(top, "config", "-f", ".gitmodules", "submodule.docs.update", "none")
+    sha = commit_files(top, {"setup.py": ""}, "docs not wanted")
+    (tmp_path / "docs").rename(tmp_path / "docs-gone")  # not fetched: its absence is no failure
+    fetched = run(script, tmp_path / "f", "fetch", f"file://{top}", sha, "1", "source")
+    assert fetched.returncode == 0, fetched.stderr
+    assert (tmp_path / "f/source/repos").read_text() == f"{sha} .\n"
+
+
+@pytest.mark.parametrize(
+    "parent, url, resolved",
+    [
+        ("https://host/org/top.git", "../dep.git", "https://host/org/dep.git"),
+        ("https://host/org/top/", "./vendor/x", "https://host/org/top/vendor/x"),
+        ("git@host:org/top", "../dep", "git@host:org/dep"),
+        ("git@host:top", "../dep", "git@host:dep"),
+        ("/srv/git/top", "../../other/dep", "/srv/other/dep"),
+        ("https://host/org/top", "https://elsewhere/dep", "https://elsewhere/dep"),
+    ],
+)
+def test_relative_submodule_urls_resolve_as_git_resolves_them(script, parent, url, resolved) -> None:
+    spec = importlib.util.spec_from_file_location("source_pack", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.resolve_url(parent, url) == resolved
+
+
+def test_an_unexpected_git_failure_says_which_command_not_a_traceback(script, with_submodules, tmp_path) -> None:
+    top, sha = with_submodules
+    assert run(script, tmp_path, "fetch", f"file://{top}", sha, "0", "source").returncode == 0
+    (tmp_path / "source/repos").write_text(f"{'1' * 40} .\n")  # a commit the pack does not hold
+    broken = run(script, tmp_path, "checkout", "source", "tree")
+    assert broken.returncode == 13
+    assert "`git read-tree` failed (exit 128)" in broken.stderr and "Traceback" not in broken.stderr

@@ -11,6 +11,7 @@ that deletes files.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Dict, Iterable, Optional, Tuple
 
@@ -23,6 +24,8 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.sources import PACK_DIR, TREE_DIR
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+
+PACK_ROOT = ".source-pack"  # where a checkout's sandbox has the pack (linked, immutable)
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class SourceTree:
 
 @dataclass(frozen=True)
 class CheckoutRequest:
-    """The tree of a pack: all of it, or `only` the entries at `paths`, or all `except` them."""
+    """The tree of a pack: all of it, or `only` the entries at `paths`, or all `except` them, or
+    (`read`) each path's content, symbolic links followed (source_pack.py)."""
 
     pack: Digest
     owner: str  # for messages only
@@ -48,26 +52,31 @@ class CheckoutRequest:
 @dataclass(frozen=True)
 class CheckedOut:
     digest: Digest  # under TREE_DIR/
+    named: Tuple[Tuple[str, str], ...] = ()  # `read`: (path, the file it named) of each path found
 
 
 @rule
 async def check_out(request: CheckoutRequest, tools: HostTools) -> CheckedOut:
-    assert request.mode in ("all", "only", "except"), request.mode
+    assert request.mode in ("all", "only", "except", "read"), request.mode
     selection = () if request.mode == "all" else (f"--{request.mode}", *request.paths)
-    what = f"{len(request.paths)} path(s) of" if request.mode == "only" else "the tree of"
+    few = request.mode in ("only", "read")
+    what = f"{len(request.paths)} path(s) of" if few else "the tree of"
     result = await Get(
         FallibleProcessResult,
         Process(
-            argv=(tools.python.path, f"{SCRIPTS_DIR}/source_pack.py", "checkout", PACK_DIR, TREE_DIR, *selection),
+            argv=(tools.python.path, f"{SCRIPTS_DIR}/source_pack.py", "checkout", f"{PACK_ROOT}/{PACK_DIR}", TREE_DIR,
+                  *selection),
             env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
                  "GIT_ATTR_NOSYSTEM": "1", "ROCM_BUILD_GIT": tools.git.fingerprint},  # fmt: skip
-            input_digest=await Get(Digest, MergeDigests([request.pack, await script_digest("source_pack.py")])),
+            input_digest=await script_digest("source_pack.py"),
+            # The pack is linked into the sandbox, not copied: at PyTorch scale it is ~100s of MB.
+            immutable_input_digests={PACK_ROOT: request.pack},
             output_directories=(TREE_DIR,),
             # Its input is the whole pack: ask the cache before materializing it for a local run.
             remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
             description=f"Checking out {what} the fetched source of {request.owner}",
             # The whole tree is a long step worth seeing; a few files are not.
-            level=LogLevel.DEBUG if request.mode == "only" else LogLevel.INFO,
+            level=LogLevel.DEBUG if few else LogLevel.INFO,
         ),
     )
     if result.exit_code != 0:
@@ -75,7 +84,8 @@ async def check_out(request: CheckoutRequest, tools: HostTools) -> CheckedOut:
             f"{request.owner}: checking out the fetched source failed (exit {result.exit_code}); "
             f"git said:\n{indent(tail(result.stderr.decode(), 8))}"
         )
-    return CheckedOut(result.output_digest)
+    named = tuple(sorted(json.loads(result.stdout).items())) if request.mode == "read" else ()
+    return CheckedOut(result.output_digest, named)
 
 
 @dataclass(frozen=True)
@@ -97,18 +107,23 @@ async def merged_tree(request: MergedTreeRequest) -> MergedTree:
 
 
 async def source_files(source: Optional[SourceTree], paths: Iterable[str], owner: str) -> Dict[str, Optional[bytes]]:
-    """The content of each of `paths` in the patched tree (None when missing); reads only those."""
+    """The content of each of `paths` in the patched tree (None when missing), symbolic links
+    followed as a reader of the tree would; reads only those files."""
     paths = tuple(dict.fromkeys(paths))
     if source is None or not paths:
         return {p: None for p in paths}
-    found: Dict[str, Optional[bytes]] = {}
+    patched: Dict[str, bytes] = {}
     if source.touched:
         changed = await Get(DigestContents, Digest, source.changes)
-        found.update((fc.path[len(TREE_DIR) + 1 :], fc.content) for fc in changed)
-    unread = tuple(p for p in paths if p not in source.touched)
+        patched.update((fc.path[len(TREE_DIR) + 1 :], fc.content) for fc in changed)
+    found: Dict[str, Optional[bytes]] = {p: patched.get(p) for p in paths if p in source.touched}
+    unread = tuple(p for p in paths if p not in found)
     if unread:
-        checked_out = await Get(CheckedOut, CheckoutRequest(source.pack, owner, "only", unread))
-        found.update((fc.path[len(TREE_DIR) + 1 :], fc.content) for fc in await Get(DigestContents, Digest, checked_out.digest))
+        read = await Get(CheckedOut, CheckoutRequest(source.pack, owner, "read", unread))
+        fetched = {fc.path[len(TREE_DIR) + 1 :]: fc.content for fc in await Get(DigestContents, Digest, read.digest)}
+        for path, named in read.named:
+            # A link to a file our patches changed reads the changed file.
+            found[path] = patched.get(named) if named in source.touched else fetched.get(path)
     return {p: found.get(p) for p in paths}
 
 

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import io
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -10,12 +11,13 @@ from pants.core.util_rules import archive, system_binaries
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents, DigestEntries, FileEntry, RemovePrefix
 from pants.engine.internals.scheduler import ExecutionError
+from pants.engine.rules import rule
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build import register
 from rocm_build.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.patching import with_parents
-from rocm_build.source_tree import MergedTree, MergedTreeRequest
+from rocm_build.source_tree import MergedTree, MergedTreeRequest, SourceTree, source_files
 from rocm_build.upstream import ResolvedUpstream, UpstreamRepoFieldSet, UpstreamRequest
 
 SETUP = "print('hello')\nARCHS = ['gfx90a']\n"
@@ -44,6 +46,22 @@ def upstream(tmp_path: Path) -> tuple[Path, str]:
     return repo, first
 
 
+@dataclass(frozen=True)
+class ReadFiles:
+    source: SourceTree
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FilesRead:
+    contents: tuple[tuple[str, object], ...]
+
+
+@rule
+async def read_files(request: ReadFiles) -> FilesRead:  # source_files is a helper: a rule to call it
+    return FilesRead(tuple((await source_files(request.source, request.paths, "test")).items()))
+
+
 @pytest.fixture
 def rule_runner() -> RuleRunner:
     return RuleRunner(
@@ -57,6 +75,8 @@ def rule_runner() -> RuleRunner:
             QueryRule(DigestContents, [RemovePrefix]),
             QueryRule(DigestEntries, [Digest]),
             QueryRule(DigestContents, [Digest]),
+            read_files,
+            QueryRule(FilesRead, [ReadFiles]),
         ],
         target_types=register.target_types(),
         isolated_local_store=True,
@@ -190,6 +210,30 @@ def test_the_patched_tree_is_the_fetched_pack_with_the_patched_files_over_it(rul
 def test_the_patch_step_gets_the_touched_paths_and_their_parents() -> None:
     # A symbolic link among the parents is checked out with the file, so the patch script sees it.
     assert with_parents(["b/c/d.py", "a.txt"]) == ("a.txt", "b", "b/c", "b/c/d.py")
+
+
+def test_files_read_for_the_preflight_follow_links_to_the_patched_files(rule_runner, upstream) -> None:
+    # vLLM-like: requirements.txt a link to a file a patch changes, and a link through a
+    # directory link; what the preflight and the lock read is what the build would read.
+    repo, _ = upstream
+    (repo / "requirements").mkdir()
+    (repo / "requirements/rocm.txt").write_text("numpy\n")
+    (repo / "requirements.txt").symlink_to("requirements/rocm.txt")
+    (repo / "reqs").symlink_to("requirements")
+    sha = commit_files(repo, {"requirements/common.txt": "six\n"}, "links")
+    change = "--- a/requirements/rocm.txt\n+++ b/requirements/rocm.txt\n@@ -1 +1 @@\n-numpy\n+numpy<2\n"
+    setup_files(rule_runner, repo, sha, {"0001-numpy.patch": change})
+    up, _ = resolve(rule_runner)
+    asked = ("requirements.txt", "reqs/common.txt", "reqs/rocm.txt", "requirements/rocm.txt", "missing.txt", "reqs")
+    read = dict(rule_runner.request(FilesRead, [ReadFiles(up.source, asked)]).contents)
+    assert read == {
+        "requirements.txt": b"numpy<2\n",
+        "reqs/common.txt": b"six\n",
+        "reqs/rocm.txt": b"numpy<2\n",
+        "requirements/rocm.txt": b"numpy<2\n",
+        "missing.txt": None,
+        "reqs": None,  # a directory
+    }
 
 
 def test_package_writes_tarball(rule_runner, upstream) -> None:

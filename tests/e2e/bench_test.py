@@ -66,7 +66,7 @@ def test_the_proxy_counts_what_the_server_sends() -> None:
 
 def test_the_torch_sized_tree_is_one_commit_of_the_asked_size(tmp_path) -> None:
     sys.path.insert(0, str(REPO / "bench"))
-    import torch_sized
+    import torch_sized  # pants: no-infer-dep
 
     sha = torch_sized.fast_import(tmp_path / "big", torch_sized.big_tree_files(500, 40), "big")
     files = subprocess.run(["git", "ls-tree", "-r", "--name-only", sha], cwd=tmp_path / "big",

@@ -76,28 +76,17 @@ checkout_source() {  # with no git configuration of the host, as the rules' chec
   GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 \
     python3 __rocm_build/source_pack.py checkout .source-pack "$1"
 }
-# Entries of the machine's caches (named caches, outside every key, named by the content they
-# hold): made aside and renamed into place, so a build killed halfway leaves no half entry.
-fill_cache_entry() {  # ENTRY COMMAND...: COMMAND writes the entry into the directory it is given
-  local entry="$1" tmp
-  shift
-  tmp="$(mktemp -d "$(dirname "$entry")/.new-$(basename "$entry").XXXXXX")"
-  "$@" "$tmp"
-  mv -T "$tmp" "$entry" 2>/dev/null || rm -rf "$tmp"  # another build got there first
-}
-prune_cache() {  # DIR ENTRY: ENTRY was used now; entries unused for 30 days go, and leftovers
-  touch -c "$2"
-  find "$1/" -mindepth 1 -maxdepth 1 \( -name '.new-*' -mtime +1 -o -mtime +30 \) -exec rm -rf {} + 2>/dev/null || true
-}
+# The machine's caches of trees and venvs: fill_cache_entry, use_cache.
+source __rocm_build/machine_caches.sh
 source_tree() {  # sets $lower to the machine's checkout of the pack, making it if missing
   local key
   key="$( (cat .source-pack/repos __rocm_build/source_pack.py; git --version) | sha256sum | cut -c1-32)"
   lower=".source-trees/$key"
+  use_cache .source-trees "$lower"
   if [[ ! -d "$lower" ]]; then
     fill_cache_entry "$lower" checkout_source
     tree_made="checked out of the pack into the machine's cache"
   fi
-  prune_cache .source-trees "$lower"
   lower="$(readlink -f "$lower")"
 }
 stack_tree() {
@@ -195,15 +184,16 @@ build_venv() {
   if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" || -n "${ROCM_BUILD_IMAGE:-}" || ! -d .build-venvs || -z "${ROCM_BUILD_VENV_KEY:-}" ]]; then
     make_venv
     venv_note="made for this build"
-  elif [[ -d "$entry" ]] && mkdir -p "$top/.venv" "$top/.venv-upper" "$top/.venv-work" && mount -t overlay rocm-venv -o \
+    return 0
+  fi
+  use_cache .build-venvs "$entry"
+  if [[ -d "$entry" ]] && mkdir -p "$top/.venv" "$top/.venv-upper" "$top/.venv-work" && mount -t overlay rocm-venv -o \
       "lowerdir=$(readlink -f "$entry"),upperdir=$top/.venv-upper,workdir=$top/.venv-work" "$top/.venv" 2>/dev/null; then
-    prune_cache .build-venvs "$entry"
     venv_note="the machine's, stacked (overlayfs)"
   else
     make_venv
     "$top/.venv/bin/python" -m compileall -q -j 0 "$top/.venv/lib" >/dev/null 2>&1 || true
     fill_cache_entry "$entry" keep_venv
-    prune_cache .build-venvs "$entry"
     venv_note="made, and kept in the machine's cache for the next builds"
   fi
 }

@@ -4,9 +4,11 @@ Usage: source_pack.py fetch URL SHA SUBMODULES(0|1) OUT
          writes OUT/objects.pack + OUT/objects.idx (every object of the commit's tree and of
          its submodules' trees, recursively), OUT/repos ("<commit> <path>" per repository,
          the top one first, at ".") and ./commit_time (the commit's committer time)
-       source_pack.py checkout PACK DEST [--only PATH... | --except PATH...]
+       source_pack.py checkout PACK DEST [--only PATH... | --except PATH... | --read PATH...]
          writes the tree of PACK (made by `fetch`) at DEST: all of it, only the entries at
-         the given paths (files or symbolic links), or all but them
+         the given paths (files or symbolic links), or all but them; with --read, each path's
+         content as a regular file, symbolic links on the way followed (inside the tree), and
+         prints {"path": "the file it named"} as JSON
 
 Why a pack: a PyTorch-sized tree is 100k files. Captured by Pants after the fetch and written
 again into each build's sandbox, it cost ~20 s each time on our machines, where git checks the
@@ -14,16 +16,21 @@ same tree out in 2 s. As a pack it is a few files in Pants' store, the same byte
 machine for the same commits and git (one thread, no delta search: nothing depends on timing).
 
 Exit codes of `fetch`: 10 the commit could not be fetched, 11 the server sent another commit,
-12 a submodule could not be fetched. Runs inside Pants sandboxes with the host's git.
+12 a submodule could not be fetched; of both, 13 an unexpected git failure. Runs inside Pants
+sandboxes with the host's git.
 """
 
+import json
 import os
+import posixpath
 import shutil
 import subprocess
 import sys
 import tempfile
 
 GITLINK = "160000"
+SYMLINK = "120000"
+LINKS_FOLLOWED = 40  # as Linux's limit: a cycle of links ends in "not found"
 
 
 def git(*args, git_dir, stdin=None, env=None, check=True):
@@ -35,7 +42,8 @@ def git(*args, git_dir, stdin=None, env=None, check=True):
     )
     if check and run.returncode != 0:
         sys.stderr.write(run.stderr.decode(errors="replace"))
-        raise subprocess.CalledProcessError(run.returncode, args)
+        print(f"`git {args[0]}` failed (exit {run.returncode})", file=sys.stderr)
+        sys.exit(13)
     return run
 
 
@@ -44,9 +52,13 @@ def resolve_url(parent, url):
     if not url.startswith(("./", "../")):
         return url
     base = parent.rstrip("/")
+    scp_style = "://" not in base and ":" in base.split("/", 1)[0]  # git@host:org/repo
     while url.startswith(("./", "../")):
         if url.startswith("../"):
-            base = base.rsplit("/", 1)[0]
+            if "/" in base.split("://", 1)[-1]:
+                base = base.rsplit("/", 1)[0]
+            elif scp_style:  # git@host:repo + ../x is git@host:x
+                return f"{base.split(':', 1)[0]}:{url.split('/', 1)[1]}"
         url = url.split("/", 1)[1]
     return f"{base}/{url}"
 
@@ -56,7 +68,8 @@ def fetch_commit(git_dir, url, sha):
 
 
 def submodules_of(git_dir, commit):
-    """(path, commit, url) of each submodule the commit's tree records, from its .gitmodules."""
+    """(path, commit, url) of each submodule the commit's tree records, from its .gitmodules,
+    but those marked `update = none` there: `git submodule update` leaves them empty too."""
     links = [
         (path, sha)
         for mode, _, rest in (line.split(" ", 2) for line in
@@ -66,16 +79,19 @@ def submodules_of(git_dir, commit):
     ]
     if not links:
         return []
-    config = git("config", "--blob", f"{commit}:.gitmodules", "-z", "--get-regexp", r"^submodule\..*\.(path|url)$",
-                 git_dir=git_dir, check=False).stdout.decode()
-    paths, urls = {}, {}
+    config = git("config", "--blob", f"{commit}:.gitmodules", "-z", "--get-regexp",
+                 r"^submodule\..*\.(path|url|update)$", git_dir=git_dir, check=False).stdout.decode()
+    fields = {"path": {}, "url": {}, "update": {}}
     for entry in filter(None, config.split("\0")):
         key, value = entry.split("\n", 1)
         name, field = key[len("submodule."):].rsplit(".", 1)
-        (paths if field == "path" else urls)[name] = value
-    url_of = {paths[name]: urls.get(name) for name in paths}
+        fields[field][name] = value
+    url_of = {path: fields["url"].get(name) for name, path in fields["path"].items()}
+    skipped = {path for name, path in fields["path"].items() if fields["update"].get(name) == "none"}
     found = []
     for path, sha in links:
+        if path in skipped:
+            continue
         if not url_of.get(path):
             print(f"no URL for the submodule at `{path}` in .gitmodules of {commit}", file=sys.stderr)
             sys.exit(12)
@@ -137,14 +153,20 @@ def entries(git_dir, env):
     return [rest.split("\t", 1)[1] for rest in listed if rest and not rest.startswith(GITLINK)]
 
 
+def pack_repository(pack, dest):
+    """A temporary bare repository whose objects are the pack's, beside `dest`."""
+    git_dir = tempfile.mkdtemp(prefix=".source-git-", dir=os.path.dirname(dest))
+    subprocess.run(["git", "init", "-q", "--bare", git_dir], check=True)
+    for ext in ("pack", "idx"):
+        os.symlink(os.path.join(pack, f"objects.{ext}"), os.path.join(git_dir, "objects", "pack", f"pack-source.{ext}"))
+    return git_dir
+
+
 def checkout(pack, dest, only=None, excluded=()):
     pack, dest = os.path.realpath(pack), os.path.abspath(dest)
     os.makedirs(dest, exist_ok=True)
-    git_dir = tempfile.mkdtemp(prefix=".source-git-", dir=os.path.dirname(dest))
+    git_dir = pack_repository(pack, dest)
     try:
-        subprocess.run(["git", "init", "-q", "--bare", git_dir], check=True)
-        for ext in ("pack", "idx"):
-            os.symlink(os.path.join(pack, f"objects.{ext}"), os.path.join(git_dir, "objects", "pack", f"pack-source.{ext}"))
         index = {"GIT_INDEX_FILE": os.path.join(git_dir, "index"), "GIT_WORK_TREE": dest}
         for path, commit in read_repos(pack):
             work_tree = dest if path == "." else os.path.join(dest, path)
@@ -165,6 +187,68 @@ def checkout(pack, dest, only=None, excluded=()):
         shutil.rmtree(git_dir)
 
 
+def tree_entries(git_dir, pack):
+    """{path: (mode, object)} of every file and symbolic link of the tree, submodules' included."""
+    found = {}
+    for path, commit in read_repos(pack):
+        prefix = "" if path == "." else f"{path}/"
+        for line in git("ls-tree", "-r", "-z", commit, git_dir=git_dir).stdout.decode().split("\0"):
+            if line and not line.startswith(GITLINK):
+                mode, _, rest = line.split(" ", 2)
+                sha, name = rest.split("\t", 1)
+                found[prefix + name] = (mode, sha)
+    return found
+
+
+def resolve(entries, path, link_target):
+    """The path of the file `path` names, following symbolic links on the way; None when it
+    names nothing, a directory, or leaves the tree (an absolute link, or one out of the top)."""
+    parts = path.split("/")
+    for _ in range(LINKS_FOLLOWED):
+        for i in range(1, len(parts) + 1):
+            here = "/".join(parts[:i])
+            mode, sha = entries.get(here, (None, None))
+            if mode == SYMLINK:
+                target = link_target(sha)
+                followed = posixpath.normpath(posixpath.join(posixpath.dirname(here), target, *parts[i:]))
+                if target.startswith("/") or followed == ".." or followed.startswith("../"):
+                    return None
+                parts = followed.split("/")
+                break
+            if mode is not None:
+                return here if i == len(parts) else None
+        else:
+            return None
+    return None
+
+
+def read(pack, dest, paths):
+    """Each path's content at DEST/path, links followed; returns {path: the file it named}."""
+    pack, dest = os.path.realpath(pack), os.path.abspath(dest)
+    os.makedirs(dest, exist_ok=True)
+    git_dir = pack_repository(pack, dest)
+    try:
+        entries = tree_entries(git_dir, pack)
+
+        def blob(sha):
+            return git("cat-file", "blob", sha, git_dir=git_dir).stdout
+
+        named = {}
+        for path in paths:
+            found = resolve(entries, path, lambda sha: blob(sha).decode(errors="replace"))
+            if found is None:
+                continue
+            named[path] = found
+            out = os.path.join(dest, path)
+            os.makedirs(os.path.dirname(out), exist_ok=True)
+            with open(out, "wb") as f:
+                f.write(blob(entries[found][1]))
+            os.chmod(out, 0o755 if entries[found][0] == "100755" else 0o644)
+        return named
+    finally:
+        shutil.rmtree(git_dir)
+
+
 def main(argv):
     if argv[:1] == ["fetch"] and len(argv) == 5:
         fetch(argv[1], argv[2], argv[3] == "1", argv[4])
@@ -174,6 +258,8 @@ def main(argv):
             checkout(argv[1], argv[2], only=paths)
         elif argv[3:4] == ["--except"]:
             checkout(argv[1], argv[2], excluded=paths)
+        elif argv[3:4] == ["--read"]:
+            print(json.dumps(read(argv[1], argv[2], sorted(paths)), sort_keys=True))
         else:
             checkout(argv[1], argv[2])
     else:

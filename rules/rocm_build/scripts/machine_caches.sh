@@ -1,0 +1,22 @@
+# Entries of the machine's caches: named caches, outside every key, each entry named by the
+# content it holds (a checked-out source tree, a build venv). Sourced by build_wheel.sh.
+
+# An entry is made aside and renamed into place: a build killed halfway leaves no half entry.
+fill_cache_entry() {  # ENTRY COMMAND...: COMMAND writes the entry into the directory it is given
+  local entry="$1" tmp
+  shift
+  tmp="$(mktemp -d "$(dirname "$entry")/.new-$(basename "$entry").XXXXXX")"
+  "$@" "$tmp"
+  mv -T "$tmp" "$entry" 2>/dev/null || rm -rf "$tmp"  # another build got there first
+}
+# A build holds a shared lock on each cache it uses until it ends, and prunes a cache only
+# while no other build holds it: an entry another build has mounted is never removed.
+use_cache() {  # DIR ENTRY: ENTRY is used now; entries unused for 30 days go, and leftovers
+  local lock
+  touch -c "$2"  # before any mount: a lower layer must not change under overlayfs
+  command -v flock >/dev/null && exec {lock}<"$1" || return 0
+  if flock -n -x "$lock"; then
+    find "$1/" -mindepth 1 -maxdepth 1 \( -name '.new-*' -mtime +1 -o -mtime +30 \) -exec rm -rf {} + 2>/dev/null || true
+  fi
+  flock -s "$lock"
+}
