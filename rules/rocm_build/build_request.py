@@ -383,9 +383,10 @@ async def wheel_build_process(request: WheelBuildRequest, tools: HostTools, sett
     }
     argv: Tuple[str, ...] = (tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh")
     env = process_env(request)
-    if request.source_pack:
+    if request.source_pack and not request.image:
         # Its checkout, made by the build with the host's git, is named by the pack's commits
         # and that git's version: machines with another git share wheels, not checkouts.
+        # (A container's tree is checked out into its sandbox: in_container.sh.)
         caches[SOURCE_TREES_CACHE] = SOURCE_TREES_DIR
     if request.image:
         # The image id, not its name, in argv: the key holds what the build runs in.

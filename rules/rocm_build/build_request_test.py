@@ -68,13 +68,14 @@ def process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, isolation: bool =
 IMAGE_ID = "sha256:" + "c" * 64
 
 
-def container_process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, image_id: str = IMAGE_ID) -> Process:
+def container_process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, image_id: str = IMAGE_ID,
+                          pack: Optional[Digest] = None) -> Process:
     image = BuildImage("mini-box", "tests/mini:box", "localhost/rocm-pants/mini-box:bookworm", image_id, ("sha256:" + "d" * 64,), "/usr/bin/podman")
     toolchain = ResolvedToolchain(
         Address("components", target_name="llvm"), "llvm", "provider=llvm\nclang 19", "llvm19", "", root_in_image="/usr/lib/llvm-19"
     )
     python = BuildPython("/usr/bin/python3.11", "CPython", "3.11.2", "/usr", in_image=True)
-    request = WheelBuildRequest(spec, toolchain, python, True, image, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST)
+    request = WheelBuildRequest(spec, toolchain, python, True, image, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST, pack)
     return rule_runner.request(Process, [request])
 
 
@@ -176,6 +177,11 @@ def test_a_stacked_tree_comes_as_the_pack_and_a_cache_of_its_checkouts(rule_runn
     # Which git checks it out is not in the key (the checkout's name holds it): wheels are
     # shared between machines with different gits.
     assert "ROCM_BUILD_GIT" not in stacked.env
+    # In a container the pack is checked out into the sandbox before it starts: no cache of
+    # checkouts is mounted into the container.
+    contained = container_process_for(rule_runner, wheel_build(rule_runner, environment="'mini-box'"), pack=pack)
+    assert dict(contained.immutable_input_digests) == {".source-pack": pack}
+    assert "rocm_source_trees" not in dict(contained.append_only_caches)
 
 
 def test_ccache_remote_storage_is_in_no_key(rule_runner) -> None:

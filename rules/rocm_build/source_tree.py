@@ -5,8 +5,8 @@ a sandbox it cost ~20 s on our machines, where git checks the same tree out of a
 so the tree stays a pack (sources.py), and a process that needs files checks out only those:
 the patch step the files the patches touch, the preflight the files a recipe names, a build the
 whole tree once per machine (build_wheel.sh). The whole tree as a digest (`MergedTree`) is made
-only where nothing else will do: a build in a container, `package` of an upstream_repo, a patch
-that deletes files.
+only where nothing else will do: `package` of an upstream_repo, a build when a patch
+deletes files.
 """
 
 from __future__ import annotations

@@ -206,10 +206,11 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
         Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)
     )
     # The tree as layers where it can be: the fetched pack, the same for every patch change,
-    # is checked out once per machine and stacked under the patched files (build_wheel.sh).
-    # In a container, or when a patch deletes files, the merged tree is written by Pants.
+    # is checked out by git, once per machine and stacked under the patched files
+    # (build_wheel.sh), or for a container before it starts (in_container.sh). When a patch
+    # deletes files, the merged tree is written by Pants.
     source, source_pack = upstream.source, None
-    if not image and not source.removes_files:
+    if not source.removes_files:
         tree = await Get(Digest, AddPrefix(await Get(Digest, RemovePrefix(source.changes, TREE_DIR)), TREE_CHANGES))
         source_pack = await Get(Digest, RemovePrefix(source.pack, PACK_DIR))
     else:

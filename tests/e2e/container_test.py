@@ -126,6 +126,8 @@ def test_a_build_step_cannot_write_on_the_host(ws) -> None:
     assert "wrote-tmp" in text and ("home-refused" in text or "wrote-home" in text), text[-2000:]
     assert not Path("/tmp", probe).exists()
     assert not (home / probe).exists()
+    # The tree came as the pack, checked out on this side (the image has no git), not written by Pants.
+    assert "== source tree: the fetched source checked out and the patched files copied before the container started" in text
 
 
 @pytest.fixture

@@ -106,7 +106,7 @@ stack_tree() {
   cp -R .tree-changes/. tree/ && chmod -R u+w tree  # Pants' inputs may be read-only
   tree_note="the fetched source and the patched files, copied (no mount namespace for overlayfs), in $((SECONDS - started)) s"
 }
-tree_note="written by Pants"
+tree_note="$(cat .tree-note 2>/dev/null || echo "written by Pants")"  # .tree-note: in_container.sh
 stack_tree
 
 top="$PWD"

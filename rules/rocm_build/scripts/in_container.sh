@@ -18,6 +18,16 @@ for cache in $ROCM_BUILD_CONTAINER_CACHES; do
   rm "$cache" && mkdir "$cache"
   args+=(-v "$real:$fixed/$cache")
 done
+# The source tree as the fetched pack and the patched files (build_wheel.sh): the image need
+# not have git, and the pack is a link into this machine's store, so the tree is checked out
+# here, with the git the rules use, into the sandbox the container gets.
+if [[ -e .source-pack && ! -e tree ]]; then
+  started="$SECONDS"
+  GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 \
+    python3 __rocm_build/source_pack.py checkout .source-pack tree
+  cp -R .tree-changes/. tree/ && chmod -R u+w tree
+  echo "the fetched source checked out and the patched files copied before the container started, in $((SECONDS - started)) s" > .tree-note
+fi
 # ccache's remote storage is relayed from this side (ccache_remote.py): no network inside.
 if [[ -s .ccache-remote/storage.json ]]; then
   python3 __rocm_build/ccache_remote.py forward .ccache-remote .ccache-forward $$
