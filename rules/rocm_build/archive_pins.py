@@ -18,9 +18,9 @@ from __future__ import annotations
 import re
 from typing import Dict, Mapping, Optional
 
-from pydantic import BaseModel, Extra
+from pydantic import BaseModel, Extra, validator
 
-from rocm_build.pins import PinsError, parse_tables
+from rocm_build.pins import PinsError, checked_download_url, checked_sha256, parse_tables
 
 
 class ArchivePin(BaseModel):
@@ -35,6 +35,19 @@ class ArchivePin(BaseModel):
         extra = Extra.forbid
         allow_mutation = False
         frozen = True
+
+    @validator("url", "url_template")
+    def _url(cls, url: Optional[str]) -> Optional[str]:
+        # "" until update-pins derives it; a template is checked with its fields filled in.
+        if url:
+            try:
+                filled = url.format(hash="0" * 40, hash8="0" * 8)
+            except (KeyError, IndexError, ValueError) as e:
+                raise ValueError(f"{url!r} is not a template of {{hash}} and {{hash8}} ({e!r})") from None
+            checked_download_url(filled, "an archive URL: https://host/file.tar.gz or file:///path")
+        return url
+
+    _sha256 = validator("sha256", allow_reuse=True)(lambda cls, sha256: checked_sha256(sha256))
 
     def derive(self, commit: str) -> Dict[str, str]:
         """url and strip_prefix for the commit the `derived_from` file names."""

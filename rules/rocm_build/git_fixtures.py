@@ -52,3 +52,14 @@ def pins_toml(**pins: Mapping[str, object]) -> str:
             out.append(f"{key} = {rendered}")
         out.append("")
     return "\n".join(out)
+
+
+def commit_gitlink(repo: Path, path: str, url: str, commit: str = "1" * 40, message: str = "add a submodule") -> str:
+    """Commits a submodule entry (a gitlink and its .gitmodules section) with any URL, even one
+    `git submodule add` refuses: how a hostile upstream looks to a fetch."""
+    with open(repo / ".gitmodules", "a") as f:
+        f.write(f'[submodule "{path}"]\n\tpath = {path}\n\turl = {url}\n')
+    git(repo, "update-index", "--add", "--cacheinfo", f"160000,{commit},{path}")
+    git(repo, "add", ".gitmodules")  # not `add -A`: the gitlink has no directory to keep it
+    git(repo, "commit", "-q", "-m", message)
+    return git(repo, "rev-parse", "HEAD")

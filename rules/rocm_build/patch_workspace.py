@@ -29,8 +29,8 @@ class WorkspaceError(Exception):
     pass
 
 
-def _run(dest: Path, *args: str) -> str:
-    result = _git("-C", str(dest), *args)
+def _run(dest: Path, *args: str, pin_url: str = "") -> str:
+    result = _git("-C", str(dest), *args, pin_url=pin_url)
     if result.returncode != 0:
         raise WorkspaceError(f"git {' '.join(args)} failed in {dest}: {result.stderr.strip()}")
     return result.stdout.strip()
@@ -42,7 +42,9 @@ def do_checkout(name: str, pins_file: Path, patches_dir: Path, dest: Path) -> No
         raise WorkspaceError(f"{dest} already exists and is not empty; remove it or pass --dest")
     checkout(name, pin.url, pin.commit, str(dest))
     if pin.submodules:
-        _run(dest, "-c", "protocol.file.allow=always", "submodule", "update", "--init", "--recursive", "--depth", "1")
+        # git's own submodule code, with only the schemes the pin allows (a file:// fixture's
+        # submodules are file:// too; an https pin's may not be).
+        _run(dest, "submodule", "update", "--init", "--recursive", "--depth", "1", pin_url=pin.url)
     _run(dest, "tag", BASE_TAG)
     for patch in patch_files(patches_dir, name):
         problem = patches_apply(name, str(dest), [patch])

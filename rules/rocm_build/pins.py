@@ -6,15 +6,49 @@ error names the file, the table and the field.
 
 from __future__ import annotations
 
+import difflib
 import re
+import urllib.parse
 from typing import Callable, Dict, Mapping, Optional, Type, TypeVar
 
 import toml
 from pydantic import BaseModel, Extra, ValidationError, validator
 
+from rocm_build.sandbox_scripts import load_script
+
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
 HEX = re.compile(r"^[0-9a-fA-F]+$")
 M = TypeVar("M", bound=BaseModel)
+GIT_URLS = load_script("git_urls.py")
+# A pin may name a file:// repository (tests' fixtures, local mirrors); its submodules may then
+# be file:// too, those of an https pin never (scripts/git_urls.py).
+PIN_SCHEMES = GIT_URLS.NETWORK_SCHEMES + ("file",)
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "::1")
+
+
+def checked_download_url(url: str, what: str) -> str:
+    """An index or archive URL: https, file://, or http on this machine's loopback (a local
+    mirror or proxy); no spaces or control characters, no password."""
+    loopback_http = url.startswith("http://") and urllib.parse.urlsplit(url).hostname in LOOPBACK
+    why = GIT_URLS.refusal(url, ("https", "file", "http") if loopback_http else ("https", "file"))
+    if why and why.startswith(("is an ssh", "is a local path")):
+        why = f"is not {what}"
+    if why:
+        raise ValueError(f"{GIT_URLS.redact(url)!r} {why} (expected {what})")
+    return url
+
+
+def checked_sha256(sha256: str) -> str:
+    """A sha256 as pins write it: 64 lowercase hex digits, or "" for not resolved yet."""
+    if sha256 and not SHA256.match(sha256):
+        raise ValueError(
+            f"{sha256!r} is not a sha256 (64 lowercase hex digits, {len(sha256)} given); "
+            "`sha256sum FILE` prints it, or leave it \"\" and run `pants run rules:update-pins`"
+        )
+    return sha256
 
 
 class PinsError(Exception):
@@ -36,10 +70,12 @@ class Pin(BaseModel):
         frozen = True  # hashable: pins are part of build requests
 
     @validator("url")
-    def _url_has_scheme(cls, url: str) -> str:
-        if not re.match(r"^(https?|file|ssh|git)://", url):
+    def _url_is_allowed(cls, url: str) -> str:
+        why = GIT_URLS.refusal(url, PIN_SCHEMES)
+        if why:
             raise ValueError(
-                f"{url!r} is not a git URL; use https://host/owner/repo.git or file:///path"
+                f"{GIT_URLS.redact(url)!r} {why}; use https://host/owner/repo.git, git@host:owner/repo.git "
+                "or file:///path"
             )
         return url
 
@@ -90,14 +126,21 @@ def model_tables(
             tables[name] = model(**table)
         except ValidationError as e:
             problems = "; ".join(
-                f"field `{'.'.join(str(p) for p in err['loc'])}`: {describe(err)}" for err in e.errors()
+                f"field `{'.'.join(str(p) for p in err['loc'])}`: {describe(err)}{_did_you_mean(err, model)}"
+                for err in e.errors()
             )
             raise PinsError(f"{path}: [{prefix}{name}] {problems}") from None
     return tables
 
 
+def _did_you_mean(err: Mapping, model: Type[BaseModel]) -> str:
+    if err["type"] != "value_error.extra":
+        return ""
+    close = difflib.get_close_matches(str(err["loc"][-1]), list(model.__fields__), n=1)
+    return f". Did you mean `{close[0]}`?" if close else ""
+
+
 PREBUILT = "prebuilt"  # [prebuilt.<name>] tables: pinned wheels from an index, not git pins
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
 
 
 class PrebuiltPin(BaseModel):
@@ -120,15 +163,9 @@ class PrebuiltPin(BaseModel):
 
     @validator("index_url")
     def _index_url(cls, url: str) -> str:
-        if not re.match(r"^(https?|file)://", url):
-            raise ValueError(f"{url!r} is not an index URL (https://host/simple/ or file:///path)")
-        return url.rstrip("/") + "/"
+        return checked_download_url(url, "an index URL: https://host/simple/ or file:///path").rstrip("/") + "/"
 
-    @validator("sha256")
-    def _sha256(cls, sha256: str) -> str:
-        if sha256 and not SHA256.match(sha256):
-            raise ValueError(f"{sha256!r} is not a sha256 (64 lowercase hex digits)")
-        return sha256
+    _sha256 = validator("sha256", allow_reuse=True)(lambda cls, sha256: checked_sha256(sha256))
 
     @property
     def resolved(self) -> bool:

@@ -16,16 +16,14 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from rocm_build.pins import PREBUILT, PrebuiltPin
-from rocm_build.sandbox_scripts import script_bytes
+from rocm_build.sandbox_scripts import load_script
 
 _ROCM = re.compile(r"(?mi)^Requires-Dist:\s*rocm(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)")
 
 
 def simple_index() -> types.ModuleType:
     """scripts/simple_index.py, which also runs in process sandboxes, as a module."""
-    module = types.ModuleType("simple_index")
-    exec(script_bytes("simple_index.py"), module.__dict__)
-    return module
+    return load_script("simple_index.py")
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pkgutil
+import types
 
 from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.rules import Get
@@ -18,3 +19,11 @@ def script_bytes(name: str) -> bytes:
 
 async def script_digest(*names: str) -> Digest:
     return await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in names]))
+
+
+def load_script(name: str) -> types.ModuleType:
+    """A script that also runs in process sandboxes (stdlib only), as a module of the plugin,
+    from the same bytes the sandboxes get, so both sides decide alike."""
+    module = types.ModuleType(name[: -len(".py")])
+    exec(compile(script_bytes(name), f"{SCRIPTS_DIR}/{name}", "exec"), module.__dict__)
+    return module

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.git_fixtures import commit_files, git, init_repo
+from rocm_build.git_fixtures import commit_files, commit_gitlink, git, init_repo
 from rocm_build.sandbox_scripts import script_bytes
 
 
@@ -18,6 +18,7 @@ from rocm_build.sandbox_scripts import script_bytes
 def script(tmp_path: Path) -> Path:
     path = tmp_path / "source_pack.py"
     path.write_bytes(script_bytes("source_pack.py"))
+    (tmp_path / "git_urls.py").write_bytes(script_bytes("git_urls.py"))
     return path
 
 
@@ -185,10 +186,42 @@ def test_submodules_marked_update_none_are_left_empty_as_git_does(script, tmp_pa
     ],
 )
 def test_relative_submodule_urls_resolve_as_git_resolves_them(script, parent, url, resolved) -> None:
-    spec = importlib.util.spec_from_file_location("source_pack", script)
+    spec = importlib.util.spec_from_file_location("git_urls", script.parent / "git_urls.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    assert module.resolve_url(parent, url) == resolved
+    assert module.resolve(parent, url) == resolved
+
+
+@pytest.mark.parametrize(
+    "url, why",
+    [
+        ("--upload-pack=touch ../../pwned;", "starts with `-`, which git would read as an option"),
+        ("ext::sh -c touch% ../../pwned", "names the remote helper `ext::`, which runs a program instead of fetching"),
+        ("ssh://-oProxyCommand=touch%20pwned/x", "has a host that starts with `-`, which ssh would read as an option"),
+        ("http://example.invalid/dep.git", "uses the scheme `http://`, which is not allowed here (unencrypted and unauthenticated)"),
+        ("https://user:hunter2@example.invalid/dep.git", "carries a password or token"),
+    ],
+)
+def test_a_hostile_submodule_url_is_refused_before_git_sees_it(script, tmp_path, url, why) -> None:
+    top = init_repo(tmp_path / "top")
+    commit_files(top, {"setup.py": "\n"})
+    sha = commit_gitlink(top, "third_party/evil", url)
+    fetched = run(script, tmp_path / "f", "fetch", f"file://{top}", sha, "1", "source")
+    assert fetched.returncode == 14, fetched.stderr
+    refused = json.loads(fetched.stderr.strip().splitlines()[-1])["refused"]
+    assert refused["path"] == "third_party/evil" and why in refused["why"]
+    assert "hunter2" not in fetched.stderr
+    assert not list(tmp_path.rglob("pwned")) and not (tmp_path / "f/source").exists()
+
+
+def test_a_file_submodule_is_refused_when_the_pin_is_not_a_file_url(tmp_path) -> None:
+    module = importlib.util.module_from_spec(spec := importlib.util.spec_from_file_location("git_urls", tmp_path / "g.py"))
+    (tmp_path / "g.py").write_bytes(script_bytes("git_urls.py"))
+    spec.loader.exec_module(module)
+    for pin, allowed in (("https://host/top.git", False), ("git@host:top", False), ("file:///srv/top", True)):
+        why = module.refusal(module.resolve(pin, "file:///etc/secrets"), module.schemes_for(pin))
+        assert (why is None) == allowed, (pin, why)
+    assert module.refusal(module.resolve("https://host/org/top", "../../../../x"), ("https",)) is None
 
 
 def test_an_unexpected_git_failure_says_which_command_not_a_traceback(script, with_submodules, tmp_path) -> None:

@@ -9,6 +9,7 @@ is never captured into Pants' store nor written back out of it.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -18,7 +19,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_digest
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
 TREE_DIR = "tree"
@@ -26,7 +27,8 @@ TREE_DIR = "tree"
 PACK_DIR = "source"
 
 # Exit codes of source_pack.py fetch, so failures can be explained without parsing everything.
-EXIT_FETCH, EXIT_MISMATCH, EXIT_SUBMODULES = 10, 11, 12
+EXIT_FETCH, EXIT_MISMATCH, EXIT_SUBMODULES, EXIT_REFUSED = 10, 11, 12, 14
+GIT_URLS = load_script("git_urls.py")
 
 _NOT_FOUND = re.compile(
     r"not our ref|couldn't find remote ref|no such remote ref|unadvertised object|"
@@ -66,9 +68,11 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
                 "1" if request.submodules else "0",
                 PACK_DIR,
             ),
-            input_digest=await script_digest("source_pack.py"),
+            input_digest=await script_digest("source_pack.py", "git_urls.py"),
             env={
                 "PATH": "/usr/bin:/bin",
+                # Git's own last line behind our URL checks: only the schemes the pin allows.
+                "GIT_ALLOW_PROTOCOL": GIT_URLS.git_protocol_allow(GIT_URLS.schemes_for(request.url)),
                 "GIT_TERMINAL_PROMPT": "0",
                 "GIT_CONFIG_NOSYSTEM": "1",
                 "GIT_CONFIG_GLOBAL": "/dev/null",
@@ -107,6 +111,8 @@ def explain_fetch_failure(request: FetchRequest, exit_code: int, stderr: str) ->
             f"{where}: cannot fetch from {request.url}. Check the URL, the network or proxy, "
             f"and your credentials for that host.{said}"
         )
+    if exit_code == EXIT_REFUSED:
+        return explain_refused_url(where, stderr)
     if exit_code == EXIT_MISMATCH:
         return f"{where}: {request.url} served a different commit than {request.commit}.{said}"
     if exit_code == EXIT_SUBMODULES:
@@ -115,6 +121,18 @@ def explain_fetch_failure(request: FetchRequest, exit_code: int, stderr: str) ->
             f"their URLs are reachable, or set `submodules = false` if they are not needed.{said}"
         )
     return f"{where}: fetching {request.commit} from {request.url} failed (exit {exit_code}).{said}"
+
+
+def explain_refused_url(where: str, stderr: str) -> str:
+    refused = json.loads(stderr.strip().splitlines()[-1])["refused"]
+    if refused["path"] == ".":
+        return f"{where}: the URL {refused['url']} {refused['why']}. Nothing was fetched; fix `url`."
+    return (
+        f"{where}: the submodule `{refused['path']}` has the URL {refused['url']}, which {refused['why']}. "
+        "It was refused before any git process saw it; nothing was fetched from it. The upstream's "
+        "`.gitmodules` is not trusted: pin a commit whose submodule URLs are https or ssh, or set "
+        "`submodules = false` if the build does not need them."
+    )
 
 
 def rules():

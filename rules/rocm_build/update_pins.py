@@ -29,8 +29,10 @@ from rocm_build import lockfile
 from rocm_build.archive_pins import ArchivePin, parse_archive_pins, set_fields_in_text
 from rocm_build.pins import FULL_SHA, Pin, PinsError, parse_pins, parse_prebuilt_pins, set_commit_in_text
 from rocm_build.prebuilt_update import plan_prebuilt
+from rocm_build.sandbox_scripts import load_script
 
 GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+GIT_URLS = load_script("git_urls.py")
 GITHUB_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$")
 # How PyTorch names its AOTriton commit in cmake/External/aotriton.cmake.
 CMAKE_COMMIT = re.compile(r'__AOTRITON_CI_COMMIT\s+"?([0-9a-f]{40})"?')
@@ -51,20 +53,23 @@ class Move:
     why: str
 
 
-def _git(*args: str, cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+def _git(*args: str, cwd: Optional[str] = None, pin_url: str = "") -> subprocess.CompletedProcess:
+    """git on this host, with only the schemes the pin allows (scripts/git_urls.py)."""
+    allowed = GIT_URLS.git_protocol_allow(GIT_URLS.schemes_for(pin_url))
     return subprocess.run(
-        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV}, capture_output=True, text=True
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV, "GIT_ALLOW_PROTOCOL": allowed},
+        capture_output=True, text=True,
     )
 
 
 def _redact(text: str) -> str:
     token = os.environ.get("GITHUB_TOKEN")
-    return text.replace(token, "***") if token else text
+    return GIT_URLS.redact(text.replace(token, "***") if token else text)
 
 
 def resolve_with_git(name: str, pin: Pin) -> str:
     refs = [f"refs/heads/{pin.track}", f"refs/tags/{pin.track}", f"refs/tags/{pin.track}^{{}}"]
-    result = _git("ls-remote", pin.url, *refs)
+    result = _git("ls-remote", "--", pin.url, *refs, pin_url=pin.url)
     if result.returncode != 0:
         raise UpdateError(
             f"[{name}] cannot reach {pin.url}: {_redact(result.stderr.strip())}. Check the URL "
@@ -127,12 +132,12 @@ def resolve(name: str, pin: Pin, api: str) -> str:
 
 def checkout(pin_name: str, url: str, commit: str, dest: str) -> None:
     steps = [
-        ("init", "-q", dest),
-        ("-C", dest, "-c", "protocol.file.allow=always", "fetch", "-q", "--depth", "1", url, commit),
-        ("-C", dest, "checkout", "-q", "--detach", "FETCH_HEAD"),
+        ("init", "-q", "--", dest),
+        ("-C", dest, "fetch", "-q", "--depth", "1", "--", url, commit),
+        ("-C", dest, "checkout", "-q", "--detach", "FETCH_HEAD", "--"),
     ]
     for step in steps:
-        result = _git(*step)
+        result = _git(*step, pin_url=url)
         if result.returncode != 0:
             raise UpdateError(
                 f"[{pin_name}] cannot fetch {commit} from {url}: {_redact(result.stderr.strip())}; "

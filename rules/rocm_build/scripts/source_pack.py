@@ -16,8 +16,12 @@ same tree out in 2 s. As a pack it is a few files in Pants' store, the same byte
 machine for the same commits and git (one thread, no delta search: nothing depends on timing).
 
 Exit codes of `fetch`: 10 the commit could not be fetched, 11 the server sent another commit,
-12 a submodule could not be fetched; of both, 13 an unexpected git failure. Runs inside Pants
-sandboxes with the host's git.
+12 a submodule could not be fetched, 14 a URL was refused before git saw it (git_urls.py; the
+last line of stderr is {"refused": {"path", "url", "why"}} as JSON); of both, 13 an unexpected
+git failure. Runs inside Pants sandboxes with the host's git.
+
+Every git process gets GIT_ALLOW_PROTOCOL for the pin's schemes only, and `--` before URLs:
+an upstream's `.gitmodules` is not trusted, and this runs on the host before any sandbox.
 """
 
 import json
@@ -31,14 +35,17 @@ import tempfile
 GITLINK = "160000"
 SYMLINK = "120000"
 LINKS_FOLLOWED = 40  # as Linux's limit: a cycle of links ends in "not found"
+EXIT_REFUSED = 14
+# The schemes this run's git may use: none until `fetch` allows what its pin allows (checkouts
+# read only the local pack).
+ALLOWED = {"GIT_ALLOW_PROTOCOL": "none"}
 
 
 def git(*args, git_dir, stdin=None, env=None, check=True):
     run = subprocess.run(
         # No automatic gc: a detached repack would race the next fetch and our cleanup.
-        ["git", "--git-dir", git_dir, "-c", "protocol.file.allow=always", "-c", "gc.auto=0",
-         "-c", "maintenance.auto=false", *args],
-        input=stdin, capture_output=True, env={**os.environ, **(env or {})},
+        ["git", "--git-dir", git_dir, "-c", "gc.auto=0", "-c", "maintenance.auto=false", *args],
+        input=stdin, capture_output=True, env={**os.environ, **ALLOWED, **(env or {})},
     )
     if check and run.returncode != 0:
         sys.stderr.write(run.stderr.decode(errors="replace"))
@@ -47,24 +54,14 @@ def git(*args, git_dir, stdin=None, env=None, check=True):
     return run
 
 
-def resolve_url(parent, url):
-    """A submodule URL as git resolves it: `./x` and `../x` are relative to the parent's URL."""
-    if not url.startswith(("./", "../")):
-        return url
-    base = parent.rstrip("/")
-    scp_style = "://" not in base and ":" in base.split("/", 1)[0]  # git@host:org/repo
-    while url.startswith(("./", "../")):
-        if url.startswith("../"):
-            if "/" in base.split("://", 1)[-1]:
-                base = base.rsplit("/", 1)[0]
-            elif scp_style:  # git@host:repo + ../x is git@host:x
-                return f"{base.split(':', 1)[0]}:{url.split('/', 1)[1]}"
-        url = url.split("/", 1)[1]
-    return f"{base}/{url}"
+def refuse(git_urls, path, url, why):
+    print(f"the URL of `{path}` ({git_urls.redact(url)}) {why}; nothing was fetched from it", file=sys.stderr)
+    print(json.dumps({"refused": {"path": path, "url": git_urls.redact(url), "why": why}}), file=sys.stderr)
+    sys.exit(EXIT_REFUSED)
 
 
 def fetch_commit(git_dir, url, sha):
-    return git("fetch", "-q", "--depth", "1", "--no-tags", url, sha, git_dir=git_dir, check=False)
+    return git("fetch", "-q", "--depth", "1", "--no-tags", "--", url, sha, git_dir=git_dir, check=False)
 
 
 def submodules_of(git_dir, commit):
@@ -92,6 +89,9 @@ def submodules_of(git_dir, commit):
     for path, sha in links:
         if path in skipped:
             continue
+        if path.startswith("/") or {"..", ".git", ""} & set(path.split("/")):
+            print(f"the submodule path `{path}` in {commit} leaves the tree or names .git", file=sys.stderr)
+            sys.exit(12)
         if not url_of.get(path):
             print(f"no URL for the submodule at `{path}` in .gitmodules of {commit}", file=sys.stderr)
             sys.exit(12)
@@ -100,8 +100,15 @@ def submodules_of(git_dir, commit):
 
 
 def fetch(url, sha, submodules, out):
+    import git_urls  # beside this script in fetch processes only; checkouts do without it
+
+    schemes = git_urls.schemes_for(url)
+    ALLOWED["GIT_ALLOW_PROTOCOL"] = git_urls.git_protocol_allow(schemes)
+    why = git_urls.refusal(url, schemes)
+    if why:
+        refuse(git_urls, ".", url, why)
     git_dir = tempfile.mkdtemp(prefix=".fetch-git-", dir=".")
-    subprocess.run(["git", "init", "-q", "--bare", git_dir], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "--", git_dir], check=True)
     run = fetch_commit(git_dir, url, sha)
     sys.stderr.write(run.stderr.decode(errors="replace"))
     if run.returncode != 0:
@@ -116,11 +123,14 @@ def fetch(url, sha, submodules, out):
         prefix, commit, parent_url = pending.pop(0)
         for path, sub_sha, sub_url in submodules_of(git_dir, commit):
             where = path if prefix == "." else f"{prefix}/{path}"
-            sub_url = resolve_url(parent_url, sub_url)
+            sub_url = git_urls.resolve(parent_url, sub_url)
+            why = git_urls.refusal(sub_url, schemes)
+            if why:
+                refuse(git_urls, where, sub_url, why)
             run = fetch_commit(git_dir, sub_url, sub_sha)
             if run.returncode != 0:
                 sys.stderr.write(run.stderr.decode(errors="replace"))
-                print(f"submodule `{where}`: cannot fetch {sub_sha} from {sub_url}", file=sys.stderr)
+                print(f"submodule `{where}`: cannot fetch {sub_sha} from {git_urls.redact(sub_url)}", file=sys.stderr)
                 sys.exit(12)
             repos.append((where, sub_sha))
             pending.append((where, sub_sha, sub_url))
@@ -138,7 +148,7 @@ def fetch(url, sha, submodules, out):
     with open(os.path.join(out, "repos"), "w") as f:
         f.writelines(f"{commit} {path}\n" for path, commit in repos)
     with open("commit_time", "w") as f:
-        f.write(git("log", "-1", "--format=%ct", sha, git_dir=git_dir).stdout.decode())
+        f.write(git("log", "-1", "--format=%ct", sha, "--", git_dir=git_dir).stdout.decode())
     shutil.rmtree(git_dir)
 
 
@@ -156,7 +166,7 @@ def entries(git_dir, env):
 def pack_repository(pack, dest):
     """A temporary bare repository whose objects are the pack's, beside `dest`."""
     git_dir = tempfile.mkdtemp(prefix=".source-git-", dir=os.path.dirname(dest))
-    subprocess.run(["git", "init", "-q", "--bare", git_dir], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "--", git_dir], check=True)
     for ext in ("pack", "idx"):
         os.symlink(os.path.join(pack, f"objects.{ext}"), os.path.join(git_dir, "objects", "pack", f"pack-source.{ext}"))
     return git_dir
