@@ -134,8 +134,14 @@ async def fetch_archive(request: ArchiveRequest, tools: HostTools, global_option
                 f"{got.group(1) if got else '?'}, but the target pins {sha256}. Nothing was "
                 f"unpacked. If the new bytes are expected, check them and update {spec.pinned_in}."
             )
+        if result.exit_code == EXIT_UNPACK and said.startswith("refused member"):
+            raise RocmBuildError(
+                f"upstream_archive {owner}: the archive at {url} (pinned by {spec.pinned_in}) was not unpacked: "
+                f"{said.strip()}. Nothing from it was used. These are the pinned bytes (sha256 {sha256}): "
+                "have its publisher fix the archive, or pin one whose members all stay inside it."
+            )
         what = "could not be downloaded" if result.exit_code == EXIT_DOWNLOAD else "could not be unpacked"
-        raise RocmBuildError(f"upstream_archive {owner}: {url} {what}.\n{indent(tail(said, 8))}")
+        raise RocmBuildError(f"upstream_archive {owner}: {url} (pinned by {spec.pinned_in}) {what}.\n{indent(tail(said, 8))}")
     tree = await Get(Digest, RemovePrefix(result.output_digest, ARCHIVE_DIR))
     return FetchedArchive(spec.address, url, sha256, tree)
 

@@ -38,6 +38,12 @@ def server(tmp_path: Path):
     (tmp_path / "llvm-abc-ubuntu-x64.tar.gz").write_bytes(
         tarball({"llvm-abc-ubuntu-x64/bin/clang": b"#!/bin/sh\n", "llvm-abc-ubuntu-x64/lib/cmake/LLVMConfig.cmake": b"# llvm\n"})
     )
+    evil = io.BytesIO()
+    with tarfile.open(fileobj=evil, mode="w:gz") as tf:
+        link = tarfile.TarInfo("llvm-abc-ubuntu-x64/lib")
+        link.type, link.linkname = tarfile.SYMTYPE, "/etc"
+        tf.addfile(link)
+    (tmp_path / "evil.tar.gz").write_bytes(evil.getvalue())
     handler = functools.partial(SimpleHTTPRequestHandler, directory=str(tmp_path))
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
@@ -113,3 +119,23 @@ def test_archive_pin_reads_url_sha256_and_prefix_from_the_archive_pins_file(rule
     with pytest.raises(ExecutionError) as e:
         rule_runner.request(FetchedArchive, [ArchiveRequest(ARCHIVE, "test")])
     assert "upstream_archive third_party:llvm is not resolved: it has no sha256 ([llvm] in components/archives.toml)" in str(e.value)
+
+
+def test_a_hostile_archive_is_refused_naming_the_target_the_pin_the_url_and_the_member(rule_runner, server, tmp_path) -> None:
+    # scripts/fetch_archive.py refuses each kind of hostile member (fetch_archive_test.py); here, what the rule says.
+    base, _ = server
+    sha = hashlib.sha256((tmp_path / "evil.tar.gz").read_bytes()).hexdigest()
+    rule_runner.write_files(
+        {
+            "components/archives.toml": f'[llvm]\nurl = "{base}/evil.tar.gz"\nsha256 = "{sha}"\nstrip_prefix = "llvm-abc-ubuntu-x64"\n',
+            "third_party/BUILD": "upstream_archive(name='llvm', pin='llvm')",
+        }
+    )
+    with pytest.raises(ExecutionError) as e:
+        rule_runner.request(FetchedArchive, [ArchiveRequest(ARCHIVE, "test")])
+    assert (
+        f"upstream_archive third_party:llvm: the archive at {base}/evil.tar.gz (pinned by [llvm] in "
+        "components/archives.toml) was not unpacked: refused member 'llvm-abc-ubuntu-x64/lib': it is a symbolic "
+        f"link to the absolute path '/etc'. Nothing from it was used. These are the pinned bytes (sha256 {sha}): "
+        "have its publisher fix the archive, or pin one whose members all stay inside it."
+    ) in str(e.value)

@@ -2,14 +2,19 @@
 
 Usage: fetch_archive.py SHA256 STRIP_PREFIX URL [MIRROR...]
 Exit 20: the bytes do not match SHA256 (stderr: `got sha256:<hex> from <url>`); nothing is
-unpacked. Exit 21: no URL could be downloaded. Exit 22: the archive is unreadable, has a
-member outside its root, or lacks STRIP_PREFIX.
+unpacked. Exit 21: no URL could be downloaded. Exit 22: the archive is unreadable, lacks
+STRIP_PREFIX, or has a member we refuse (stderr: `refused member '<name>': <reason>`).
+
+An archive is upstream's bytes, unpacked on the host before any build sandbox: every member
+is checked before anything is created for it, so nothing lands outside `archive/`, not even
+part of a file. Refused: absolute names, `..` components, links that resolve outside the
+tree (also through a link unpacked earlier), device files, FIFOs, setuid/setgid bits.
 """
 
 import hashlib
 import os
-import shutil
 import ssl
+import stat
 import sys
 import tarfile
 import urllib.request
@@ -17,6 +22,15 @@ import zipfile
 
 DOWNLOAD = "download.part"
 OUT = "archive"
+EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_UNPACK = 20, 21, 22
+
+
+class Refused(Exception):
+    """Why the archive is not unpacked; for a member: names it and says why."""
+
+
+def refuse(name, reason):
+    raise Refused(f"refused member {name!r}: {reason}")
 
 
 def download(url):
@@ -29,51 +43,149 @@ def download(url):
     return digest.hexdigest()
 
 
+def _zip_members(zf):
+    for info in zf.infolist():
+        mode = info.external_attr >> 16 if info.create_system == 3 else 0
+        kind = stat.S_IFMT(mode)
+        if info.is_dir():
+            yield info.filename, "dir", None, mode
+        elif kind == stat.S_IFLNK:
+            yield info.filename, "symlink", zf.read(info).decode("utf-8", "surrogateescape"), mode
+        elif kind in (0, stat.S_IFREG):
+            yield info.filename, "file", lambda info=info: zf.read(info), mode
+        else:
+            yield info.filename, "special", None, mode
+
+
+def _tar_members(tf):
+    for info in tf:
+        if info.isdir():
+            yield info.name, "dir", None, info.mode
+        elif info.isfile():
+            yield info.name, "file", lambda info=info: tf.extractfile(info).read(), info.mode
+        elif info.issym():
+            yield info.name, "symlink", info.linkname, info.mode
+        elif info.islnk():
+            yield info.name, "hardlink", info.linkname, info.mode
+        else:  # character or block device, FIFO
+            yield info.name, "special", None, info.mode
+
+
 def members(path):
+    """(name, kind, data, mode): data is a reader for a file, the target for a link."""
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
-            for info in zf.infolist():
-                yield info.filename, info.is_dir(), lambda info=info, zf=zf: zf.read(info), 0o644
+            yield from _zip_members(zf)
         return
     with tarfile.open(path, "r:*") as tf:
-        for info in tf:
-            if info.issym() or info.islnk():
-                yield info.name, False, ("link", info.linkname, info.issym()), info.mode
-            elif info.isdir() or info.isfile():
-                yield info.name, info.isdir(), (lambda info=info, tf=tf: tf.extractfile(info).read()), info.mode
+        yield from _tar_members(tf)
+
+
+def check_name(name):
+    """A member name that stays inside the tree whatever it is joined to."""
+    if name.startswith("/"):
+        refuse(name, "it has an absolute path")
+    if ".." in name.split("/"):
+        refuse(name, "it has a `..` component, which leads outside the unpacked tree")
+
+
+def check_mode(name, kind, mode):
+    if kind == "special":
+        refuse(name, "it is a device file or a FIFO")
+    if mode & (stat.S_ISUID | stat.S_ISGID):
+        refuse(name, "it has the setuid or setgid bit set")
+
+
+def inside(root, path):
+    """Whether `path` resolves, following every link on its way as the kernel would now, to
+    `root` or below it."""
+    real = os.path.realpath(path)
+    return real == root or real.startswith(root + os.sep)
+
+
+def check_resolves_inside(root, name, path, what):
+    if not inside(root, path):
+        refuse(name, f"{what} resolves outside the unpacked tree")
+
+
+def _strip(name, prefix):
+    """The name below STRIP_PREFIX, "" for the prefix itself, None for a member outside it."""
+    name = name[2:] if name.startswith("./") else name
+    if not prefix:
+        return name
+    return name[len(prefix):] if (name + "/").startswith(prefix) else None
+
+
+def _replace_non_dir(path):
+    """A later member replaces an earlier one of the same name (as tar does); never write
+    through a link left there."""
+    if os.path.lexists(path) and not (os.path.isdir(path) and not os.path.islink(path)):
+        os.remove(path)
+
+
+def unpack_member(root, name, kind, data, mode, prefix):
+    """Checks and creates one member; `name` is below STRIP_PREFIX, messages name it in full."""
+    shown, target = prefix + name, os.path.join(root, name)
+    # Whatever the member is, its directory must be inside the tree as it stands now: this is
+    # what refuses `a/passwd` after a link `a` whose meaning changed since it was unpacked.
+    check_resolves_inside(root, shown, os.path.dirname(target), "its directory")
+    if kind == "dir":
+        check_resolves_inside(root, shown, target, "the directory")
+        os.makedirs(target, exist_ok=True)
+        return
+    os.makedirs(os.path.dirname(target), exist_ok=True)
+    _replace_non_dir(target)
+    if kind == "symlink":
+        if data.startswith("/"):
+            refuse(shown, f"it is a symbolic link to the absolute path {data!r}")
+        check_resolves_inside(root, shown, os.path.join(os.path.dirname(target), data), f"its link target {data!r}")
+        os.symlink(data, target)
+        return
+    if kind == "hardlink":  # tar names the earlier member the link shares its data with
+        source = _strip(data, prefix)
+        if data.startswith("/") or ".." in data.split("/") or not source:
+            refuse(shown, f"it is a hard link to {data!r}, outside the unpacked tree")
+        check_resolves_inside(root, shown, os.path.join(root, source), f"its hard link target {data!r}")
+        with open(os.path.join(root, source), "rb") as f:
+            content = f.read()
+        mode = os.stat(os.path.join(root, source)).st_mode
+    else:
+        content = data()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(content)
+    os.chmod(target, 0o755 if mode & 0o111 else 0o644)
+
+
+def check_links_at_end(root, prefix):
+    """A link checked when it was unpacked can point elsewhere once later members exist
+    (`l -> x/y/../..`, then `x -> .`): every link must still resolve inside."""
+    for top, dirs, files in os.walk(root):
+        for entry in dirs + files:
+            path = os.path.join(top, entry)
+            if os.path.islink(path):
+                name = prefix + os.path.relpath(path, root)
+                check_resolves_inside(root, name, path, f"its link target {os.readlink(path)!r}")
 
 
 def unpack(path, strip_prefix):
+    root = os.path.realpath(OUT)
     prefix = strip_prefix.strip("/") + "/" if strip_prefix else ""
     seen_prefix = False
-    for name, is_dir, data, mode in members(path):
-        name = name[2:] if name.startswith("./") else name
-        if prefix:
-            if not (name + "/").startswith(prefix):
-                continue
-            seen_prefix = True
-            name = name[len(prefix):]
-        if not name:
+    for raw_name, kind, data, mode in members(path):
+        # Every member is checked, also those outside STRIP_PREFIX: a hostile one is a
+        # reason to distrust the whole archive.
+        check_name(raw_name)
+        check_mode(raw_name, kind, mode)
+        name = _strip(raw_name, prefix)
+        if name is None:
             continue
-        if name.startswith("/") or ".." in name.split("/"):
-            sys.exit(f"member {name!r} points outside the archive root")
-        target = os.path.join(OUT, name)
-        if is_dir:
-            os.makedirs(target, exist_ok=True)
-            continue
-        os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
-        if isinstance(data, tuple):
-            _, link, symbolic = data
-            if symbolic:
-                os.symlink(link, target)
-            else:
-                shutil.copyfile(os.path.join(OUT, link[len(prefix):]), target)
-            continue
-        with open(target, "wb") as f:
-            f.write(data())
-        os.chmod(target, 0o755 if mode & 0o111 else 0o644)
+        seen_prefix = True
+        if name.strip("/"):
+            unpack_member(root, name.rstrip("/"), kind, data, mode, prefix)
+    check_links_at_end(root, prefix)
     if prefix and not seen_prefix:
-        sys.exit(f"no member starts with strip_prefix {strip_prefix!r}")
+        raise Refused(f"no member starts with strip_prefix {strip_prefix!r}")
 
 
 def main():
@@ -88,20 +200,20 @@ def main():
         if got != sha256:
             print(f"got sha256:{got} from {url}", file=sys.stderr)
             os.remove(DOWNLOAD)
-            sys.exit(20)
+            sys.exit(EXIT_MISMATCH)
         os.makedirs(OUT)
         try:
             unpack(DOWNLOAD, strip_prefix)
-        except SystemExit as e:
-            print(e.code, file=sys.stderr)
-            sys.exit(22)
+        except Refused as e:
+            print(e, file=sys.stderr)
+            sys.exit(EXIT_UNPACK)
         except (tarfile.TarError, zipfile.BadZipFile, OSError) as e:
             print(f"cannot unpack {url}: {e}", file=sys.stderr)
-            sys.exit(22)
+            sys.exit(EXIT_UNPACK)
         os.remove(DOWNLOAD)
         return
     print("\n".join(errors), file=sys.stderr)
-    sys.exit(21)
+    sys.exit(EXIT_DOWNLOAD)
 
 
 if __name__ == "__main__":
