@@ -55,6 +55,8 @@ class ToolchainRequest:
     address: Address
     description_of_origin: str
     image: Optional[BuildImage] = None  # set: the toolchain is the one inside this image
+    # therock: the device code installed with the SDK (`rocm[device-<gfx>]`), one wheel per target.
+    gpu_targets: Tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -120,7 +122,8 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
     if provider in ("path", "llvm") and not path:
         raise RocmBuildError(f"{owner}: provider \"{provider}\" needs `path` (the toolchain root)")
 
-    args = (provider, path or "", version or "", index_url or "")
+    targets = ",".join(sorted(request.gpu_targets)) if provider == "therock" else ""
+    args = (provider, path or "", version or "", index_url or "", targets)
     if request.image:
         # Inside the image: the SDK comes with it (therock: the image's `rocm_sdk`).
         image = request.image
@@ -129,7 +132,7 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
     else:
         result = await Get(FallibleProcessResult, Process, locate_process(tools, owner, args))
     if result.exit_code != 0:
-        where = {"therock": f"rocm[libraries,devel]=={version} from {index_url}"}.get(
+        where = {"therock": f"rocm[{sdk_extras(request.gpu_targets)}]=={version} from {index_url}"}.get(
             provider, f"`path` {path!r}"
         )
         inside = f" in image {request.image.reference}" if request.image else ""
@@ -140,7 +143,8 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
             f"{'in that image' if inside else 'on this machine'}.\n{indent(said)}"
         )
     root, _, compiler = result.stdout.decode().strip().partition("\n")
-    identity = f"provider={provider}\nversion={version or ''}\n{compiler}"
+    device = [f"device={targets}"] if targets else []
+    identity = "\n".join([f"provider={provider}", f"version={version or ''}", *device, compiler])
     label = target[ToolchainLabelField].value or default_label(provider, version, identity)
     if request.image:
         return ResolvedToolchain(target.address, provider, identity, label, cache_name="", root_in_image=root)
@@ -149,10 +153,16 @@ async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> Reso
     return ResolvedToolchain(target.address, provider, identity, label, cache_name=build_cache)
 
 
+def sdk_extras(gpu_targets: Tuple[str, ...]) -> str:
+    """The extras of TheRock's `rocm` package a build needs: host libraries, the devel tree
+    and each target's device code."""
+    return ",".join(["libraries", "devel", *(f"device-{t}" for t in sorted(gpu_targets))])
+
+
 def locate_process(tools: HostTools, owner: str, args: tuple) -> Process:
-    provider, path, version, index_url = args
+    provider, path, version, index_url, targets = args
     # This cache is private to this machine's install; builds use another, named by identity.
-    cache_name = "rocm_install_" + cache_suffix(f"{provider}|{version}|{index_url}|{path}")
+    cache_name = "rocm_install_" + cache_suffix(f"{provider}|{version}|{index_url}|{path}|{targets}")
     return Process(
         argv=(tools.bash.path, "-c", script_bytes("locate_toolchain.sh").decode(), "locate", *args, tools.python.path),
         # The machine's pip.conf (extra indexes, constraints) must not steer the SDK install.
