@@ -29,6 +29,7 @@ from rocm_build.container import BuildImage
 from rocm_build.errors import RocmBuildError
 from rocm_build.interpreters import PYTHON_LINK, BuildPython, parse_constraint
 from rocm_build.lockfile import LockError, requirement_lines
+from rocm_build.prebuilt import PrebuiltClosure, PrebuiltClosureRequest
 from rocm_build.rocm_env import build_env, check_gpu_targets
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 from rocm_build.settings import RocmBuildSubsystem
@@ -89,7 +90,7 @@ class WheelBuildSpec:
     upstream: UpstreamSpec  # pin and ordered patches of `source`
     toolchain: Address
     dependencies: Tuple[Address, ...]  # rocm_wheel targets
-    prebuilt: Tuple[Address, ...]  # prebuilt_wheel targets
+    prebuilt: Tuple[Address, ...]  # prebuilt_wheel targets and theirs (a device wheel's host), dependencies first
     archives: Tuple[Tuple[str, Address], ...]  # (env var, upstream_archive)
     python: str  # the interpreter constraint: the target's `python`, or [rocm-build].python
     gpu_targets: Tuple[str, ...]
@@ -206,7 +207,10 @@ async def wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) 
     upstream = await Get(UpstreamSpec, UpstreamRequest(source, f"the `source` field of {owner}"))
     deps = await Get(Targets, DependenciesRequest(target[WheelDependenciesField]))
     wheel_deps = [t for t in deps if isinstance(t, RocmWheelTarget)]
-    prebuilt = tuple(t.address for t in deps if isinstance(t, PrebuiltWheelTarget))
+    # Prebuilt wheels with what they depend on (a device wheel's host and family: prebuilt.py).
+    prebuilt_roots = tuple(t.address for t in deps if isinstance(t, PrebuiltWheelTarget))
+    closure = await Get(PrebuiltClosure, PrebuiltClosureRequest(prebuilt_roots, f"the `dependencies` field of {owner}"))
+    prebuilt = tuple(s.address for s in closure.specs)
     check_same_python(owner, python, [(t.address.spec, t[WheelPythonField].value or defaults.python) for t in wheel_deps])
     return WheelBuildSpec(
         address=target.address,

@@ -141,20 +141,35 @@ def _did_you_mean(err: Mapping, model: Type[BaseModel]) -> str:
 
 
 PREBUILT = "prebuilt"  # [prebuilt.<name>] tables: pinned wheels from an index, not git pins
+# Keys of [prebuilt] itself: defaults for every [prebuilt.<name>] table (one index URL, the stream
+# chosen there, for all of TheRock's wheels).
+PREBUILT_SHARED = ("index_url", "python")
+# TheRock's device wheels: `<prefix>-device-<bundle>`, e.g. amd-torch-device-gfx1151 (a target),
+# amd-torch-device-gfx115x (a family); rocm_bootstrap.device_dist_name writes a bundle's `_` as `-`.
+DEVICE_PROJECT = re.compile(r"^[a-z0-9][a-z0-9._-]*-device-(gfx[0-9a-z-]+)$")
 
 
 class PrebuiltPin(BaseModel):
-    """A wheel from a PEP 503/691 index, pinned by file name and sha256. `track` is the
-    version specifier update-pins follows; empty version/file/sha256: not resolved yet."""
+    """A wheel from a PEP 503/691 index, pinned by file name and sha256. A host pin follows
+    `track` (a version specifier); a device pin (`device_of`, TheRock's `amd-torch-device-<gfx>`
+    wheels) takes exactly its host's version. Empty version/file/sha256: not resolved yet."""
 
     index_url: str
     project: str
-    track: str
     python: str  # the wheel's Python, e.g. "3.12": update-pins picks files for it
+    track: str = ""  # host pins only
+    device_of: str = ""  # device pins: the [prebuilt.<name>] of the host wheel it carries GPU code for
     version: str = ""
     file: str = ""
     sha256: str = ""
-    requires_rocm: str = ""  # the `rocm==X` the wheel requires, read by update-pins
+    # Read by update-pins from the wheel's metadata: the `rocm==X` a host requires, the
+    # `rocm-sdk-device-<gfx>==X` a device wheel requires.
+    requires_rocm: str = ""
+    # Device pins, read by update-pins: the host's extra that pulls this wheel ("device-gfx1151";
+    # "" for a family wheel, which only other device wheels pull) and the other device wheels
+    # this one requires (space-separated projects, e.g. its family wheel).
+    extra: str = ""
+    requires_devices: str = ""
 
     class Config:
         extra = Extra.forbid
@@ -171,6 +186,12 @@ class PrebuiltPin(BaseModel):
     def resolved(self) -> bool:
         return bool(self.version and self.file and self.sha256)
 
+    @property
+    def device_key(self) -> str:
+        """The bundle a device pin's wheel carries code for ("gfx1151", "gfx115x"); "" for a host."""
+        found = DEVICE_PROJECT.match(self.project) if self.device_of else None
+        return found.group(1) if found else ""
+
 
 def parse_pins(path: str, text: str) -> Dict[str, Pin]:
     git_pins = {k: v for k, v in load_toml(path, text).items() if k != PREBUILT}
@@ -178,17 +199,71 @@ def parse_pins(path: str, text: str) -> Dict[str, Pin]:
 
 
 def parse_prebuilt_pins(path: str, text: str) -> Dict[str, PrebuiltPin]:
-    prebuilt = load_toml(path, text).get(PREBUILT, {})
-    return model_tables(
-        path, prebuilt, PrebuiltPin, "index_url, project, track and python", _describe_prebuilt, prefix=f"{PREBUILT}."
-    )
+    raw = dict(load_toml(path, text).get(PREBUILT, {}))
+    shared = {k: raw.pop(k) for k in PREBUILT_SHARED if k in raw and not isinstance(raw[k], Mapping)}
+    for key, value in raw.items():
+        if not isinstance(value, Mapping):
+            raise PinsError(
+                f"{path}: [{PREBUILT}] key `{key}`: only {' and '.join(PREBUILT_SHARED)} may be set for every "
+                f"prebuilt pin; a pin is a table [{PREBUILT}.<name>] with index_url, project, track and python"
+            )
+    tables = {}
+    for name, table in raw.items():  # index and Python: the table's, else its host's, else [prebuilt]'s
+        device_of = table.get("device_of")
+        host = raw.get(device_of, {}) if isinstance(device_of, str) else {}
+        tables[name] = {**shared, **{k: host[k] for k in PREBUILT_SHARED if k in host}, **table}
+    pins = model_tables(path, tables, PrebuiltPin, "index_url, project, track and python", _describe_prebuilt, prefix=f"{PREBUILT}.")
+    for name, pin in pins.items():
+        problem = _host_problem(pin, pins) if pin.device_of else _device_fields_on_host(pin)
+        if problem:
+            raise PinsError(f"{path}: [{PREBUILT}.{name}] {problem}")
+    return pins
+
+
+def _device_fields_on_host(pin: PrebuiltPin) -> Optional[str]:
+    if not pin.track:
+        return (
+            "field `track`: missing (a host pin needs a version specifier such as \"==2.13.0+rocm10.0.0\" "
+            "or \">=2.13,<2.14\"; a device pin names its host with `device_of` instead)"
+        )
+    stray = [k for k in ("extra", "requires_devices") if getattr(pin, k)]
+    if stray:
+        return f"field `{stray[0]}`: only a device pin (one with `device_of`) has it; remove it or add `device_of`"
+    return None
+
+
+def _host_problem(pin: PrebuiltPin, pins: Mapping[str, PrebuiltPin]) -> Optional[str]:
+    """A device pin against its host: named, a host itself, same Python, same version."""
+    host = pins.get(pin.device_of)
+    if host is None or host.device_of:
+        hosts = ", ".join(sorted(n for n, p in pins.items() if not p.device_of)) or "none"
+        why = "is not a [prebuilt.*] table" if host is None else "is a device pin itself"
+        return f"field `device_of`: {pin.device_of!r} {why}; name the host wheel's pin (host pins: {hosts})"
+    if pin.track:
+        return f"field `track`: a device pin takes exactly its host's version (device_of = {pin.device_of!r}); remove `track`"
+    if not DEVICE_PROJECT.match(pin.project):
+        return (
+            f"field `project`: {pin.project!r} is not a device wheel's name; expected `<prefix>-device-<gfx>` "
+            f"as TheRock names them, e.g. \"amd-{host.project}-device-gfx1151\""
+        )
+    if pin.python != host.python:
+        return f"field `python`: {pin.python!r}, but its host [{PREBUILT}.{pin.device_of}] is for {host.python!r}; both must match"
+    if pin.version and host.version and pin.version != host.version:
+        return (
+            f"field `version`: {pin.version!r} differs from its host [{PREBUILT}.{pin.device_of}]'s {host.version!r}; a "
+            f"device wheel is built for exactly one host version: run `pants run rules:update-pins -- --only {pin.device_of}`"
+        )
+    return None
 
 
 def _describe_prebuilt(err: Mapping) -> str:
     if err["type"] == "value_error.missing":
-        return "missing (every prebuilt pin needs index_url, project, track and python)"
+        return (
+            "missing (every prebuilt pin needs index_url, project and python, which [prebuilt] or a device pin's "
+            "host may give; a host pin also track, a device pin device_of)"
+        )
     if err["type"] == "value_error.extra":
-        return "unknown field (allowed: index_url, project, track, python, version, file, sha256, requires_rocm)"
+        return f"unknown field (allowed: {', '.join(PrebuiltPin.__fields__)})"
     return str(err["msg"])
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from rocm_build.pins import PinsError, parse_pins, set_commit_in_text
+from rocm_build.pins import PinsError, parse_pins, parse_prebuilt_pins, set_commit_in_text
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 GOOD = f"""
@@ -45,3 +45,77 @@ def test_rewrite_keeps_comments_and_layout() -> None:
     out = set_commit_in_text(GOOD, "vllm", new)
     assert out == GOOD.replace(SHA, new)
     assert parse_pins("p", out)["vllm"].commit == new
+
+
+PREBUILT_SET = """
+[prebuilt]
+index_url = "https://stable.repo.amd.com/rocm/whl-next"   # one index for every table
+python = "3.12"
+
+[prebuilt.therock-torch]
+project = "torch"
+track = "==2.13.0+rocm10.0.0"
+version = "2.13.0+rocm10.0.0"
+
+[prebuilt.therock-torch-gfx1151]
+device_of = "therock-torch"
+project = "amd-torch-device-gfx1151"
+version = "2.13.0+rocm10.0.0"
+
+[prebuilt.mirror-torch]
+index_url = "file:///srv/mirror"
+project = "torch"
+track = ">=2.13"
+
+[prebuilt.mirror-torch-gfx115x]
+device_of = "mirror-torch"
+project = "amd-torch-device-gfx115x"
+"""
+
+
+def test_prebuilt_device_pins_take_index_and_python_from_host_or_prebuilt_table() -> None:
+    pins = parse_prebuilt_pins("components/pins.toml", PREBUILT_SET)
+    device = pins["therock-torch-gfx1151"]
+    assert (device.index_url, device.python, device.device_of, device.device_key) == (
+        "https://stable.repo.amd.com/rocm/whl-next/", "3.12", "therock-torch", "gfx1151"
+    )
+    assert pins["mirror-torch-gfx115x"].index_url == "file:///srv/mirror/"  # its host's, not [prebuilt]'s
+    assert pins["mirror-torch-gfx115x"].device_key == "gfx115x" and pins["therock-torch"].device_key == ""
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('device_of = "therock-torch"', 'device_of = "torch"',
+         "[prebuilt.therock-torch-gfx1151] field `device_of`: 'torch' is not a [prebuilt.*] table; name the host "
+         "wheel's pin (host pins: mirror-torch, therock-torch)"),
+        ('device_of = "mirror-torch"', 'device_of = "therock-torch-gfx1151"',
+         "[prebuilt.mirror-torch-gfx115x] field `device_of`: 'therock-torch-gfx1151' is a device pin itself"),
+        ('project = "amd-torch-device-gfx1151"\nversion = "2.13.0+rocm10.0.0"',
+         'project = "amd-torch-device-gfx1151"\nversion = "2.13.0+rocm10.0.1"',
+         "[prebuilt.therock-torch-gfx1151] field `version`: '2.13.0+rocm10.0.1' differs from its host "
+         "[prebuilt.therock-torch]'s '2.13.0+rocm10.0.0'; a device wheel is built for exactly one host version: "
+         "run `pants run rules:update-pins -- --only therock-torch`"),
+        ('device_of = "therock-torch"', 'device_of = "therock-torch"\ntrack = ">=2"',
+         "[prebuilt.therock-torch-gfx1151] field `track`: a device pin takes exactly its host's version "
+         "(device_of = 'therock-torch'); remove `track`"),
+        ('"amd-torch-device-gfx1151"', '"torch-gfx1151"',
+         "[prebuilt.therock-torch-gfx1151] field `project`: 'torch-gfx1151' is not a device wheel's name; expected "
+         "`<prefix>-device-<gfx>` as TheRock names them, e.g. \"amd-torch-device-gfx1151\""),
+        ('track = ">=2.13"', "", "[prebuilt.mirror-torch] field `track`: missing (a host pin needs a version specifier"),
+        ('track = ">=2.13"', 'track = ">=2.13"\nextra = "device-gfx1151"',
+         "[prebuilt.mirror-torch] field `extra`: only a device pin (one with `device_of`) has it"),
+        ('python = "3.12"', 'python = "3.12"\nstream = "stable"',
+         "[prebuilt] key `stream`: only index_url and python may be set for every prebuilt pin"),
+        ('device_of = "mirror-torch"', 'device_of = "mirror-torch"\npython = "3.13"',
+         "[prebuilt.mirror-torch-gfx115x] field `python`: '3.13', but its host [prebuilt.mirror-torch] is for '3.12'"),
+        ('device_of = "mirror-torch"', 'device_of = "mirror-torch"\ndevice = "gfx115x"',
+         "[prebuilt.mirror-torch-gfx115x] field `device`: unknown field (allowed: index_url, project, python, track, "
+         "device_of, version, file, sha256, requires_rocm, extra, requires_devices). Did you mean `device_of`?"),
+    ],
+)  # fmt: skip
+def test_prebuilt_pin_errors_name_file_table_key_and_form(old: str, new: str, message: str) -> None:
+    assert old in PREBUILT_SET
+    with pytest.raises(PinsError) as e:
+        parse_prebuilt_pins("components/pins.toml", PREBUILT_SET.replace(old, new, 1))
+    assert str(e.value).startswith("components/pins.toml: " + message), str(e.value)

@@ -5,25 +5,32 @@ and flash-attention against those instead of a 3-hour torch build. The pin (a
 `[prebuilt.<name>]` table in the pins file) says index, project, version, file and sha256;
 the download is one cached process keyed by them, and what dependents see is the file's
 content. A new nightly is only ever taken by `pants run rules:update-pins`.
+
+TheRock's torch and torchvision come split: a host wheel and a device wheel per gpu target
+(and family), each a `prebuilt_wheel` whose pin names its host (`device_of`) and whose
+`dependencies` name the host's and family's targets. `PrebuiltClosure` walks them for a
+consumer and checks that graph; the consumer compiles against the hosts only (wheel.py), its
+install set carries all of them.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import List, Optional, Sequence, Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import DependenciesRequest, Targets
 from pants.option.global_options import GlobalOptions
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.pins import PREBUILT, PrebuiltPin, parse_prebuilt_pins
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
-from rocm_build.target_types import PinsFileField, PrebuiltPinField, PrebuiltWheelTarget
+from rocm_build.target_types import PinsFileField, PrebuiltDependenciesField, PrebuiltPinField, PrebuiltWheelTarget
 from rocm_build.targets import expect_target
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream import load_pins
@@ -43,10 +50,18 @@ class PrebuiltSpec:
     pin_name: str
     pin: PrebuiltPin
     pins_file: str
+    dependencies: Tuple[Address, ...] = ()  # prebuilt_wheel targets: a device wheel's host and family
+    # For a host: the device pins of the pins file that name it, (pin name, project).
+    device_pins: Tuple[Tuple[str, str], ...] = ()
 
     @property
     def owner(self) -> str:
         return self.address.spec
+
+    @property
+    def split(self) -> bool:
+        """A host wheel whose GPU code is in device wheels."""
+        return bool(self.device_pins)
 
     @property
     def where(self) -> str:
@@ -90,7 +105,15 @@ async def prebuilt_spec(request: PrebuiltRequest) -> PrebuiltSpec:
         raise RocmBuildError(
             f"prebuilt_wheel {owner}: no table [{PREBUILT}.{name}] in {path} (prebuilt pins there: {known})"
         )
-    return PrebuiltSpec(target.address, name, tables[name], path)
+    deps = await Get(Targets, DependenciesRequest(target[PrebuiltDependenciesField]))
+    others = [t.address.spec for t in deps if not isinstance(t, PrebuiltWheelTarget)]
+    if others:
+        raise RocmBuildError(
+            f"prebuilt_wheel {owner}: `dependencies` may name only prebuilt_wheel targets (its host and family "
+            f"wheels), not {', '.join(others)}"
+        )
+    devices = tuple(sorted((n, p.project) for n, p in tables.items() if p.device_of == name))
+    return PrebuiltSpec(target.address, name, tables[name], path, tuple(t.address for t in deps), devices)
 
 
 @rule(desc="Fetching a prebuilt_wheel")
@@ -135,6 +158,97 @@ async def fetch_prebuilt(request: PrebuiltRequest, tools: HostTools, global_opti
             f"(pin `{spec.pin_name}`).\n{indent(tail(said, 6))}"
         )
     return FetchedPrebuilt(spec, await Get(Digest, RemovePrefix(result.output_digest, "wheel")))
+
+
+@dataclass(frozen=True)
+class PrebuiltClosureRequest:
+    roots: Tuple[Address, ...]  # a rocm_wheel's prebuilt_wheel dependencies
+    description_of_origin: str
+
+
+@dataclass(frozen=True)
+class PrebuiltClosure:
+    specs: Tuple[PrebuiltSpec, ...]  # the roots and what they depend on, each after its dependencies
+
+
+@rule(desc="Reading prebuilt_wheel dependencies")
+async def prebuilt_closure(request: PrebuiltClosureRequest) -> PrebuiltClosure:
+    order: List[PrebuiltSpec] = []
+    pending = list(request.roots)
+    seen = set(pending)
+    while pending:  # breadth first; the order below puts dependencies first
+        specs = await MultiGet(Get(PrebuiltSpec, PrebuiltRequest(a, request.description_of_origin)) for a in pending)
+        order.extend(specs)
+        pending = [a for s in specs for a in s.dependencies if a not in seen]
+        seen.update(pending)
+    by_address = {s.address: s for s in order}
+    for spec in order:
+        problem = device_edges_problem(spec, [by_address[a] for a in spec.dependencies])
+        if problem:
+            raise RocmBuildError(problem)
+    return PrebuiltClosure(tuple(_dependencies_first(order, by_address)))
+
+
+def _dependencies_first(specs: Sequence[PrebuiltSpec], by_address) -> List[PrebuiltSpec]:
+    done: List[PrebuiltSpec] = []
+
+    def visit(spec: PrebuiltSpec, path: Tuple[Address, ...]) -> None:
+        if spec in done:
+            return
+        if spec.address in path:
+            cycle = " -> ".join(a.spec for a in (*path[path.index(spec.address):], spec.address))
+            raise RocmBuildError(f"prebuilt_wheel dependencies form a cycle: {cycle}; a device wheel depends on its host, not the reverse")
+        for address in spec.dependencies:
+            visit(by_address[address], (*path, spec.address))
+        done.append(spec)
+
+    for spec in sorted(specs, key=lambda s: s.address.spec):
+        visit(spec, ())
+    return done
+
+
+def device_edges_problem(spec: PrebuiltSpec, deps: Sequence[PrebuiltSpec]) -> Optional[str]:
+    """A device wheel's target depends on its host's and on those of the device wheels it requires."""
+    pin = spec.pin
+    if not pin.device_of:
+        return None
+    same_file = [d for d in deps if d.pins_file == spec.pins_file]
+    if not any(d.pin_name == pin.device_of for d in same_file):
+        return (
+            f"prebuilt_wheel {spec.owner}: its pin `{spec.pin_name}` ({spec.where}) is a device wheel of "
+            f"`{pin.device_of}`, so it must depend on that host's prebuilt_wheel: add it to `dependencies`"
+        )
+    have = {d.pin.project for d in same_file}
+    missing = [p for p in pin.requires_devices.split() if p not in have]
+    if missing:
+        return (
+            f"prebuilt_wheel {spec.owner}: {pin.project} requires {', '.join(missing)} (`requires_devices` in "
+            f"{spec.where}): add the prebuilt_wheel of that pin to `dependencies`"
+        )
+    return None
+
+
+def missing_device_wheels(owner: str, gpu_targets: Sequence[str], specs: Sequence[PrebuiltSpec]) -> List[str]:
+    """A consumer building for a gpu target on a split host needs that host's device wheel for
+    it among its prebuilt dependencies: without it every kernel fails (hipErrorInvalidImage)."""
+    problems = []
+    for host in (s for s in specs if s.split):
+        have = {s.pin.device_key for s in specs if s.pin.device_of == host.pin_name and s.pins_file == host.pins_file}
+        for gfx in [t for t in gpu_targets if t not in have]:
+            prefix = host.device_pins[0][1].rpartition("-device-")[0] or f"amd-{host.pin.project}"
+            project = f"{prefix}-device-{gfx}"
+            pinned = [n for n, p in host.device_pins if p == project]
+            fix = (
+                f"add the prebuilt_wheel of pin `{pinned[0]}` to its `dependencies`"
+                if pinned
+                else f"there is no pin for {project} either: add [{PREBUILT}.{host.pin_name}-{gfx}] with device_of = "
+                f'"{host.pin_name}" and project = "{project}" to {host.pins_file}, a prebuilt_wheel for it, and depend on that'
+            )
+            problems.append(
+                f"{owner} builds for {gfx} (gpu_targets) on prebuilt_wheel {host.owner} ({host.pin.project}, pin "
+                f"`{host.pin_name}`), whose GPU code is in device wheels, but depends on none for {gfx}: {fix}"
+            )
+    return problems
 
 
 def rules():

@@ -1,10 +1,15 @@
 """update-pins for prebuilt wheels: the newest file on the index that `track` allows, for the
-pin's Python on linux x86_64, with its sha256 and the ROCm version it requires."""
+pin's Python on linux x86_64, with its sha256 and the ROCm version it requires.
+
+A split host (TheRock's torch: its GPU code in `amd-torch-device-<gfx>` wheels) brings its
+device pins along: each takes the exact version the host's `extra == "device-<gfx>"` lines
+name, and the set is refused unless the device wheels' own requirements agree with it
+(prebuilt_devices.py reads both metadata files).
+"""
 
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import types
 import zipfile
@@ -16,9 +21,8 @@ from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import Version
 
 from rocm_build.pins import PREBUILT, PrebuiltPin
+from rocm_build.prebuilt_devices import DeviceSetError, device_values, host_devices, pinned_requirement
 from rocm_build.sandbox_scripts import load_script
-
-_ROCM = re.compile(r"(?mi)^Requires-Dist:\s*rocm(?:\[[^\]]*\])?\s*==\s*([^\s;,]+)")
 
 
 def simple_index() -> types.ModuleType:
@@ -68,9 +72,9 @@ def newest(pin: PrebuiltPin, files: Sequence[IndexFile]) -> Optional[Tuple[Versi
     return max(found, key=lambda pair: (pair[0], pair[1].name)) if found else None
 
 
-def requires_rocm(metadata: str) -> str:
-    found = _ROCM.search(metadata)
-    return found.group(1) if found else ""
+def requires_rocm(metadata: str, python: str = "3.12") -> str:
+    """X of the wheel's own `Requires-Dist: rocm[...]==X` (markers evaluated), or ""."""
+    return pinned_requirement(metadata, "rocm", python) or ""
 
 
 def _read(url: str, index: types.ModuleType) -> bytes:
@@ -97,20 +101,65 @@ def plan_prebuilt(pins: Dict[str, PrebuiltPin], only: Optional[Sequence[str]]) -
     index = simple_index()
     moves = []
     for name, pin in sorted(pins.items()):
-        if only and name not in only:
-            continue
-        files = [IndexFile(*row) for row in index.project_files(pin.index_url, pin.project)]
-        found = newest(pin, files)
-        if found is None:
-            raise OSError(
-                f"[{PREBUILT}.{name}]: {index.project_url(pin.index_url, pin.project)} has no wheel of "
-                f"{pin.project} matching `track` {pin.track!r} for CPython {pin.python} on linux x86_64"
-            )
-        version, chosen = found
-        if chosen.name == pin.file and pin.sha256:
+        devices = {n: p for n, p in pins.items() if p.device_of == name}
+        if pin.device_of or (only and name not in only and not set(devices) & set(only)):
+            continue  # a device pin moves with its host: `--only` either selects both
+        version, chosen = _newest_or_fail(name, pin, index)
+        if chosen.name == pin.file and pin.sha256 and all(_current(d, pin.version) for d in devices.values()):
             continue
         sha256, metadata = _sha256_and_metadata(chosen, index)
-        values = {"version": str(version), "file": chosen.name, "sha256": sha256, "requires_rocm": requires_rocm(metadata)}
-        why = f"newest {pin.project} for {pin.track!r} on {pin.index_url}"
-        moves.append(PrebuiltMove(name, pin.version, values, why))
+        values = {"version": str(version), "file": chosen.name, "sha256": sha256, "requires_rocm": requires_rocm(metadata, pin.python)}
+        if chosen.name != pin.file or not pin.sha256:
+            moves.append(PrebuiltMove(name, pin.version, values, f"newest {pin.project} for {pin.track!r} on {pin.index_url}"))
+        host = replace_pin(pin, values)
+        try:
+            for device_name, device in sorted(host_devices(name, host, metadata, devices).items()):
+                moves += _device_move(device_name, device, name, host, metadata, pins, index)
+        except DeviceSetError as e:
+            raise OSError(str(e)) from None
     return moves
+
+
+def replace_pin(pin: PrebuiltPin, values: Dict[str, str]) -> PrebuiltPin:
+    return pin.copy(update=values)
+
+
+def _current(device: PrebuiltPin, host_version: str) -> bool:
+    return device.resolved and device.version == host_version
+
+
+def _newest_or_fail(name: str, pin: PrebuiltPin, index: types.ModuleType) -> Tuple[Version, IndexFile]:
+    files = [IndexFile(*row) for row in index.project_files(pin.index_url, pin.project)]
+    found = newest(pin, files)
+    if found is None:
+        raise OSError(
+            f"[{PREBUILT}.{name}]: {index.project_url(pin.index_url, pin.project)} has no wheel of "
+            f"{pin.project} matching `track` {pin.track!r} for CPython {pin.python} on linux x86_64"
+        )
+    return found
+
+
+def _device_move(
+    name: str, device: PrebuiltPin, host_name: str, host: PrebuiltPin, host_metadata: str,
+    pins: Dict[str, PrebuiltPin], index: types.ModuleType,
+) -> List[PrebuiltMove]:  # fmt: skip
+    """The device wheel of exactly the version the host's extra names, checked against it."""
+    wanted = Version(host.version)
+    files = [IndexFile(*row) for row in index.project_files(device.index_url, device.project)]
+    exact = [f for f in files if fits(f.name, device.python) == wanted]
+    if not exact:
+        raise OSError(
+            f"[{PREBUILT}.{name}]: {index.project_url(device.index_url, device.project)} has no wheel of "
+            f"{device.project} {host.version} for CPython {device.python} on linux x86_64, which its host "
+            f"[{PREBUILT}.{host_name}] ({host.project} {host.version}) requires"
+        )
+    chosen = max(exact, key=lambda f: f.name)
+    sha256, metadata = _sha256_and_metadata(chosen, index)
+    values = {"version": host.version, "file": chosen.name, "sha256": sha256}
+    try:
+        values.update(device_values(name, device, host_name, host, host_metadata, metadata, pins))
+    except DeviceSetError as e:
+        raise OSError(str(e)) from None
+    if all(getattr(device, k) == v for k, v in values.items()):
+        return []
+    return [PrebuiltMove(name, device.version, values, f"{device.project} for {host.project} {host.version} (device_of {host_name})")]

@@ -25,7 +25,7 @@ from rocm_build.build_request import WheelBuildSpec, WheelRequest, lock_request
 from rocm_build.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.interpreters import BuildPython, BuildPythonRequest, parse_constraint
-from rocm_build.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec
+from rocm_build.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec, missing_device_wheels
 from rocm_build.recipe_paths import PROJECT_FILES, missing_paths, named_paths
 from rocm_build.source_tree import source_files
 from rocm_build.target_types import RocmToolchainTarget, ToolchainVersionField
@@ -111,19 +111,21 @@ async def _prebuilt_problems(spec: WheelBuildSpec) -> List[str]:
     toolchain = await expect_target(spec.toolchain, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
     version = toolchain[ToolchainVersionField].value
     minor = parse_constraint(spec.python, spec.owner).minor
+    found: List[PrebuiltSpec] = []
     for address in spec.prebuilt:
         try:
             prebuilt = await Get(PrebuiltSpec, PrebuiltRequest(address, f"the `dependencies` field of {spec.owner}"))
         except Exception as e:
             problems.append(problem_text(e))
             continue
+        found.append(prebuilt)
         if minor and prebuilt.pin.python != minor:
             problems.append(
                 f"{spec.owner} builds with Python {minor}, but prebuilt_wheel {prebuilt.owner} is pinned for Python "
                 f"{prebuilt.pin.python} ({prebuilt.where}): it could not be installed beside it."
             )
         problems += [p for p in (prebuilt.unresolved(), prebuilt.rocm_mismatch(spec.owner, spec.toolchain.spec, version)) if p]
-    return problems
+    return missing_device_wheels(spec.owner, spec.gpu_targets, found) + problems  # TheRock's split wheels
 
 
 async def _image(spec: WheelBuildSpec) -> Optional[BuildImage]:

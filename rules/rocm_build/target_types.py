@@ -497,9 +497,20 @@ class PrebuiltPinField(StringField):
     help = "The name of the `[prebuilt.<name>]` table in the pins file: index, project, file and sha256."
 
 
+class PrebuiltDependenciesField(Dependencies):
+    help = softwrap(
+        """
+        For a device wheel (its pin has `device_of`, e.g. TheRock's amd-torch-device-gfx1151):
+        the `prebuilt_wheel` targets of its host wheel and of the device wheels it requires
+        (its family wheel, amd-torch-device-gfx115x). They go with it into install sets;
+        `rocm_wheel`s compile against host wheels only, device wheels never enter a build venv.
+        """
+    )
+
+
 class PrebuiltWheelTarget(Target):
     alias = "prebuilt_wheel"
-    core_fields = (*COMMON_TARGET_FIELDS, PrebuiltPinField, PinsFileField)
+    core_fields = (*COMMON_TARGET_FIELDS, PrebuiltPinField, PinsFileField, PrebuiltDependenciesField)
     help = help_text(
         f"""
         A wheel someone else built (e.g. TheRock's torch for gfx1151), pinned in the pins file
@@ -509,18 +520,33 @@ class PrebuiltWheelTarget(Target):
         written to dist/ with the chain. `pants run rules:update-pins` resolves its `track`
         (a version specifier) against the index.
 
+        TheRock splits torch and torchvision into a host wheel and device wheels (one per gpu
+        target, and family wheels): one `prebuilt_wheel` each. A device wheel's pin names its
+        host (`device_of`) and takes exactly the host's version; its target depends on the
+        host's (and family's) targets. A `rocm_wheel` depends on the device wheels of its
+        `gpu_targets` (the host comes with them): it compiles against the host, its install set
+        holds them all and its requirements.txt says `torch[device-gfx1151]==<version>`.
+
         Example (components/pins.toml, then a BUILD file):
 
-            [prebuilt.therock-torch]
-            index_url = "https://rocm.nightlies.amd.com/v2/gfx1151/"
-            project = "torch"
-            track = ">=2.13.0a0,<2.14"
+            [prebuilt]
+            index_url = "https://stable.repo.amd.com/rocm/whl-next/"   # every table's default
             python = "3.12"
+
+            [prebuilt.therock-torch]
+            project = "torch"
+            track = "==2.13.0+rocm10.0.0"
             version = ""   # update-pins fills version, file, sha256, requires_rocm
             file = ""
             sha256 = ""
 
+            [prebuilt.therock-torch-gfx1151]
+            device_of = "therock-torch"
+            project = "amd-torch-device-gfx1151"   # update-pins also fills extra, requires_devices
+
             prebuilt_wheel(name="torch", {PrebuiltPinField.alias}="therock-torch")  # components/therock
+            prebuilt_wheel(name="torch-gfx1151", {PrebuiltPinField.alias}="therock-torch-gfx1151",
+                           dependencies=[":torch", ":torch-gfx115x"])
         """
     )
 

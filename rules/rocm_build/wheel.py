@@ -5,8 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import shlex
 from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.engine.addresses import Address
@@ -164,6 +165,8 @@ def prebuilt_wheel(fetched: FetchedPrebuilt) -> BuiltRocmWheel:
     """A prebuilt wheel where a built one would stand: its payload is the file as pinned."""
     spec, pin = fetched.spec, fetched.spec.pin
     source = {"prebuilt": spec.pin_name, "index_url": pin.index_url, "file": pin.file, "sha256": pin.sha256}
+    if pin.device_of:  # TheRock's device wheel of a host pin, pulled by the host's `extra`
+        source.update(device_of=pin.device_of, extra=pin.extra)
     info = json.dumps({"target": spec.owner, "source": source, "requires_rocm": pin.requires_rocm}, indent=2, sort_keys=True)
     built = BuiltRocmWheel(
         spec.address, pin.file, pin.sha256, fetched.wheel, EMPTY_DIGEST, info, payload=fetched.wheel, payload_sha256=pin.sha256
@@ -201,7 +204,8 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     usable = tuple(d for d in deps if d.wheel_name)
 
     bootstrap = await bootstrap_wheels_digest()
-    dep_wheels = await Get(Digest, MergeDigests(d.payload for d in usable))
+    # Device wheels (GPU code split from a prebuilt host) are not compiled against: only in install sets.
+    dep_wheels = await Get(Digest, MergeDigests(d.payload for d in usable if not is_device_wheel(d)))
     archive_trees = await MultiGet(
         Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)
     )
@@ -359,27 +363,46 @@ class RocmWheelFieldSet(PackageFieldSet):
 INSTALL_REQUIREMENTS = "requirements.txt"
 
 
+def is_device_wheel(wheel: BuiltRocmWheel) -> bool:
+    return "device_of" in json.loads(wheel.build_info).get("source", {})
+
+
+def device_extras(sources: Iterable[Dict[str, str]]) -> Dict[str, Tuple[str, ...]]:
+    """Host pin -> the extras its device wheels in the set stand for: torch[device-gfx1151]."""
+    extras: Dict[str, Tuple[str, ...]] = {}
+    for source in sources:
+        if source.get("extra"):
+            extras[source["device_of"]] = tuple(sorted({*extras.get(source["device_of"], ()), source["extra"]}))
+    return extras
+
+
+def requirement(wheel: BuiltRocmWheel, extras: Sequence[str]) -> str:
+    """`name[extras]==version` of a wheel in the set."""
+    name, version = (wheel.wheel_name or "").split("-")[:2]
+    return f"{name}[{','.join(extras)}]=={version}" if extras else f"{name}=={version}"
+
+
 async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
     """`wheels/` (a find-links folder with every wheel of the chain) and a requirements file
     pinning each by version and sha256, so that
     `pip install --no-index --find-links <dir>/wheels -r <dir>/requirements.txt` installs
     exactly this chain, and nothing that merely has the same version."""
     sources = [(w, json.loads(w.build_info)["source"]) for w in closure]
-    prebuilt = [(w, source) for w, source in sources if "prebuilt" in source]
+    extras = device_extras(source for _, source in sources)
+    hosts = [(w, source) for w, source in sources if "prebuilt" in source and "device_of" not in source]
     lines = [
         "# The rocm_wheel chain of one `pants package`: every wheel by version and sha256.",
-        "# pip install --no-index --find-links wheels -r requirements.txt  (from this directory)",
+        "# pip install --no-index --find-links wheels --require-hashes -r requirements.txt  (from this directory)",
         *(
             # What a prebuilt wheel itself requires (TheRock's torch: rocm[libraries]) is not
             # part of the chain: it comes from the wheel's own index, installed first.
-            f"# first, the prebuilt {name} and what it requires: pip install --index-url {source['index_url']} "
-            f"{name}=={version}"
-            for w, source in prebuilt
-            for name, version in [w.wheel_name.split("-")[:2]]
+            f"# first, the prebuilt {w.wheel_name.split('-')[0]} and what it requires: pip install --index-url "
+            f"{source['index_url']} {shlex.quote(requirement(w, extras.get(source['prebuilt'], ())))}"
+            for w, source in hosts
         ),
         *(
-            f"{w.wheel_name.split('-')[0]}=={w.wheel_name.split('-')[1]} --hash=sha256:{w.wheel_sha256}"
-            for w in sorted(closure, key=lambda w: w.wheel_name or "")
+            f"{requirement(w, extras.get(source.get('prebuilt', ''), ()))} --hash=sha256:{w.wheel_sha256}"
+            for w, source in sorted(sources, key=lambda pair: pair[0].wheel_name or "")
         ),
     ]
     wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))
