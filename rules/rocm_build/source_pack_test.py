@@ -19,6 +19,7 @@ def script(tmp_path: Path) -> Path:
     path = tmp_path / "source_pack.py"
     path.write_bytes(script_bytes("source_pack.py"))
     (tmp_path / "git_urls.py").write_bytes(script_bytes("git_urls.py"))
+    (tmp_path / "mirrors.py").write_bytes(script_bytes("mirrors.py"))
     return path
 
 
@@ -231,3 +232,47 @@ def test_an_unexpected_git_failure_says_which_command_not_a_traceback(script, wi
     broken = run(script, tmp_path, "checkout", "source", "tree")
     assert broken.returncode == 13
     assert "`git read-tree` failed (exit 128)" in broken.stderr and "Traceback" not in broken.stderr
+
+
+def test_an_https_pin_is_fetched_from_its_mirror_submodules_too_and_checked_by_commit(script, tmp_path) -> None:
+    # The upstreams exist only as local copies under a mirror directory: the pin and the
+    # submodule's relative URL name https://example.invalid, which nothing serves.
+    mirror = tmp_path / "mirror"
+    dep = init_repo(mirror / "org/dep")
+    commit_files(dep, {"dep.c": "int dep;\n"})
+    top = init_repo(mirror / "org/top")
+    commit_files(top, {"setup.py": "\n"})
+    sha = commit_gitlink(top, "third_party/dep", "../dep", git(dep, "rev-parse", "HEAD"))
+    box = tmp_path / "box"
+    (box / ".mirrors").mkdir(parents=True)
+    table = {"https://example.invalid/": f"file://{mirror}/"}
+    (box / ".mirrors/mirrors.json").write_text(json.dumps(table))
+    fetched = run(script, box, "fetch", "https://example.invalid/org/top", sha, "1", "source")
+    assert fetched.returncode == 0, fetched.stderr
+    assert [line.split(" ", 1)[1] for line in (box / "source/repos").read_text().splitlines()] == [".", "third_party/dep"]
+    # A mirror serves only what the pin names: a commit it does not have is not taken from it.
+    again = tmp_path / "again"
+    (again / ".mirrors").mkdir(parents=True)
+    (again / ".mirrors/mirrors.json").write_text(json.dumps(table))
+    missing = run(script, again, "fetch", "https://example.invalid/org/top", "1" * 40, "0", "source")
+    assert missing.returncode == 10
+    assert f"(fetched through the mirror file://{mirror}/: file://{mirror}/org/top)" in missing.stderr
+    # Without the table, the pin's own URL is used (and here cannot be reached).
+    plain = run(script, tmp_path / "plain", "fetch", "https://example.invalid/org/top", sha, "0", "source")
+    assert plain.returncode == 10
+
+
+def test_mirror_tables_are_checked_before_use(tmp_path) -> None:
+    (tmp_path / "m.py").write_bytes(script_bytes("mirrors.py"))
+    (tmp_path / "git_urls.py").write_bytes(script_bytes("git_urls.py"))
+    env = {"PATH": "/usr/bin:/bin", "ROCM_BUILD_MIRRORS": json.dumps({"https://github.com/": "ext::sh -c x/"})}
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    bad = subprocess.run([sys.executable, str(tmp_path / "m.py"), "configure", str(cache)], env=env, capture_output=True, text=True)
+    assert bad.returncode == 2
+    assert "the mirror 'ext::sh -c x/' (for 'https://github.com/') names the remote helper `ext::`" in bad.stderr
+    assert not list(cache.iterdir())
+    env["ROCM_BUILD_MIRRORS"] = json.dumps({"https://github.com/": "file:///srv/github/"})
+    good = subprocess.run([sys.executable, str(tmp_path / "m.py"), "configure", str(cache)], env=env, capture_output=True, text=True)
+    assert good.returncode == 0, good.stderr
+    assert json.loads((cache / "mirrors.json").read_text()) == {"https://github.com/": "file:///srv/github/"}

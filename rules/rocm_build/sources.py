@@ -19,6 +19,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.mirrors import Mirrors
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_digest
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
@@ -56,6 +57,7 @@ class FetchedTree:
 
 @rule
 async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree:
+    mirrors = await Get(Mirrors)
     result = await Get(
         FallibleProcessResult,
         Process(
@@ -68,7 +70,9 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
                 "1" if request.submodules else "0",
                 PACK_DIR,
             ),
-            input_digest=await script_digest("source_pack.py", "git_urls.py"),
+            input_digest=await script_digest("source_pack.py", "git_urls.py", "mirrors.py"),
+            # The mirror table: read from a named cache, in no key (rocm_build/mirrors.py).
+            append_only_caches=mirrors.caches,
             env={
                 "PATH": "/usr/bin:/bin",
                 # Git's own last line behind our URL checks: only the schemes the pin allows.

@@ -99,17 +99,33 @@ def submodules_of(git_dir, commit):
     return found
 
 
-def fetch(url, sha, submodules, out):
+def fetch_through_mirrors(git_dir, url, sha, table):
+    """Fetches `sha` from the mirror of `url` if the table has one (scripts/mirrors.py), else
+    from `url`; the commit is checked either way."""
+    import mirrors
+
+    fetched_from, mirror = mirrors.rewrite(url, table)
+    run = fetch_commit(git_dir, fetched_from, sha)
+    if mirror and run.returncode != 0:
+        print(f"(fetched through the mirror {mirror}: {fetched_from})", file=sys.stderr)
+    return run
+
+
+def fetch(url, sha, submodules, out, mirrors_dir=".mirrors"):
     import git_urls  # beside this script in fetch processes only; checkouts do without it
+    import mirrors
 
     schemes = git_urls.schemes_for(url)
-    ALLOWED["GIT_ALLOW_PROTOCOL"] = git_urls.git_protocol_allow(schemes)
+    table = mirrors.load(mirrors_dir)
+    # Mirrors are our setting, so their schemes are allowed for the fetches they serve.
+    used = {git_urls.scheme_of(mirror) for _, mirror in table}
+    ALLOWED["GIT_ALLOW_PROTOCOL"] = git_urls.git_protocol_allow([*schemes, *used])
     why = git_urls.refusal(url, schemes)
     if why:
         refuse(git_urls, ".", url, why)
     git_dir = tempfile.mkdtemp(prefix=".fetch-git-", dir=".")
     subprocess.run(["git", "init", "-q", "--bare", "--", git_dir], check=True)
-    run = fetch_commit(git_dir, url, sha)
+    run = fetch_through_mirrors(git_dir, url, sha, table)
     sys.stderr.write(run.stderr.decode(errors="replace"))
     if run.returncode != 0:
         sys.exit(10)
@@ -127,7 +143,7 @@ def fetch(url, sha, submodules, out):
             why = git_urls.refusal(sub_url, schemes)
             if why:
                 refuse(git_urls, where, sub_url, why)
-            run = fetch_commit(git_dir, sub_url, sub_sha)
+            run = fetch_through_mirrors(git_dir, sub_url, sub_sha, table)
             if run.returncode != 0:
                 sys.stderr.write(run.stderr.decode(errors="replace"))
                 print(f"submodule `{where}`: cannot fetch {sub_sha} from {git_urls.redact(sub_url)}", file=sys.stderr)
