@@ -323,3 +323,12 @@ def test_a_device_wheel_target_must_depend_on_the_family_it_requires(rule_runner
         "(`requires_devices` in [prebuilt.therock-torch-gfx1151] in components/pins.toml): add the prebuilt_wheel of "
         "that pin to `dependencies`"
     ) in str(e.value)
+
+
+def test_an_unreachable_index_names_the_pin_and_changes_nothing(tmp_path, capsys) -> None:
+    text = PINS.format(url="http://127.0.0.1:9/whl-next/", torch=TORCH, vision=VISION)
+    assert update_pins(tmp_path, text, "therock-torch") == 1
+    assert (tmp_path / "pins.toml").read_text() == text
+    err = capsys.readouterr().err
+    assert err.startswith("update-pins: [prebuilt.therock-torch]: cannot read http://127.0.0.1:9/whl-next/torch/ (")
+    assert err.rstrip().endswith("or point `index_url` at a mirror. The pins file was not changed.")

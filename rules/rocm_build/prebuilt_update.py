@@ -128,8 +128,18 @@ def _current(device: PrebuiltPin, host_version: str) -> bool:
     return device.resolved and device.version == host_version
 
 
+def _files(name: str, pin: PrebuiltPin, index: types.ModuleType) -> List[IndexFile]:
+    try:
+        return [IndexFile(*row) for row in index.project_files(pin.index_url, pin.project)]
+    except OSError as e:
+        raise OSError(
+            f"[{PREBUILT}.{name}]: cannot read {index.project_url(pin.index_url, pin.project)} ({e}); run "
+            "update-pins where the index is reachable, or point `index_url` at a mirror. The pins file was not changed."
+        ) from None
+
+
 def _newest_or_fail(name: str, pin: PrebuiltPin, index: types.ModuleType) -> Tuple[Version, IndexFile]:
-    files = [IndexFile(*row) for row in index.project_files(pin.index_url, pin.project)]
+    files = _files(name, pin, index)
     found = newest(pin, files)
     if found is None:
         raise OSError(
@@ -145,7 +155,7 @@ def _device_move(
 ) -> List[PrebuiltMove]:  # fmt: skip
     """The device wheel of exactly the version the host's extra names, checked against it."""
     wanted = Version(host.version)
-    files = [IndexFile(*row) for row in index.project_files(device.index_url, device.project)]
+    files = _files(name, device, index)
     exact = [f for f in files if fits(f.name, device.python) == wanted]
     if not exact:
         raise OSError(
