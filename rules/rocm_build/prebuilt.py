@@ -35,7 +35,7 @@ from rocm_build.targets import expect_target
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream import load_pins
 
-EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_NOT_LISTED = 20, 21, 23
+EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_NOT_LISTED, EXIT_REFUSED = 20, 21, 23, 24
 
 
 @dataclass(frozen=True)
@@ -145,6 +145,13 @@ async def fetch_prebuilt(request: PrebuiltRequest, tools: HostTools, global_opti
                 f"{got.group(1) if got else '?'}, but the pin `{spec.pin_name}` ({spec.where}) says "
                 f"{pin.sha256}. Nothing was used. If the index replaced the file on purpose, check it and "
                 f"run `pants run rules:update-pins -- --only {spec.pin_name}`."
+            )
+        if result.exit_code == EXIT_REFUSED:
+            raise RocmBuildError(
+                f"prebuilt_wheel {spec.owner}: {said.strip()} (from {pin.index_url}, pin `{spec.pin_name}`, "
+                f"{spec.where}). Nothing was used. The file has the pinned sha256, so the index served it so: "
+                "report it to the index's maintainers, and move the pin to a sound file with "
+                f"`pants run rules:update-pins -- --only {spec.pin_name}` once there is one."
             )
         if result.exit_code == EXIT_NOT_LISTED:
             raise RocmBuildError(

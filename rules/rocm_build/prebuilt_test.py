@@ -1,10 +1,26 @@
-from pants.engine.addresses import Address
+from __future__ import annotations
 
+import functools
+import hashlib
+import threading
+import zipfile
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+import pytest
+from pants.core.util_rules import system_binaries
+from pants.engine.addresses import Address
+from pants.engine.fs import Digest, DigestContents
+from pants.engine.internals.scheduler import ExecutionError
+from pants.testutil.rule_runner import QueryRule, RuleRunner
+
+from rocm_build import register
 from rocm_build.pins import PrebuiltPin
-from rocm_build.prebuilt import PrebuiltSpec
+from rocm_build.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec
 from rocm_build.prebuilt_update import IndexFile, fits, newest, requires_rocm
 
 INDEX = "https://rocm.nightlies.amd.com/v2/gfx1151/"
+FILE = "mini_torch-1.0-py3-none-any.whl"
+GOOD_HASH = "qDELPlksFSwWLqsldfcO3h82HUM9qbRemTxcdjn1Jb8"  # of b"VERSION = '1.0'\n", as RECORD writes it
 
 
 def pin(**fields: str) -> PrebuiltPin:
@@ -51,3 +67,49 @@ def test_update_pins_takes_the_newest_file_for_the_python_and_track() -> None:
     assert fits("not-a-wheel.tar.gz", "3.12") is None
     assert requires_rocm("Name: torch\nRequires-Dist: filelock\nRequires-Dist: rocm[libraries]==7.14.0a20261122\n") == "7.14.0a20261122"
     assert requires_rocm("Name: mini-torch\nRequires-Dist: mini_aotriton==1.0.0\n") == ""
+
+
+def test_a_wheel_that_fails_its_own_record_is_refused_naming_target_pin_and_member(tmp_path) -> None:
+    # Each kind of hostile wheel: wheel_record_test.py. Here: what the rule says, with a real
+    # index on 127.0.0.1, and the same wheel with a matching RECORD line is used.
+    served = tmp_path / "serve"
+    (served / "simple/mini-torch").mkdir(parents=True)
+    (served / "simple/mini-torch/index.html").write_text(f'<a href="../../{FILE}">{FILE}</a>\n')
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(served))
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    index_url = f"http://127.0.0.1:{httpd.server_address[1]}/simple/"
+    rule_runner = RuleRunner(
+        rules=[*register.rules(), *system_binaries.rules(), QueryRule(FetchedPrebuilt, [PrebuiltRequest]), QueryRule(DigestContents, [Digest])],
+        target_types=register.target_types(),
+        isolated_local_store=True,
+    )
+
+    def fetch(code: bytes) -> FetchedPrebuilt:
+        with zipfile.ZipFile(served / FILE, "w") as zf:
+            zf.writestr("mini_torch/__init__.py", code)
+            zf.writestr("mini_torch-1.0.dist-info/RECORD", f"mini_torch/__init__.py,sha256={GOOD_HASH},16\n")
+        sha = hashlib.sha256((served / FILE).read_bytes()).hexdigest()
+        rule_runner.write_files(
+            {
+                "pins.toml": f'[prebuilt.mini]\nindex_url = "{index_url}"\nproject = "mini-torch"\ntrack = ">=1"\n'
+                f'python = "3.11"\nversion = "1.0"\nfile = "{FILE}"\nsha256 = "{sha}"\n',
+                "BUILD": "prebuilt_wheel(name='torch', pin='mini', pins_file='pins.toml')",
+            }
+        )
+        return rule_runner.request(FetchedPrebuilt, [PrebuiltRequest(Address("", target_name="torch"), "test")])
+
+    try:
+        with pytest.raises(ExecutionError) as e:
+            fetch(b"import os  # evil\n")
+        assert (
+            f"prebuilt_wheel //:torch: refused {FILE}: member 'mini_torch/__init__.py' has "
+            f"sha256=cNz86wGz90K53awbcDtXj39UhnSLWgFAtG_kcR4lKR8, but mini_torch-1.0.dist-info/RECORD says "
+            f"sha256={GOOD_HASH} (from {index_url}, pin `mini`, [prebuilt.mini] in pins.toml). Nothing was used. "
+            "The file has the pinned sha256, so the index served it so: report it to the index's maintainers, and "
+            "move the pin to a sound file with `pants run rules:update-pins -- --only mini` once there is one."
+        ) in str(e.value)
+        fetched = fetch(b"VERSION = '1.0'\n")
+        assert [fc.path for fc in rule_runner.request(DigestContents, [fetched.wheel])] == [FILE]
+    finally:
+        httpd.shutdown()

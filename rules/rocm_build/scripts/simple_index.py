@@ -4,20 +4,32 @@ a process sandbox, and update-pins imports it.
 
 Usage: simple_index.py fetch INDEX_URL PROJECT FILE SHA256
 Writes wheel/FILE. Exit 20: the bytes do not match SHA256 (stderr: `got sha256:<hex>`);
-21: the index or the file could not be downloaded; 23: the index does not list FILE.
+21: the index or the file could not be downloaded; 23: the index does not list FILE;
+24: the file is not a wheel we install (stderr: `refused <FILE>: ...`, naming the member).
+
+The sha256 says the bytes are the pinned ones, not that they are a sound wheel: pip installs
+a wheel's members without checking them against its RECORD. So a wheel is refused unless
+every member has a safe name (relative, no `..`, no backslash), is no link, device or
+setuid file, and is in its own `*.dist-info/RECORD` with the same hash and size.
 """
 
+import base64
+import csv
 import hashlib
 import html.parser
+import io
 import json
 import os
 import re
 import ssl
+import stat
 import sys
 import urllib.parse
 import urllib.request
+import zipfile
+import zlib
 
-EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_NOT_LISTED = 20, 21, 23
+EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_NOT_LISTED, EXIT_REFUSED = 20, 21, 23, 24
 JSON_TYPE = "application/vnd.pypi.simple.v1+json"
 
 
@@ -73,6 +85,99 @@ def download(url, path):
     return digest.hexdigest()
 
 
+RECORD_HASHES = ("sha256", "sha384", "sha512")  # what PEP 427 allows: sha256 or stronger
+SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signatures of RECORD, which RECORD cannot list
+
+
+def _name_problem(name):
+    if "\\" in name:
+        return "has a backslash in its name (a path separator on Windows)"
+    if name.startswith("/") or re.match(r"^[A-Za-z]:", name):
+        return "has an absolute path"
+    if ".." in name.split("/"):
+        return "has a `..` component, which leads outside the install directory"
+    return None
+
+
+def _mode_problem(info):
+    mode = info.external_attr >> 16 if info.create_system == 3 else 0
+    if stat.S_ISLNK(mode):
+        return "is a symbolic link"
+    if stat.S_IFMT(mode) not in (0, stat.S_IFREG, stat.S_IFDIR):
+        return "is a device file, FIFO or socket"
+    if mode & (stat.S_ISUID | stat.S_ISGID):
+        return "has the setuid or setgid bit set"
+    return None
+
+
+class _Refused(Exception):
+    """Why a wheel is refused, naming the member."""
+
+
+def _record(zf, names):
+    """The wheel's RECORD as {path: (hash, size)}, and its name."""
+    records = [n for n in names if re.match(r"^[^/]+\.dist-info/RECORD$", n)]
+    if len(records) != 1:
+        raise _Refused(f"has {len(records) or 'no'} *.dist-info/RECORD at its top; a wheel has exactly one")
+    rows = {}
+    for row in csv.reader(io.TextIOWrapper(zf.open(records[0]), encoding="utf-8", newline="")):
+        if row and not row[0].endswith("/"):
+            path, digest, size = (row + ["", ""])[:3]
+            rows[path] = (digest, size)
+    return rows, records[0]
+
+
+def _check_hash(zf, info, digest, size, record):
+    algorithm, _, expected = digest.partition("=")
+    if algorithm not in RECORD_HASHES:
+        raise _Refused(f"member {info.filename!r} has no sha256 (or stronger) hash in {record} (it says {digest!r})")
+    hasher, length = hashlib.new(algorithm), 0
+    with zf.open(info) as member:  # members of GPU wheels reach gigabytes: never read one whole
+        for chunk in iter(lambda: member.read(1 << 20), b""):
+            hasher.update(chunk)
+            length += len(chunk)
+    got = base64.urlsafe_b64encode(hasher.digest()).rstrip(b"=").decode()
+    # PEP 376 says urlsafe base64; some wheels on PyPI (gmsh 4.15.2) write hex: as strong a check.
+    if expected not in (got, hasher.hexdigest()):
+        raise _Refused(f"member {info.filename!r} has {algorithm}={got}, but {record} says {digest}")
+    if size and size != str(length):
+        raise _Refused(f"member {info.filename!r} is {length} bytes, but {record} says {size}")
+
+
+def _check_wheel(zf):
+    infos, seen = zf.infolist(), set()
+    for info in infos:
+        problem = _name_problem(info.filename) or _mode_problem(info)
+        if problem:
+            raise _Refused(f"member {info.filename!r} {problem}")
+        if info.filename in seen:  # which copy would an installer take, which did RECORD hash?
+            raise _Refused(f"member {info.filename!r} is in the wheel twice")
+        seen.add(info.filename)
+    rows, record = _record(zf, [i.filename for i in infos])
+    unlisted = {record, *(record[: -len("RECORD")] + s for s in SIGNATURES)}
+    for info in infos:
+        if info.is_dir() or info.filename in unlisted:
+            continue
+        if info.filename not in rows:
+            raise _Refused(f"member {info.filename!r} is not listed in {record}")
+        _check_hash(zf, info, *rows.pop(info.filename), record)
+    rows.pop(record, None)
+    if rows:
+        raise _Refused(f"{record} lists {sorted(rows)[0]!r}, which is not in the wheel")
+
+
+def wheel_problem(path):
+    """Why the wheel at `path` must not be installed, naming the member; None if it is sound."""
+    try:
+        with zipfile.ZipFile(path) as zf:
+            _check_wheel(zf)
+    except _Refused as e:
+        return str(e)
+    except (zipfile.BadZipFile, zlib.error, EOFError, UnicodeDecodeError, csv.Error, OSError, NotImplementedError, RuntimeError) as e:
+        return f"is not a readable wheel: {e}"
+    return None
+
+
 def fetch(index_url, project, file_name, sha256):
     try:
         listed = {name: url for name, url, _, _ in project_files(index_url, project)}
@@ -93,6 +198,11 @@ def fetch(index_url, project, file_name, sha256):
         os.remove(part)
         print(f"got sha256:{got} from {listed[file_name]}", file=sys.stderr)
         return EXIT_MISMATCH
+    problem = wheel_problem(part)
+    if problem:
+        os.remove(part)
+        print(f"refused {file_name}: {problem}", file=sys.stderr)
+        return EXIT_REFUSED
     os.replace(part, os.path.join("wheel", file_name))
     return 0
 
