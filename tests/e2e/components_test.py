@@ -21,10 +21,10 @@ def test_plan_lists_the_chain_in_build_order(ws: Workspace) -> None:
     assert order.index("components/aotriton:wheel") < order.index("components/torch:wheel")
     assert order.index("components/torch:wheel") < order.index("components/flash_attention:wheel")
     assert order[-1] == "components/vllm:wheel" and len(order) == 7
-    assert "https://github.com/pytorch/pytorch.git @ cac8bcf1ca69bff4364b793b570f850cf9e1faa1" in run.stdout
+    assert "https://github.com/pytorch/pytorch.git @ cf30153c4c131c8164ee7798e5022d810682e2cb" in run.stdout
     assert "patches/flash_attention/0001-rdna-includes-gfx115x.edit.toml" in run.stdout
     assert "FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE" in run.stdout
-    assert "python use_existing_torch.py" in run.stdout
+    assert "python tools/use_existing_torch.py --prefix" in run.stdout
     assert "components/aiter:wheel  (optional)" in run.stdout
 
 
@@ -32,13 +32,16 @@ def test_missing_toolchain_stops_before_any_fetch(ws: Workspace) -> None:
     # An index nobody serves: what a machine without TheRock's SDK sees, without the network.
     original = ws.read("components/BUILD")
     on_this_machine = original.replace('environment="rocm-build-box"', 'environment="__local__"')
-    ws.write("components/BUILD", on_this_machine.replace("https://rocm.nightlies.amd.com/v2/gfx1151/", "http://127.0.0.1:9/"))
+    ws.write("components/BUILD", on_this_machine.replace("https://stable.repo.amd.com/rocm/whl-next/", "http://127.0.0.1:9/"))
     try:
         run = ws.package("components/vllm:wheel")
     finally:
         ws.write("components/BUILD", original)
     assert run.returncode != 0
-    assert "components:rocm: the therock ROCm toolchain is missing: nothing usable at rocm[libraries,devel]==7.14.0 from http://127.0.0.1:9/" in run.stderr
+    assert (
+        "components:rocm: the therock ROCm toolchain is missing: nothing usable at "
+        "rocm[libraries,devel,device-gfx1151]==10.0.0 from http://127.0.0.1:9/"
+    ) in run.stderr
     assert "To provide it: check `index_url` and `version`" in run.stderr
     assert "Fetching" not in run.stderr and "Building rocm_wheel" not in run.stderr
     assert not (ws.root / "dist").exists()
