@@ -287,7 +287,12 @@ def test_patch_that_does_not_apply_names_file_and_hunk(rule_runner, upstream) ->
         (
             "0001-escape.patch",
             PATCH.replace("a/setup.py", "a/../setup.py").replace("b/setup.py", "b/../setup.py"),
-            "patches/mini/0001-escape.patch: touches `../setup.py`, which is outside the source tree",
+            "patches/mini/0001-escape.patch, line 1: touches `../setup.py`, which is outside the source tree",
+        ),
+        (  # each hostile patch: apply_patches_test.py; here, that the rule passes the refusal on
+            "0001-hook.patch",
+            PATCH.replace("setup.py", ".git/hooks/post-checkout"),
+            "components/mini:src: patches/mini/0001-hook.patch, line 1: touches `.git/hooks/post-checkout`, inside a `.git` directory",
         ),
         (
             "0001-zero.edit.toml",

@@ -3,6 +3,13 @@
 Usage: apply_patches.py TREE PATCH...   (*.patch/*.diff: unified diffs; *.edit.toml: edits)
        apply_patches.py --touched PATCH...   prints the tree paths the patches touch (a JSON list)
 Exit 2 with a message naming the patch file and what to do when a patch cannot apply.
+
+A patch may change only files of the tree: every path it touches is checked, for all patches
+before the first applies, and refused (naming the patch file and the line or edit) when it is
+absolute, climbs out with `..`, is under a `.git` directory, or goes through a symbolic link
+in the tree; a diff may not make a link that points out of the tree. The paths are those git
+reads from the patch (`git apply --numstat -z`), so names with spaces or quoted non-ASCII
+characters are the names git patches.
 """
 
 import json
@@ -10,6 +17,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import tomllib
 
 
@@ -18,53 +26,136 @@ def fail(message):
     sys.exit(2)
 
 
-def check_relative(patch, path):
+def path_problem(path):
+    """Why a patch may not touch `path` (relative to the tree), before looking at the tree."""
     if path.startswith("/") or ".." in path.split("/"):
-        fail(f"{patch}: touches `{path}`, which is outside the source tree; patches may only "
-             "change files inside the repository (use paths relative to its root)")
+        return "which is outside the source tree; patches may only change files inside the repository (use paths relative to its root)"
+    if ".git" in path.lower().split("/"):
+        return "inside a `.git` directory; patches change the source, never git's own files (hooks, config)"
+    if any(ord(c) < 32 or ord(c) == 127 for c in path):
+        return "whose name has a control character"
+    if any("\udc80" <= c <= "\udcff" for c in path):
+        return "whose name is not UTF-8"
+    return None
 
 
-def check_inside(patch, path, tree):
-    check_relative(patch, path)
-    real = os.path.realpath(os.path.join(tree, path))
-    if real != tree and not real.startswith(tree + os.sep):
-        fail(f"{patch}: `{path}` resolves through a symbolic link to {real}, outside the source "
-             "tree; patch the link target inside the tree instead")
+def link_on_the_way(tree, path, final):
+    """The first symbolic link in the tree on the way to `path` (the path itself too when
+    `final`), and where it points; None if there is none."""
+    parts = path.split("/")
+    for i in range(1, len(parts) + (1 if final else 0)):
+        link = "/".join(parts[:i])
+        if os.path.islink(os.path.join(tree, link)):
+            return link, os.readlink(os.path.join(tree, link))
+    return None
 
 
-DIFF_PATH = re.compile(r"^(?:--- |\+\+\+ |rename from |rename to |copy from |copy to )(\S+)")
+def check_path(where, path, tree=None, final=False):
+    """Refuses a path outside the tree, under `.git`, or (with the tree) through a link in it."""
+    problem = path_problem(path)
+    if problem:
+        fail(f"{where}: touches `{path}`, {problem}")
+    found = link_on_the_way(tree, path, final) if tree else None
+    if found:
+        link, target = found
+        out = "" if inside(tree, os.path.join(tree, link)) else ", outside the source tree"
+        fail(f"{where}: touches `{path}` through the symbolic link `{link}` (to `{target}`{out}); "
+             "patch the file the link points to instead")
 
 
-def touched_paths(text):
+def inside(tree, path):
+    real = os.path.realpath(path)
+    return real == tree or real.startswith(tree + os.sep)
+
+
+def unquote(name):
+    """A file name as git writes it in a header: C-quoted ("a/\\303\\251.txt") when unusual."""
+    if not (len(name) >= 2 and name.startswith('"') and name.endswith('"')):
+        return name
+    escapes = {"a": 7, "b": 8, "f": 12, "n": 10, "r": 13, "t": 9, "v": 11, "\\": 92, '"': 34}
+    raw, i, body = bytearray(), 0, name[1:-1].encode("utf-8", "surrogateescape")
+    while i < len(body):
+        if body[i] == 92 and i + 1 < len(body):
+            octal = body[i + 1:i + 4]
+            if len(octal) == 3 and all(48 <= b <= 55 for b in octal):
+                raw.append(int(octal, 8))
+                i += 4
+                continue
+            raw.append(escapes.get(chr(body[i + 1]), body[i + 1]))
+            i += 2
+            continue
+        raw.append(body[i])
+        i += 1
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def sources_of_copies(text):
+    """The old names of renames and copies, which `git apply --numstat` does not print: read
+    from `rename from`/`copy from` lines in a git diff's extended header (not from a commit
+    message or a hunk that happens to hold such a line)."""
+    in_header = False
     for line in text.splitlines():
-        m = DIFF_PATH.match(line)
-        if m and m.group(1) != "/dev/null":
-            path = m.group(1)
-            if line.startswith(("--- ", "+++ ")) and path[:2] in ("a/", "b/"):
-                path = path[2:]
-            yield path
+        if line.startswith("diff --git "):
+            in_header = True
+        elif line.startswith(("--- ", "@@", "GIT binary patch", "Binary files ")):
+            in_header = False
+        elif in_header and line.startswith(("rename from ", "copy from ")):
+            yield unquote(line.split(" ", 2)[2])
+
+
+def git(cwd, *args):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True)
+
+
+def numstat(patch):
+    """`git apply --numstat -z` of the patch alone, in an empty directory outside any
+    repository: in a repository's subdirectory git would prefix or drop paths."""
+    with tempfile.TemporaryDirectory() as empty:
+        env = {**os.environ, "GIT_CEILING_DIRECTORIES": os.path.dirname(empty)}
+        return subprocess.run(["git", "apply", "--numstat", "-z", os.path.abspath(patch)], cwd=empty, env=env,
+                              capture_output=True)
 
 
 def git_apply(tree, patch, *flags):
-    return subprocess.run(["git", "apply", *flags, os.path.abspath(patch)], cwd=tree,
-                          capture_output=True, text=True)
+    result = git(tree, "apply", *flags, os.path.abspath(patch))
+    return subprocess.CompletedProcess(result.args, result.returncode, result.stdout.decode(errors="replace"),
+                                       result.stderr.decode(errors="replace"))
+
+
+def header_line(text, path):
+    """The number of the first header line in the patch that names `path`, for messages."""
+    for number, line in enumerate(text.splitlines(), 1):
+        if line.startswith(("--- ", "+++ ", "rename ", "copy ", "diff --git ")) and path in unquote(line.split(" ", 2)[-1]):
+            return number
+    return None
 
 
 def diff_paths(patch):
-    text = open(patch, encoding="utf-8", errors="replace").read()
+    """[(where, path)]: every path git apply reads or writes for the patch, as git parses it
+    (`--numstat -z`: names verbatim, not quoted), with the place in the patch that names it."""
+    with open(patch, "rb") as f:
+        text = f.read().decode("utf-8", "surrogateescape")
     if not text.strip():
         fail(f"{patch}: the patch file is empty; delete it or regenerate it with "
              "`git format-patch`")
-    paths = list(touched_paths(text))
-    if not paths:
+    listed = numstat(patch)
+    said = listed.stderr.decode(errors="replace").strip()
+    if listed.returncode != 0 and "No valid patches" in said or listed.returncode == 0 and not listed.stdout:
         fail(f"{patch}: not a unified diff (no ---/+++ file headers); regenerate it with "
              "`git diff` or `git format-patch`")
-    return paths
+    if listed.returncode != 0:
+        fail(f"{patch}: git apply cannot read it; regenerate it with `git diff` or `git format-patch`."
+             f"\ngit apply said:\n{said}")
+    paths = [r.split(b"\t", 2)[2].decode("utf-8", "surrogateescape") for r in listed.stdout.split(b"\0") if r]
+    paths += list(sources_of_copies(text))
+    found = []
+    for path in dict.fromkeys(paths):
+        line = header_line(text, path)
+        found.append((f"{patch}, line {line}" if line else patch, path))
+    return found
 
 
 def apply_diff(tree, patch):
-    for path in diff_paths(patch):
-        check_inside(patch, path, tree)
     if git_apply(tree, patch, "--check").returncode == 0:
         result = git_apply(tree, patch)
         if result.returncode == 0:
@@ -77,8 +168,8 @@ def apply_diff(tree, patch):
     if "beyond a symbolic link" in err:
         fail(f"{patch}: writes through a symbolic link in the tree; patch the link target "
              f"instead.\ngit apply said:\n{err.strip()}")
-    hunk = re.search(r"error: patch failed: (\S+):(\d+)", err)
-    missing = re.search(r"error: (\S+): No such file or directory", err)
+    hunk = re.search(r"^error: patch failed: (.+):(\d+)$", err, re.M)
+    missing = re.search(r"^error: (.+): No such file or directory$", err, re.M)
     if hunk:
         where = f"the hunk at {hunk.group(1)} line {hunk.group(2)} does not match the pinned source"
     elif missing:
@@ -89,29 +180,44 @@ def apply_diff(tree, patch):
          f"commit (or use an anchored edit, *.edit.toml).\ngit apply said:\n{err.strip()}")
 
 
+EDIT_FIELDS = {"path": str, "pattern": str, "replace": str, "applied": str, "count": int}
+
+
 def read_edits(patch):
     with open(patch, "rb") as f:
         try:
-            edits = tomllib.load(f).get("edit")
+            edits = tomllib.loads(f.read().decode("utf-8")).get("edit")
+        except UnicodeDecodeError as e:
+            fail(f"{patch}: not UTF-8 text ({e.reason} at byte {e.start})")
         except tomllib.TOMLDecodeError as e:
             fail(f"{patch}: TOML syntax error: {e}")
-    if not edits:
+    if not edits or not isinstance(edits, list) or not all(isinstance(e, dict) for e in edits):
         fail(f"{patch}: no [[edit]] tables; each needs path, pattern, replace and count")
     for number, edit in enumerate(edits, 1):
         missing = [k for k in ("path", "pattern", "replace") if k not in edit]
         if missing:
             fail(f"{patch}: edit {number} lacks {', '.join(missing)}")
+        for key, kind in EDIT_FIELDS.items():
+            if key in edit and (type(edit[key]) is not kind):
+                fail(f"{patch}: edit {number}: `{key}` must be a {'string' if kind is str else 'whole number'}")
+        for key in ("pattern", "applied"):
+            try:
+                re.compile(edit.get(key, ""), re.M)
+            except re.error as e:
+                fail(f"{patch}: edit {number}: `{key}` is not a regular expression: {e}")
     return edits
 
 
 def apply_edits(tree, patch):
     for number, edit in enumerate(read_edits(patch), 1):
         path, count = edit["path"], edit.get("count", 1)
-        check_inside(patch, path, tree)
         full = os.path.join(tree, path)
         if not os.path.isfile(full):
             fail(f"{patch}: edit {number}: {path} does not exist in the pinned source")
-        text = open(full, encoding="utf-8").read()
+        try:
+            text = open(full, encoding="utf-8").read()
+        except UnicodeDecodeError:
+            fail(f"{patch}: edit {number}: {path} is not UTF-8 text; change it with a unified diff instead")
         pattern = re.compile(edit["pattern"], re.M)
         found = len(pattern.findall(text))
         applied = edit.get("applied")
@@ -132,16 +238,36 @@ def apply_edits(tree, patch):
              "`count` to match the pinned source")
 
 
+def touched(patch):
+    """[(where in the patch, path, whether the path itself may not be a link)]. An edit
+    writes with Python, which follows a link; git apply changes a link itself."""
+    if patch.endswith(".toml"):
+        return [(f"{patch}, edit {n}", e["path"], True) for n, e in enumerate(read_edits(patch), 1)]
+    return [(where, path, False) for where, path in diff_paths(patch)]
+
+
+def check_patch(patch, tree=None):
+    for where, path, final in touched(patch):
+        check_path(where, path, tree, final)
+
+
+def check_links_made(tree, patch):
+    """A diff can make a link (mode 120000); one out of the tree would be followed by
+    whatever reads the patched tree."""
+    for where, path, _ in touched(patch):
+        full = os.path.join(tree, path)
+        if os.path.islink(full) and not inside(tree, full):
+            fail(f"{where}: makes `{path}` a symbolic link to `{os.readlink(full)}`, outside the "
+                 "source tree; a link in a patch must point inside the repository")
+
+
 def list_touched(patches):
     """Every path the patches read or write, so the caller can hand over only those files."""
-    touched = set()
+    found = set()
     for patch in patches:
-        paths = ([e["path"] for e in read_edits(patch)] if patch.endswith(".toml")
-                 else diff_paths(patch))
-        for path in paths:
-            check_relative(patch, path)
-        touched.update(paths)
-    print(json.dumps(sorted(touched)))
+        check_patch(patch)
+        found.update(path for _, path, _ in touched(patch))
+    print(json.dumps(sorted(found)))
 
 
 def main():
@@ -152,8 +278,16 @@ def main():
     os.makedirs(tree, exist_ok=True)
     # Keep git from treating an enclosing repository as the one to patch.
     os.environ["GIT_CEILING_DIRECTORIES"] = os.path.dirname(tree)
-    for patch in sys.argv[2:]:
-        (apply_edits if patch.endswith(".toml") else apply_diff)(tree, patch)
+    patches = sys.argv[2:]
+    for patch in patches:  # every patch checked against the tree before the first applies
+        check_patch(patch, tree)
+    for patch in patches:
+        check_patch(patch, tree)  # again: an earlier patch may have made a link on the way
+        if patch.endswith(".toml"):
+            apply_edits(tree, patch)
+        else:
+            apply_diff(tree, patch)
+            check_links_made(tree, patch)
 
 
 if __name__ == "__main__":
