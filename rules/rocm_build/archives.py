@@ -22,6 +22,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.mirrors import Mirrors
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import (
     ArchiveMirrorsField,
@@ -117,7 +118,9 @@ async def fetch_archive(request: ArchiveRequest, tools: HostTools, global_option
                 sha256, spec.strip_prefix, *urls,
             ),
             env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_CA_CERTS": global_options.ca_certs_path or ""},
-            input_digest=await script_digest("fetch_archive.py"),
+            input_digest=await script_digest("fetch_archive.py", "mirrors.py"),
+            # The mirror table: read from a named cache, in no key (rocm_build/mirrors.py).
+            append_only_caches=(await Get(Mirrors)).caches,
             output_directories=(ARCHIVE_DIR,),
             remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
             description=f"Fetching upstream_archive {owner} ({url})",

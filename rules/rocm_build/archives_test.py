@@ -139,3 +139,15 @@ def test_a_hostile_archive_is_refused_naming_the_target_the_pin_the_url_and_the_
         f"link to the absolute path '/etc'. Nothing from it was used. These are the pinned bytes (sha256 {sha}): "
         "have its publisher fix the archive, or pin one whose members all stay inside it."
     ) in str(e.value)
+
+
+def test_an_archive_comes_from_its_mirror_with_the_same_checks_and_key(rule_runner, server) -> None:
+    base, sha = server
+    # The upstream host does not exist; `[rocm-build] mirrors` sends its URLs to the local server.
+    rule_runner.set_options([f'--rocm-build-mirrors={{"https://llvm.example.invalid/": "{base}/"}}'], env_inherit={"PATH"})
+    archive = fetch(rule_runner, "https://llvm.example.invalid/llvm-abc-ubuntu-x64.tar.gz", sha)
+    assert unpacked(rule_runner, archive)["bin/clang"] == (b"#!/bin/sh\n", True)
+    # Still checked by sha256: the mirror cannot serve other bytes under the pinned name.
+    with pytest.raises(ExecutionError) as e:
+        fetch(rule_runner, "https://llvm.example.invalid/evil.tar.gz", sha)
+    assert "sha256" in str(e.value)

@@ -28,6 +28,7 @@ from pants.option.global_options import GlobalOptions
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.mirrors import Mirrors
 from rocm_build.pins import PREBUILT, PrebuiltPin, parse_prebuilt_pins
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.target_types import PinsFileField, PrebuiltDependenciesField, PrebuiltPinField, PrebuiltWheelTarget
@@ -128,7 +129,9 @@ async def fetch_prebuilt(request: PrebuiltRequest, tools: HostTools, global_opti
         Process(
             argv=(tools.python.path, f"{SCRIPTS_DIR}/simple_index.py", "fetch", pin.index_url, pin.project, pin.file, pin.sha256),
             env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_CA_CERTS": global_options.ca_certs_path or ""},
-            input_digest=await script_digest("simple_index.py"),
+            input_digest=await script_digest("simple_index.py", "mirrors.py"),
+            # The mirror table: read from a named cache, in no key (rocm_build/mirrors.py).
+            append_only_caches=(await Get(Mirrors)).caches,
             output_directories=("wheel",),
             remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
             description=f"Fetching prebuilt_wheel {spec.owner} ({pin.file})",

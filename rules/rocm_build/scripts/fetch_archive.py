@@ -188,10 +188,19 @@ def unpack(path, strip_prefix):
         raise Refused(f"no member starts with strip_prefix {strip_prefix!r}")
 
 
+def mirrored(urls):
+    """The URLs with `[rocm-build] mirrors` applied (scripts/mirrors.py); the bytes are still
+    checked against the pin's sha256, so a mirror can only serve the pinned file."""
+    import mirrors
+
+    table = mirrors.load_here()
+    return [mirrors.rewrite(url, table)[0] for url in urls]
+
+
 def main():
     sha256, strip_prefix, *urls = sys.argv[1:]
     errors = []
-    for url in urls:
+    for url in mirrored(urls):
         try:
             got = download(url)
         except Exception as e:  # noqa: BLE001 - every failure means: try the next mirror

@@ -20,6 +20,11 @@ TABLE = "mirrors.json"
 SCHEMES = ("https", "ssh", "file")
 
 
+def load_here(cache_dir=".mirrors"):
+    """The table in a fetch process's sandbox (its named cache); [] outside one."""
+    return load(cache_dir)
+
+
 def load(cache_dir):
     """The configured table, [(prefix, mirror)] longest prefix first; [] when none is set."""
     try:
@@ -47,7 +52,9 @@ def problems(table, refusal):
             continue
         if prefix.endswith("/") != mirror.endswith("/"):
             found.append(f"{prefix!r} -> {mirror!r}: end both with `/` or neither, or the paths join wrongly")
-        why = refusal(mirror, SCHEMES)
+        # A package index or archive mirror may be plain http on this machine (a local proxy).
+        loopback = mirror.startswith(("http://127.0.0.1", "http://localhost", "http://[::1]"))
+        why = refusal(mirror, SCHEMES + (("http",) if loopback else ()))
         if why:
             found.append(f"the mirror {mirror!r} (for {prefix!r}) {why}")
     return found

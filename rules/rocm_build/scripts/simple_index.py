@@ -37,7 +37,18 @@ def project_url(index_url, project):
     return index_url.rstrip("/") + "/" + re.sub(r"[-_.]+", "-", project).lower() + "/"
 
 
+def _mirrored(url):
+    """`[rocm-build] mirrors` applied, in a fetch process's sandbox (scripts/mirrors.py beside
+    this script); unchanged where there is no table. Files are still checked by sha256."""
+    try:
+        import mirrors
+    except ImportError:  # loaded by the plugin (update-pins), not in a sandbox
+        return url
+    return mirrors.rewrite(url, mirrors.load_here())[0]
+
+
 def _open(url, accept=None):
+    url = _mirrored(url)
     context = ssl.create_default_context(cafile=os.environ.get("ROCM_BUILD_CA_CERTS") or None)
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     return urllib.request.urlopen(request, timeout=60, context=context)
