@@ -1,0 +1,85 @@
+"""A short fuzz run of each plugin parser (pins files, the package index client), and the
+inputs earlier runs found, as regression tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from fuzz import fuzz_index, fuzz_pins
+from fuzz.harness import fuzz_for
+from rocm_build.archive_pins import parse_archive_pins, set_fields_in_text
+from rocm_build.pins import PinsError, parse_pins, set_commit_in_text
+from rocm_build.prebuilt_update import IndexFile, newest, requires_rocm
+
+SECONDS = 12  # per target; CI's whole fuzz budget is under a minute
+
+
+def test_fuzz_pins_files() -> None:
+    outcome = fuzz_for(fuzz_pins, SECONDS)
+    assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
+    assert "Done" in outcome.output, outcome.output[-2000:]  # it ran to its time limit
+
+
+def test_fuzz_package_index_client() -> None:
+    outcome = fuzz_for(fuzz_index, SECONDS)
+    assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
+    assert "Done" in outcome.output, outcome.output[-2000:]
+
+
+# Found by fuzz_pins (reported to the lead; archive_pins.py and pins.py belong to another
+# change): the in-place rewrites update-pins makes edit the first matching line, even one
+# inside a multi-line string, and report success. fuzz_pins skips such files until fixed.
+MULTILINE_ARCHIVE = '[llvm]\nurl = "https://example.org/llvm.tar.gz"\nstrip_prefix = """\nsha256 = ""\n"""\n'
+MULTILINE_PIN = '[x]\nurl = "https://example.org/x.git"\ntrack = """\ncommit = "%s"\n"""\ncommit = "%s"\n' % ("0" * 40, "a" * 40)
+
+
+@pytest.mark.xfail(strict=True, reason="reported: set_fields_in_text/set_commit_in_text edit lines inside multi-line strings")
+def test_a_rewrite_lands_in_the_field_not_inside_a_multiline_string() -> None:
+    archive = set_fields_in_text(MULTILINE_ARCHIVE, "llvm", {"sha256": "b" * 64}, add_missing=True)
+    assert parse_archive_pins("components/archives.toml", archive)["llvm"].sha256 == "b" * 64
+    pin = set_commit_in_text(MULTILINE_PIN, "x", "1" * 40)
+    assert parse_pins("components/pins.toml", pin)["x"].commit == "1" * 40
+
+
+# Found by fuzz_index: what an index serves is not ours, yet these pages ended in a traceback
+# in fetch (exit 1) and update-pins instead of an OSError naming the page.
+JSON = "application/vnd.pypi.simple.v1+json"
+HOSTILE_PAGES = [
+    pytest.param(b"<a href='x.whl'>\xff</a>", "text/html", id="not utf-8"),
+    pytest.param(b"<!DOCTYPE html>", JSON, id="not json"),
+    pytest.param(b'{"name": "torch"}', JSON, id="no files"),
+    pytest.param(b"[1]", JSON, id="not an object"),
+    pytest.param(b'{"files": [{"url": "x.whl"}]}', JSON, id="no filename"),
+    pytest.param(b'{"files": [{"filename": "x.whl", "url": true}]}', JSON, id="url not a string"),
+    pytest.param(b'<a href="//[bad/torch-1.0-py3-none-any.whl">', "text/html", id="bad ipv6 href"),
+    # Reported, not yet fixed: 3.9's html.parser raises NotImplementedError here (3.11+:
+    # AssertionError); fuzz_index skips it until then.
+    pytest.param(b"<![DOCTY html>", "text/html", id="html marked section", marks=pytest.mark.xfail(
+        strict=True, reason="reported: project_files lets NotImplementedError through on 3.9")),
+]
+
+
+@pytest.mark.parametrize("body, kind", HOSTILE_PAGES)
+def test_a_malformed_index_page_is_an_os_error(body, kind) -> None:
+    fuzz_index.INDEX._open = lambda url, accept=None: fuzz_index.Response(body, kind)
+    with pytest.raises(OSError):
+        fuzz_index.INDEX.project_files(fuzz_index.INDEX_URL, "torch")
+
+
+@pytest.mark.xfail(strict=True, reason="reported: prebuilt_update.fits lets InvalidVersion through")
+def test_a_wheel_name_with_a_bad_version_does_not_fit() -> None:
+    name = "torch-2.a12.0-cp312-cp312-linux_x86_64.whl"
+    assert newest(fuzz_index.PIN, [IndexFile(name, f"https://index.example/{name}", None, None)]) is None
+
+
+@pytest.mark.xfail(strict=True, reason="reported: requires_rocm (prebuilt_devices) lets ValueError through")
+def test_metadata_with_a_nul_byte_requires_no_rocm() -> None:
+    assert requires_rocm("Metadata-Version: 2.1\nRequires-Dist: rocm[libraries]==7.14.0; extra == 'rocm\x00'\n") == ""
+
+
+@pytest.mark.parametrize("text", ['[torc\r]\ncomit = url/x y"\r', "/b\t.", '/b\t."/" '], ids=["stray cr", "slash tab dot", "slash tab quote"])
+def test_a_file_the_toml_parser_chokes_on_is_a_pins_error(text) -> None:
+    # Found by fuzz_pins: toml 0.10 raised IndexError on these, a traceback for the build.
+    with pytest.raises(PinsError) as e:
+        parse_pins("components/pins.toml", text)
+    assert str(e.value).startswith("components/pins.toml: TOML syntax error the parser cannot place; ")
