@@ -48,15 +48,19 @@ def test_the_address_becomes_a_server_to_relay_to_and_a_url_for_ccache(address, 
     "address, why",
     [
         ("http://cache.example.com/ccache", "the scheme `http` is not redis or redis+unix"),
-        ("redis://host:notaport", "Port could not be cast to integer value as 'notaport'"),
+        ("redis://host:notaport", "the port is not a number from 0 to 65535"),
+        # Whatever was mistyped may be a password: the refusal never quotes the address.
+        ("redis://cache:s3cret", "the port is not a number from 0 to 65535"),
+        (":s3cret@cache:6379", "no scheme"),
         ("redis://host/zero", "the database `zero` is not a number"),
         ("redis+unix:relative.sock", "the socket path is not absolute"),
     ],
 )
 def test_a_bad_address_is_refused(address, why) -> None:
     module = script()
-    with pytest.raises(module.BadAddress, match=re.escape(why)):
+    with pytest.raises(module.BadAddress, match=re.escape(why)) as e:
         module.parse(address)
+    assert "s3cret" not in str(e.value)
 
 
 def closed_port() -> int:

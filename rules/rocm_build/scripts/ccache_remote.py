@@ -46,8 +46,9 @@ def parse(address):
             raise BadAddress("no host")
         try:
             port = parts.port or 6379
-        except ValueError as e:
-            raise BadAddress(str(e)) from None
+        except ValueError:
+            # Not Python's message: it quotes what stood after the colon, which may be a password.
+            raise BadAddress("the port is not a number from 0 to 65535") from None
         db = parts.path.strip("/")
         if db and not db.isdigit():
             raise BadAddress(f"the database `{db}` is not a number")
@@ -58,7 +59,8 @@ def parse(address):
         db = dict(p.partition("=")[::2] for p in parts.query.split("&") if p).get("db", "")
         target, shown = ["unix", parts.path], f"redis+unix:{parts.path}"
     else:
-        raise BadAddress(f"the scheme `{parts.scheme or url}` is not redis or redis+unix")
+        # Never the address itself: it may hold a password (`:secret@host` has no scheme).
+        raise BadAddress(f"the scheme `{parts.scheme}` is not redis or redis+unix" if parts.scheme else "no scheme")
     ccache_url = f"redis+unix://{userinfo + '@localhost' if userinfo else ''}@SOCKET@"
     ccache_url += (f"?db={db}" if db else "") + bar + attributes
     return {"target": target, "shown": shown, "url": ccache_url, "auth": userinfo}
