@@ -152,8 +152,8 @@ async def fetch_prebuilt(request: PrebuiltRequest, tools: HostTools, global_opti
         if result.exit_code == EXIT_REFUSED:
             raise RocmBuildError(
                 f"prebuilt_wheel {spec.owner}: {said.strip()} (from {pin.index_url}, pin `{spec.pin_name}`, "
-                f"{spec.where}). Nothing was used. The file has the pinned sha256, so the index served it so: "
-                "report it to the index's maintainers, and move the pin to a sound file with "
+                f"{spec.where}). Nothing was used. Report it to the index's maintainers, and move the pin to a sound "
+                "file with "
                 f"`pants run rules:update-pins -- --only {spec.pin_name}` once there is one."
             )
         if result.exit_code == EXIT_NOT_LISTED:

@@ -106,8 +106,8 @@ def test_a_wheel_that_fails_its_own_record_is_refused_naming_target_pin_and_memb
             f"prebuilt_wheel //:torch: refused {FILE}: member 'mini_torch/__init__.py' has "
             f"sha256=cNz86wGz90K53awbcDtXj39UhnSLWgFAtG_kcR4lKR8, but mini_torch-1.0.dist-info/RECORD says "
             f"sha256={GOOD_HASH} (from {index_url}, pin `mini`, [prebuilt.mini] in pins.toml). Nothing was used. "
-            "The file has the pinned sha256, so the index served it so: report it to the index's maintainers, and "
-            "move the pin to a sound file with `pants run rules:update-pins -- --only mini` once there is one."
+            "Report it to the index's maintainers, and move the pin to a sound file with "
+            "`pants run rules:update-pins -- --only mini` once there is one."
         ) in str(e.value)
         fetched = fetch(b"VERSION = '1.0'\n")
         assert [fc.path for fc in rule_runner.request(DigestContents, [fetched.wheel])] == [FILE]

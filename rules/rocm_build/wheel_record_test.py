@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import functools
 import hashlib
+import os
 import stat
 import subprocess
 import sys
@@ -168,3 +169,26 @@ def test_a_wheel_without_record_or_not_a_zip_is_refused(tmp_path, index) -> None
     (tmp_path / "work").rename(tmp_path / "first")
     result = fetch(tmp_path, url, hashlib.sha256(b"not a zip").hexdigest())
     assert (result.returncode, result.stderr) == (24, f"refused {FILE}: is not a readable wheel: File is not a zip file\n")
+
+
+def test_a_link_to_a_local_file_or_a_pinned_name_with_a_path_is_refused(tmp_path, index) -> None:
+    # An https or http index may not hand us a host file (file://) as the wheel; a file name
+    # from the pins may not lead out of the download directory.
+    url, publish = index
+    sha = publish(*sound())
+    page = tmp_path / "serve/simple/mini-torch/index.html"
+    page.write_text(f'<a href="file://{tmp_path}/serve/files/{FILE}">{FILE}</a>\n')
+    result = fetch(tmp_path, url, sha)
+    assert (result.returncode, result.stderr) == (
+        24, f"refused {FILE}: the index links it to 'file://{tmp_path}/serve/files/{FILE}'; an http index may link only to http or https URLs\n",
+    )  # fmt: skip
+    (tmp_path / "work").rename(tmp_path / "first")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "simple_index.py").write_bytes(script_bytes("simple_index.py"))
+    argv = [sys.executable, "simple_index.py", "fetch", url, "mini-torch", f"../../{FILE}", sha]
+    result = subprocess.run(argv, cwd=work, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert (result.returncode, result.stderr) == (
+        24, f"refused ../../{FILE}: not a wheel's file name (no `/`, `\\` or leading `.`, ends in .whl)\n",
+    )  # fmt: skip
+    assert sorted(os.listdir(tmp_path)) == ["first", "serve", "work"] and os.listdir(work) == ["simple_index.py"]

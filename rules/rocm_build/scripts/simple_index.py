@@ -68,7 +68,17 @@ def project_files(index_url, project):
     """[(file name, absolute URL, sha256 or None, metadata URL or None)] the index lists."""
     url = project_url(index_url, project)
     with _open(url, f"{JSON_TYPE}, text/html;q=0.1") as response:
-        kind, body = response.headers.get("Content-Type", ""), response.read().decode()
+        kind, body = response.headers.get("Content-Type", ""), response.read()
+    try:
+        return _listed(url, kind, body.decode())
+    except (ValueError, LookupError, TypeError, AttributeError, AssertionError, NotImplementedError) as e:
+        # What an index serves is not ours: a page we cannot read is an unusable index (an
+        # OSError, as for one we cannot reach), never a traceback. (html.parser raises
+        # NotImplementedError or AssertionError, by Python version, on a bad marked section.)
+        raise OSError(f"{url} is not a package index page we can read ({type(e).__name__}: {e})") from e
+
+
+def _listed(url, kind, body):
     found = []
     if kind.startswith(JSON_TYPE):
         for f in json.loads(body)["files"]:
@@ -98,6 +108,7 @@ def download(url, path):
 
 RECORD_HASHES = ("sha256", "sha384", "sha512")  # what PEP 427 allows: sha256 or stronger
 SIGNATURES = ("RECORD.jws", "RECORD.p7s")  # signatures of RECORD, which RECORD cannot list
+WHEEL_NAME = re.compile(r"^[^./\\][^/\\]*\.whl$")
 
 
 def _name_problem(name):
@@ -189,7 +200,20 @@ def wheel_problem(path):
     return None
 
 
+def url_problem(index_url, file_url):
+    """Why the index's link to a file must not be followed: an https index may not send us
+    to a local file (file://) or a plain-http host; a file:// index (tests, mirrors) may."""
+    scheme, index_scheme = urllib.parse.urlsplit(file_url).scheme, urllib.parse.urlsplit(index_url).scheme
+    if scheme == "https" or scheme == index_scheme:
+        return None
+    allowed = " or ".join(sorted({"https", index_scheme}))
+    return f"the index links it to {file_url!r}; an {index_scheme} index may link only to {allowed} URLs"
+
+
 def fetch(index_url, project, file_name, sha256):
+    if not WHEEL_NAME.match(file_name):
+        print(f"refused {file_name}: not a wheel's file name (no `/`, `\\` or leading `.`, ends in .whl)", file=sys.stderr)
+        return EXIT_REFUSED
     try:
         listed = {name: url for name, url, _, _ in project_files(index_url, project)}
     except OSError as e:
@@ -198,6 +222,10 @@ def fetch(index_url, project, file_name, sha256):
     if file_name not in listed:
         print(f"{project_url(index_url, project)} does not list {file_name}", file=sys.stderr)
         return EXIT_NOT_LISTED
+    problem = url_problem(index_url, listed[file_name])
+    if problem:
+        print(f"refused {file_name}: {problem}", file=sys.stderr)
+        return EXIT_REFUSED
     os.makedirs("wheel", exist_ok=True)
     part = os.path.join("wheel", file_name + ".part")
     try:
