@@ -54,12 +54,15 @@ from rocm_build.target_types import (
     WheelSourceField,
     WheelTimeoutField,
     WheelToolchainField,
+    WheelDownloadsCoveredField,
+    WheelVersionEnvField,
 )
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.ccache_remote import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools, cache_suffix
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest, UpstreamSpec
+from rocm_build.version_env import pin_version, version_values
 
 LOG_CACHE = "rocm_build_logs"
 LOG_CACHE_DIR = ".logs"
@@ -106,6 +109,10 @@ class WheelBuildSpec:
     timeout: int
     optional: bool
     environment: str = "__local__"  # Pants' `environment` field: a docker_environment runs it in an image
+    version_env: Tuple[str, ...] = ()  # variables set to `version` (in `env` too)
+    version: str = ""  # the pin's version (version_env.py)
+    downloads_covered: FrozenDict[str, str] = FrozenDict()  # tree file -> the variable that stops its download
+    kind: str = "generic"  # which component: torch, triton, vllm, ... (rocm_env.py)
 
     @property
     def owner(self) -> str:
@@ -147,6 +154,19 @@ class WheelBuildRequest:
     # What the build venv is made of (the Python, the bootstrap and dependency wheels and the
     # lock, by digest): the name of the machine's copy of it, which builds reuse.
     venv_key: str = ""
+
+
+@dataclass(frozen=True)
+class PreflightWheelRequest:
+    """The build request of a wheel whose rocm_wheel dependencies are not built yet: the
+    preflight's (upstream_steps.py). Its venv has only the prebuilt dependency wheels."""
+
+    address: Address
+
+
+@dataclass(frozen=True)
+class PreflightBuild:
+    request: WheelBuildRequest  # made by wheel.py, as for the build
 
 
 async def _single(target: RocmWheelTarget, field) -> Address:
@@ -205,6 +225,13 @@ async def wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) 
     )  # fmt: skip
     source = await _single(target, WheelSourceField)
     upstream = await Get(UpstreamSpec, UpstreamRequest(source, f"the `source` field of {owner}"))
+    version_env = tuple(target[WheelVersionEnvField].value or ())
+    covered = dict(target[WheelDownloadsCoveredField].value or {})
+    for var in (*version_env, *covered.values()):
+        if not ENV_NAME.match(var):
+            raise RocmBuildError(f"{owner}: {var!r} in `{WheelVersionEnvField.alias}` or `{WheelDownloadsCoveredField.alias}` is not an environment variable name")
+    version = pin_version(upstream.pin.version, upstream.pin.track, upstream.pin.commit)
+    env = {**version_values(version_env, version), **env}  # the target's `env` wins
     deps = await Get(Targets, DependenciesRequest(target[WheelDependenciesField]))
     wheel_deps = [t for t in deps if isinstance(t, RocmWheelTarget)]
     # Prebuilt wheels with what they depend on (a device wheel's host and family: prebuilt.py).
@@ -233,6 +260,10 @@ async def wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) 
         timeout=target[WheelTimeoutField].value,
         optional=target[WheelOptionalField].value,
         environment=target[EnvironmentField].value,
+        version_env=version_env,
+        version=version,
+        downloads_covered=FrozenDict(covered),
+        kind=target[WheelKindField].value,
     )
 
 

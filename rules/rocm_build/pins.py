@@ -63,6 +63,10 @@ class Pin(BaseModel):
     # "torch:cmake/External/aotriton.cmake": update-pins derives this pin from a file in
     # another component's tree instead of following `track`.
     derived_from: Optional[str] = None
+    # "0.31.0": the version the upstream says it is at `commit` (a tree without .git cannot
+    # say it); rocm_wheel's `version_env` sets it. Unset: from a release `track` (v0.31.0), else
+    # 0.0.0+g<sha12> (version_env.py).
+    version: Optional[str] = None
 
     class Config:
         extra = Extra.forbid

@@ -13,6 +13,7 @@ collected, not raised, so one run reports every component's.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
@@ -31,7 +32,19 @@ from rocm_build.source_tree import source_files
 from rocm_build.target_types import RocmToolchainTarget, ToolchainVersionField
 from rocm_build.targets import expect_target
 from rocm_build.toolchain import ResolvedToolchain, ToolchainRequest
+from rocm_build import upstream_steps
 from rocm_build.upstream import ResolvedUpstream, UpstreamRequest
+from rocm_build.upstream_steps import (
+    ChainVersions,
+    ChainVersionsRequest,
+    MetadataHook,
+    MetadataHookRequest,
+    TreeScan,
+    TreeScanRequest,
+    download_findings,
+    hook_findings,
+    version_findings,
+)
 
 PIP_INSTALLS_CMAKE = re.compile(r"\bpip3?\b.*\binstall\b.*(?<![\w.-])cmake(?![\w.-])")
 
@@ -171,6 +184,27 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
     return ComponentStatus(owner, tuple(problems))
 
 
+async def _upstream_steps(spec: WheelBuildSpec, upstream: ResolvedUpstream, where: str) -> Tuple[List[str], List[str]]:
+    """The upstream's own cheap steps (upstream_steps.py): its tree scanned for downloads and
+    the torch/triton it names, then its metadata hook run in the build's sandbox."""
+    try:
+        scan = json.loads((await Get(TreeScan, TreeScanRequest(upstream.source, spec.owner))).result)
+        chain = await Get(ChainVersions, ChainVersionsRequest(spec.address))
+    except Exception as e:
+        return [problem_text(e)], []
+    problems, notes = download_findings(spec, where, scan)
+    problems += version_findings(spec, where, scan, chain.versions)
+    projects = [p.path for p in named_paths(spec.requirements, spec.steps, spec.wheel_command) if p.is_project]
+    if not projects:
+        return problems, [*notes, f"metadata hook not run: the wheel command `{spec.wheel_command}` names no project directory"]
+    try:
+        hook = await Get(MetadataHook, MetadataHookRequest(spec.address, projects[0]))
+    except Exception as e:
+        return [*problems, problem_text(e)], notes
+    found, more_notes = hook_findings(spec, projects[0], where, json.loads(hook.result), dict(chain.provided))
+    return [*problems, *found], [*notes, *more_notes]
+
+
 @_uncacheable_rule(desc="Fetching, patching and checking a rocm_wheel's tree")
 async def tree_check(request: TreeCheck) -> ComponentStatus:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
@@ -211,8 +245,12 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
                     f"{owner}: its requirements ask for cmake, which the lock leaves to the system (seed 000), "
                     "but there is no cmake in /usr/bin. Install it: apt-get install cmake (dnf install cmake)."
                 )
+    if not problems:
+        found, more_notes = await _upstream_steps(spec, upstream, where)
+        problems += found
+        notes += more_notes
     return ComponentStatus(owner, tuple(problems), tuple(notes), summary=summary)
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *upstream_steps.rules()]

@@ -330,6 +330,37 @@ class WheelArchivesField(DictStringToStringField):
     )
 
 
+class WheelVersionEnvField(StringSequenceField):
+    alias = "version_env"
+    help = help_text(
+        lambda: f"""
+        Environment variables through which the upstream takes its version when its tree has no
+        `.git` (a build's tree never has): each is set to the pin's version, e.g.
+        `["SETUPTOOLS_SCM_PRETEND_VERSION", "VLLM_VERSION_OVERRIDE"]`. The version is the pin's
+        `version` key in the pins file if it has one, else the release its `track` names
+        (`v0.31.0` gives `0.31.0`), else `0.0.0+g<first 12 digits of the commit>`. The values
+        are part of the cache key; a variable also in `{WheelEnvField.alias}` keeps that value.
+        The preflight runs the upstream's metadata hook with them and says when one is missing.
+        """
+    )
+
+
+class WheelDownloadsCoveredField(DictStringToStringField):
+    alias = "downloads_covered"
+    help = help_text(
+        lambda: f"""
+        Files of the patched tree that would download at configure or build time, each mapped
+        to the upstream's own variable that makes it use a local copy instead, e.g.
+        `{{"cmake/external_projects/triton_kernels.cmake": "TRITON_KERNELS_SRC_DIR"}}`. The
+        variable must be set by this recipe: a key of `{WheelArchivesField.alias}` (a pinned
+        archive unpacked in the sandbox) or of `{WheelEnvField.alias}`, and the file must name
+        it. The preflight scans the tree (CMake `FetchContent_Declare`, `ExternalProject_Add`,
+        `file(DOWNLOAD`, `git clone`; `urllib`, `requests`, `pip install`, `curl`/`wget` in
+        setup scripts) and reports every download in a file not listed here.
+        """
+    )
+
+
 class WheelOptionalField(BoolField):
     alias = "optional"
     default = False
@@ -373,6 +404,8 @@ class RocmWheelTarget(Target):
         WheelBuildRequirementsField,
         WheelLockField,
         WheelArchivesField,
+        WheelVersionEnvField,
+        WheelDownloadsCoveredField,
         WheelOptionalField,
         WheelTimeoutField,
         WheelMaxJobsField,

@@ -34,6 +34,8 @@ from rocm_build.build_request import (
     ARCHIVES_DIR,
     LOG_CACHE,
     TREE_CHANGES,
+    PreflightBuild,
+    PreflightWheelRequest,
     WheelBuildRequest,
     WheelBuildSpec,
     WheelRequest,
@@ -174,8 +176,7 @@ def prebuilt_wheel(fetched: FetchedPrebuilt) -> BuiltRocmWheel:
     return replace(built, closure=(built,))
 
 
-@rule(desc="Resolving the inputs of a rocm_wheel build", level=LogLevel.DEBUG)
-async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation) -> PreparedWheelBuild:
+async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation, with_built_dependencies: bool) -> PreparedWheelBuild:
     spec = await Get(WheelBuildSpec, WheelRequest, request)
     owner = spec.owner
     environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, owner))
@@ -192,7 +193,9 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     locked = None
     if spec.lock_path:
         locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, host_python))
-    deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in spec.dependencies)
+    deps: Tuple[BuiltRocmWheel, ...] = ()
+    if with_built_dependencies:
+        deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in spec.dependencies)
     prebuilt = await MultiGet(
         Get(FetchedPrebuilt, PrebuiltRequest(a, f"the `dependencies` field of {owner}")) for a in spec.prebuilt
     )
@@ -241,6 +244,17 @@ async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation
     )  # fmt: skip
     return PreparedWheelBuild(request, info, usable)
 
+
+
+@rule(desc="Resolving the inputs of a rocm_wheel build", level=LogLevel.DEBUG)
+async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation) -> PreparedWheelBuild:
+    return await _prepare_wheel_build(request, isolation, with_built_dependencies=True)
+
+
+@rule(desc="Resolving the inputs of a rocm_wheel preflight", level=LogLevel.DEBUG)
+async def prepare_preflight_build(request: PreflightWheelRequest, isolation: NetworkIsolation) -> PreflightBuild:
+    prepared = await _prepare_wheel_build(WheelRequest(request.address), isolation, with_built_dependencies=False)
+    return PreflightBuild(prepared.request)
 
 def venv_key(python: BuildPython, bootstrap: Digest, deps: Digest, locked: Optional[LockedRequirements]) -> str:
     made_of = [python.identity, bootstrap.fingerprint, deps.fingerprint, locked.inputs.fingerprint if locked else ""]

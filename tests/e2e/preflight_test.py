@@ -11,6 +11,7 @@ import zipfile
 import pytest
 
 from e2e.workspace import Workspace, make_fixture_upstreams
+from mini import make_upstreams
 
 VLLM = "tests/mini/vllm:wheel"
 TORCH_BUILD = "tests/mini/torch/BUILD"
@@ -141,3 +142,132 @@ def test_an_accepted_missing_target_is_recorded_with_the_arches_found(ws: Worksp
     info = json.loads(zipfile.ZipFile(wheel).read(f"{'-'.join(wheel.name.split('-')[:2])}.dist-info/rocm_build_info.json"))
     assert info["gpu_code"] == {"mini_aotriton/kernels/scale-gfx1100.co": ["gfx1100"]}
     assert info["allow_missing_gpu_targets"] == ["gfx1151"]
+
+
+# Three small upstreams beside the mini chain (issue 35): each fails the preflight for one of
+# the upstream's own steps, before any compile, and passes once its recipe says the fix.
+SIMPLE_SETUP = "from setuptools import setup\n\nsetup(name={name!r}, version='1.0.0', packages=[])\n"
+# As setuptools-scm, vLLM's VLLM_GIT_DESCRIBE_COMMAND or PyTorch's version script: the version
+# comes from `git describe` unless a variable says it.
+SCM_SETUP = '''\
+import os
+import subprocess
+
+from setuptools import setup
+
+
+def version():
+    return os.environ.get("MINI_SCM_PRETEND_VERSION") or subprocess.check_output(["git", "describe", "--tags"], text=True).strip()
+
+
+setup(version=version(), packages=[])
+'''
+SCM_PYPROJECT = (
+    '[build-system]\nrequires = ["setuptools>=61"]\nbuild-backend = "setuptools.build_meta"\n\n'
+    '[project]\nname = "mini-scm"\ndynamic = ["version"]\n'
+)
+FETCH_CMAKE = '''\
+cmake_minimum_required(VERSION 3.20)
+project(mini_fetch)
+include(FetchContent)
+if (DEFINED ENV{MINI_KERNELS_SRC_DIR})
+  FetchContent_Declare(kernels SOURCE_DIR $ENV{MINI_KERNELS_SRC_DIR})
+else()
+  FetchContent_Declare(
+    kernels
+    GIT_REPOSITORY https://github.com/ROCm/triton.git
+    GIT_TAG 669b31acc1dd1b3fd93286afd5db67f65d9f7557)
+endif()
+'''
+TORCH_CMAKE = 'cmake_minimum_required(VERSION 3.20)\nset(TORCH_SUPPORTED_VERSION_ROCM "2.9.1")\n'
+STEPS_UPSTREAMS = {
+    "scm": {"pyproject.toml": SCM_PYPROJECT, "setup.py": SCM_SETUP},
+    "fetch": {"setup.py": SIMPLE_SETUP.format(name="mini-fetch"), "cmake/external_projects/kernels.cmake": FETCH_CMAKE},
+    "torchpin": {"setup.py": SIMPLE_SETUP.format(name="mini-torchpin"), "CMakeLists.txt": TORCH_CMAKE},
+}
+STEPS_TARGETS = [f"tests/mini/{name}:wheel" for name in STEPS_UPSTREAMS]
+
+
+def steps_recipe(name: str, extra: str = "") -> str:
+    return (
+        f'upstream_repo(name="src", pin="mini-{name}", pins_file="tests/mini/pins.toml")\n\n'
+        f'rocm_wheel(\n    name="wheel",\n    source=":src",\n    toolchain="tests/mini:llvm",\n'
+        f'    gpu_targets=["gfx1151"],\n{extra})\n'
+    )
+
+
+@pytest.fixture
+def steps_ws(ws: Workspace, tmp_path):
+    pins = ws.upstreams.pins_text()
+    commits = {}
+    for name, files in STEPS_UPSTREAMS.items():
+        repo = tmp_path / "steps-upstreams" / name
+        repo.mkdir(parents=True)
+        make_upstreams.git(repo, "init", "-q", "-b", "main")
+        commits[name] = make_upstreams.commit(repo, files, f"mini {name}")
+        # The scm upstream is pinned on a release tag: its version comes from the track.
+        track = "v0.31.0" if name == "scm" else "main"
+        pins += f'\n[mini-{name}]\nurl = "file://{repo}"\ntrack = "{track}"\ncommit = "{commits[name]}"\n'
+        ws.path(f"tests/mini/{name}").mkdir()
+    ws.write("tests/mini/pins.toml", pins)
+    ws.write("tests/mini/scm/BUILD", steps_recipe("scm"))
+    ws.write("tests/mini/fetch/BUILD", steps_recipe("fetch"))
+    ws.write("tests/mini/torchpin/BUILD", steps_recipe("torchpin", '    dependencies=["tests/mini/torch:wheel"],\n'))
+    # The chain's torch says its version as PyTorch's recipe does.
+    ws.write(TORCH_BUILD, ws.read(TORCH_BUILD).replace('kind="torch",', 'kind="torch",\n    env={"PYTORCH_BUILD_VERSION": "2.13.0"},'))
+    ws.steps_commits = commits
+    return ws
+
+
+def test_the_upstreams_own_steps_report_git_versions_downloads_and_torch_before_any_compile(steps_ws: Workspace) -> None:
+    ws, commits = steps_ws, steps_ws.steps_commits
+    run = ws.pants("rocm-plan", "--check", *STEPS_TARGETS)
+    assert run.returncode == 1, run.stderr[-3000:]
+    out = run.stdout
+    scm = (
+        f"tests/mini/scm:wheel: the metadata hook of pyproject.toml (mini-scm at {commits['scm']}) needs `.git` to "
+        "know its version, and a build's tree has none:\n"
+        # git's words (and where it stopped looking, the build's fixed path), then the fix.
+        "        fatal: not a git repository (or any parent up to mount point /mnt/rocm-build)\n"
+        "      Fix: set `version_env` in tests/mini/scm/BUILD to the variable the upstream reads instead, e.g. "
+        '`version_env=["SETUPTOOLS_SCM_PRETEND_VERSION"]`; it gets 0.31.0 (the pin\'s version: add `version = "..."` '
+        "to [mini-scm] in tests/mini/pins.toml if that is not it)."
+    )
+    assert "FAIL  tests/mini/scm:wheel" in out
+    assert f"      - {scm}\n" in out, out
+    fetch = (
+        f"tests/mini/fetch:wheel: cmake/external_projects/kernels.cmake (mini-fetch at {commits['fetch']}) would download "
+        "at build time, which a build cannot (no network): line 7 FetchContent_Declare: `FetchContent_Declare(`. Fix: pin "
+        "what it fetches (an upstream_archive in `archives`) and map the file to the variable that makes it use that copy "
+        "in `downloads_covered` in tests/mini/fetch/BUILD, or patch the download out."
+    )
+    assert f"      - {fetch}\n" in out
+    torch = (
+        f"tests/mini/torchpin:wheel: CMakeLists.txt line 2 (mini-torchpin at {commits['torchpin']}) names torch 2.9.1 "
+        '(`set(TORCH_SUPPORTED_VERSION_ROCM "2.9.1")`), but the chain\'s torch is 2.13.0 (tests/mini/torch:wheel (`env` '
+        "PYTORCH_BUILD_VERSION)). Fix: move one of the pins so they agree, or patch the line if upstream's is wrong."
+    )
+    assert f"      - {torch}\n" in out
+    assert out.splitlines()[-1] == "3 problem(s): fix them before building."
+    package = ws.package("tests/mini/torchpin:wheel")
+    assert package.returncode != 0
+    assert "tests/mini/torchpin:wheel: 1 problem(s) found before any build" in package.stderr and torch in package.stderr
+    assert_nothing_built(ws, package)
+    # Only the preflight's hook ran in a build sandbox, never a build (no build log either).
+    assert "Running the metadata hook of tests/mini/scm:wheel (preflight, no compile)" in run.stderr
+    assert not list(ws.named_caches.glob("rocm_build_logs/*wheel.log"))
+
+    # The recipes say the fixes: the version through the upstream's variable, the download
+    # through its override variable, and the torch the upstream names.
+    ws.write("tests/mini/scm/BUILD", steps_recipe("scm", '    version_env=["MINI_SCM_PRETEND_VERSION"],\n'))
+    ws.write("tests/mini/fetch/BUILD", steps_recipe("fetch", (
+        '    env={"MINI_KERNELS_SRC_DIR": "$ROCM_BUILD_SANDBOX/kernels"},\n'
+        '    downloads_covered={"cmake/external_projects/kernels.cmake": "MINI_KERNELS_SRC_DIR"},\n'
+    )))  # fmt: skip
+    ws.write(TORCH_BUILD, ws.read(TORCH_BUILD).replace('"PYTORCH_BUILD_VERSION": "2.13.0"', '"PYTORCH_BUILD_VERSION": "2.9.1"'))
+    run = ws.pants("rocm-plan", "--check", *STEPS_TARGETS)
+    assert run.returncode == 0, run.stdout + run.stderr[-3000:]
+    assert run.stdout.splitlines()[-1] == "all 5 component(s) ok.", run.stdout
+    assert f"ok    tests/mini/scm:wheel  (mini-scm {commits['scm'][:12]}, 0 patch(es))" in run.stdout
+    plan = ws.pants("rocm-plan", "tests/mini/scm:wheel")
+    assert "    MINI_SCM_PRETEND_VERSION=0.31.0" in plan.stdout, plan.stdout

@@ -246,6 +246,13 @@ build() {
   mkdir -p "$top/$ROCM_BUILD_WHEELHOUSE"
   export PIP_NO_INDEX=1 PIP_FIND_LINKS="$top/$ROCM_BUILD_WHEELHOUSE" PIP_DISABLE_PIP_VERSION_CHECK=1
 
+  if [[ -n "${ROCM_BUILD_PREFLIGHT:-}" ]]; then
+    # The preflight (upstream_steps.py): the upstream's metadata hook in this same venv and
+    # environment, in the project directory, before any build step or compile.
+    cd "$top/tree/$ROCM_BUILD_PREFLIGHT"
+    python "$top/__rocm_build/metadata_hook.py" "$top/out/preflight.json"
+    return
+  fi
   cd "$top/tree"
   echo "== build steps"
   # shellcheck source=/dev/null
