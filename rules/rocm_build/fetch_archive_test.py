@@ -54,10 +54,12 @@ def fetch(tmp_path: Path, archive: bytes, strip_prefix: str = "", sha256: str = 
     src.mkdir()
     work.mkdir()
     (src / "a.tar.gz").write_bytes(archive)
-    (work / "fetch_archive.py").write_bytes(script_bytes("fetch_archive.py"))
+    for script in ("fetch_archive.py", "mirrors.py"):
+        (work / script).write_bytes(script_bytes(script))
     sha256 = sha256 or hashlib.sha256(archive).hexdigest()
     argv = [sys.executable, "fetch_archive.py", sha256, strip_prefix, f"file://{src}/a.tar.gz"]
-    return subprocess.run(argv, cwd=work, capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    env = {"PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}  # mirrors.py is imported: no __pycache__
+    return subprocess.run(argv, cwd=work, capture_output=True, text=True, env=env)
 
 
 def written(tmp_path: Path) -> set:
@@ -66,7 +68,7 @@ def written(tmp_path: Path) -> set:
     found = set()
     for top, dirs, files in os.walk(tmp_path):
         found.update(os.path.relpath(os.path.join(top, e), tmp_path) for e in dirs + files)
-    return found - {"src", "src/a.tar.gz", "work", "work/fetch_archive.py", "outside", "outside/secret"}
+    return found - {"src", "src/a.tar.gz", "work", "work/fetch_archive.py", "work/mirrors.py", "outside", "outside/secret"}
 
 
 def assert_refused(tmp_path: Path, result: subprocess.CompletedProcess, message: str) -> None:

@@ -13,6 +13,7 @@ tree (also through a link unpacked earlier), device files, FIFOs, setuid/setgid 
 
 import hashlib
 import os
+import shutil
 import ssl
 import stat
 import sys
@@ -47,12 +48,12 @@ def _zip_members(zf):
     for info in zf.infolist():
         mode = info.external_attr >> 16 if info.create_system == 3 else 0
         kind = stat.S_IFMT(mode)
-        if info.is_dir():
+        if info.is_dir() or kind == stat.S_IFDIR:
             yield info.filename, "dir", None, mode
         elif kind == stat.S_IFLNK:
             yield info.filename, "symlink", zf.read(info).decode("utf-8", "surrogateescape"), mode
         elif kind in (0, stat.S_IFREG):
-            yield info.filename, "file", lambda info=info: zf.read(info), mode
+            yield info.filename, "file", lambda info=info: zf.open(info), mode
         else:
             yield info.filename, "special", None, mode
 
@@ -62,7 +63,7 @@ def _tar_members(tf):
         if info.isdir():
             yield info.name, "dir", None, info.mode
         elif info.isfile():
-            yield info.name, "file", lambda info=info: tf.extractfile(info).read(), info.mode
+            yield info.name, "file", lambda info=info: tf.extractfile(info), info.mode
         elif info.issym():
             yield info.name, "symlink", info.linkname, info.mode
         elif info.islnk():
@@ -72,7 +73,7 @@ def _tar_members(tf):
 
 
 def members(path):
-    """(name, kind, data, mode): data is a reader for a file, the target for a link."""
+    """(name, kind, data, mode): data opens a file's bytes, or is a link's target."""
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
             yield from _zip_members(zf)
@@ -92,7 +93,9 @@ def check_name(name):
 def check_mode(name, kind, mode):
     if kind == "special":
         refuse(name, "it is a device file or a FIFO")
-    if mode & (stat.S_ISUID | stat.S_ISGID):
+    # Modes are never applied (files get 0644 or 0755), but a setuid file in a source archive
+    # means something is wrong with it; a setgid directory is only how it was packed.
+    if kind != "dir" and mode & (stat.S_ISUID | stat.S_ISGID):
         refuse(name, "it has the setuid or setgid bit set")
 
 
@@ -146,14 +149,13 @@ def unpack_member(root, name, kind, data, mode, prefix):
         if data.startswith("/") or ".." in data.split("/") or not source:
             refuse(shown, f"it is a hard link to {data!r}, outside the unpacked tree")
         check_resolves_inside(root, shown, os.path.join(root, source), f"its hard link target {data!r}")
-        with open(os.path.join(root, source), "rb") as f:
-            content = f.read()
+        content = open(os.path.join(root, source), "rb")
         mode = os.stat(os.path.join(root, source)).st_mode
     else:
         content = data()
     fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-    with os.fdopen(fd, "wb") as f:
-        f.write(content)
+    with content, os.fdopen(fd, "wb") as f:
+        shutil.copyfileobj(content, f, 1 << 20)
     os.chmod(target, 0o755 if mode & 0o111 else 0o644)
 
 

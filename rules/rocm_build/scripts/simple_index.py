@@ -201,13 +201,14 @@ def wheel_problem(path):
 
 
 def url_problem(index_url, file_url):
-    """Why the index's link to a file must not be followed: an https index may not send us
-    to a local file (file://) or a plain-http host; a file:// index (tests, mirrors) may."""
+    """Why the index's link to a file must not be followed: only a file:// index (tests, a
+    local mirror) may send us to a local file; any index only to http(s) otherwise (a mirror's
+    page may link to itself over loopback http; the bytes are checked by sha256 anyway)."""
     scheme, index_scheme = urllib.parse.urlsplit(file_url).scheme, urllib.parse.urlsplit(index_url).scheme
-    if scheme == "https" or scheme == index_scheme:
+    allowed = {"https", "http", index_scheme}
+    if scheme in allowed:
         return None
-    allowed = " or ".join(sorted({"https", index_scheme}))
-    return f"the index links it to {file_url!r}; an {index_scheme} index may link only to {allowed} URLs"
+    return f"the index links it to {file_url!r}; an {index_scheme} index may link only to {' or '.join(sorted(allowed))} URLs"
 
 
 def fetch(index_url, project, file_name, sha256):
