@@ -106,6 +106,7 @@ IN_GIT = "inside a `.git` directory; patches change the source, never git's own 
             "diff --git a/../secret b/stolen\nsimilarity index 100%\nrename from ../secret\nrename to stolen\n",
             f"patches/0002-evil.patch, line 1: touches `../secret`, {OUTSIDE}", id="rename-from-outside",
         ),
+        pytest.param(PATCH.replace("a/setup.py", '"a/x\\tb.py"').replace("b/setup.py", '"b/x\\tb.py"'), "patches/0002-evil.patch, line 1: touches `x\tb.py`, whose name has a control character", id="control-character"),
         pytest.param(PATCH.replace("setup.py", "linked/setup.py"), "patches/0002-evil.patch, line 1: touches `linked/setup.py` through the symbolic link `linked` (to `../outside`, outside the source tree); patch the file the link points to instead", id="through-link-out"),
         pytest.param(PATCH.replace("setup.py", "alias/setup.py"), "patches/0002-evil.patch, line 1: touches `alias/setup.py` through the symbolic link `alias` (to `pkg`); patch the file the link points to instead", id="through-link-in"),
         pytest.param('[[edit]]\npath = "../outside/secret"\npattern = "s"\nreplace = "x"\n', f"patches/0002-evil.edit.toml, edit 1: touches `../outside/secret`, {OUTSIDE}", id="edit-dotdot"),

@@ -79,6 +79,7 @@ def assert_refused(tmp_path: Path, result: subprocess.CompletedProcess, message:
 
 def test_a_good_archive_with_links_inside_it_unpacks(tmp_path: Path) -> None:
     result = fetch(tmp_path, tarball([
+        ("top/bin", "dir", None, 0o2755),  # setgid directory: how it was packed, never applied
         ("top/bin/clang", "file", b"#!/bin/sh\n", 0o755),
         ("top/bin/clang++", "symlink", "clang", 0o777),
         ("top/lib/libc.so", "symlink", "../bin/clang", 0o777),
