@@ -111,17 +111,13 @@ def plan_prebuilt(pins: Dict[str, PrebuiltPin], only: Optional[Sequence[str]]) -
         values = {"version": str(version), "file": chosen.name, "sha256": sha256, "requires_rocm": requires_rocm(metadata, pin.python)}
         if chosen.name != pin.file or not pin.sha256:
             moves.append(PrebuiltMove(name, pin.version, values, f"newest {pin.project} for {pin.track!r} on {pin.index_url}"))
-        host = replace_pin(pin, values)
-        try:
+        host = pin.copy(update=values)
+        try:  # the device pins follow the host's metadata, or the whole set is refused
             for device_name, device in sorted(host_devices(name, host, metadata, devices).items()):
                 moves += _device_move(device_name, device, name, host, metadata, pins, index)
         except DeviceSetError as e:
             raise OSError(str(e)) from None
     return moves
-
-
-def replace_pin(pin: PrebuiltPin, values: Dict[str, str]) -> PrebuiltPin:
-    return pin.copy(update=values)
 
 
 def _current(device: PrebuiltPin, host_version: str) -> bool:
@@ -166,10 +162,7 @@ def _device_move(
     chosen = max(exact, key=lambda f: f.name)
     sha256, metadata = _sha256_and_metadata(chosen, index)
     values = {"version": host.version, "file": chosen.name, "sha256": sha256}
-    try:
-        values.update(device_values(name, device, host_name, host, host_metadata, metadata, pins))
-    except DeviceSetError as e:
-        raise OSError(str(e)) from None
+    values.update(device_values(name, device, host_name, host, host_metadata, metadata, pins))
     if all(getattr(device, k) == v for k, v in values.items()):
         return []
     return [PrebuiltMove(name, device.version, values, f"{device.project} for {host.project} {host.version} (device_of {host_name})")]
