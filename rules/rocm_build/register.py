@@ -18,6 +18,8 @@ from rocm_build import (
     portable,
     prebuilt,
     preflight,
+    runtime_lock,
+    runtime_set,
     source_tree,
     sources,
     toolchain,
@@ -59,4 +61,6 @@ def rules():
         *plan.rules(),
         *lock_goal.rules(),
         *verify.rules(),
+        *runtime_lock.rules(),
+        *runtime_set.rules(),
     ]

@@ -385,6 +385,38 @@ class WheelMaxJobsField(IntField):
     help = "MAX_JOBS for the build. Default: fits the machine (cores, and 4 GiB of memory per job)."
 
 
+class WheelRuntimeEnvField(DictStringToStringField):
+    alias = "runtime_env"
+    help = help_text(
+        lambda: f"""
+        Environment variables the installed wheel needs at run time, e.g. flash-attention's
+        Triton backend switch `{{"FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE"}}`. `package` writes
+        the union over the chain to the install set's `env.sh` (`export VAR=value` lines, to
+        source before running Python); two components of a chain that set one variable to
+        different values stop `package` before any build, naming both targets. Unlike
+        `{WheelEnvField.alias}` (the build's environment) it is in no cache key: changing it
+        rebuilds nothing.
+        """
+    )
+
+
+class WheelRuntimeRequirementsField(StringSequenceField):
+    alias = "runtime_requirements"
+    help = help_text(
+        lambda: f"""
+        What the installed wheel needs at run time that its chain does not hold, as pip
+        requirement lines (names with version specifiers), e.g. `["einops"]`. They are locked
+        like `{WheelBuildRequirementsField.alias}`, in `3rdparty/run/py<3.X>/<pin>.lock` (`<pin>`
+        the pin of `{WheelSourceField.alias}`), written by `pants lock-runtime-requirements <this
+        target>`; `package` puts the locked wheels in the install set's `wheels/` and pins them
+        by sha256 in its requirements.txt, so `pip install --no-index --find-links wheels
+        --require-hashes -r requirements.txt` installs them. A module that TheRock's SDK ships
+        rather than an index (`amdsmi`, in rocm-sdk-core; see rules/rocm_build/runtime_set.py)
+        is not locked: requirements.txt says how to install it from the SDK. In no cache key.
+        """
+    )
+
+
 class RocmWheelTarget(Target):
     alias = "rocm_wheel"
     core_fields = (
@@ -409,6 +441,8 @@ class RocmWheelTarget(Target):
         WheelOptionalField,
         WheelTimeoutField,
         WheelMaxJobsField,
+        WheelRuntimeEnvField,
+        WheelRuntimeRequirementsField,
         # Pants' own `environment` field: a name from [environments-preview.names]. A
         # docker_environment there makes the build run inside its image (container.py).
         EnvironmentField,

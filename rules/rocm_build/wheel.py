@@ -53,6 +53,7 @@ from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.portable import PlatformPolicy, PlatformPolicyRequest
 from rocm_build.prebuilt import FetchedPrebuilt, PrebuiltRequest
+from rocm_build.runtime_set import check_runtime_set, with_runtime_set
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.source_tree import MergedTree, MergedTreeRequest
 from rocm_build.sources import PACK_DIR, TREE_DIR
@@ -419,6 +420,7 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
             for w, source in sorted(sources, key=lambda pair: pair[0].wheel_name or "")
         ),
     ]
+    lines, runtime = await with_runtime_set(tuple(w.address for w in closure), lines)  # env.sh, run-time wheels
     wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))
     return await Get(
         Digest,
@@ -426,6 +428,7 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
             [
                 await Get(Digest, AddPrefix(wheels, "wheels")),
                 await Get(Digest, CreateDigest([FileContent(INSTALL_REQUIREMENTS, "\n".join([*lines, ""]).encode())])),
+                runtime,
             ]
         ),
     )
@@ -436,6 +439,7 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     # Toolchains, archives and locks of the whole chain are checked before any fetch or
     # build starts.
     await Get(CheckedChain, ChainRequest(field_set.address))
+    await check_runtime_set(field_set.address)  # runtime_env conflicts, run-time locks
     built = await Get(BuiltRocmWheel, WheelRequest(field_set.address))
     if built.error:
         raise RocmBuildError(built.error)

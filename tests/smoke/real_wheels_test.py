@@ -3,9 +3,13 @@
     ./pants package components/vllm:wheel
     ROCM_PANTS_WHEELS=$PWD/dist ./pants test tests/smoke:
 
-They install the built wheels into a fresh venv and check, on the GPU: imports, the arch
-of the code objects, and that torch's SDPA runs AOTriton's flash attention. Where no ROCm
-GPU is present (every CI machine here) they are skipped, saying why.
+They install the install set into a fresh venv as its requirements.txt says (the wheels by
+sha256, then the SDK's modules, amdsmi, from the SDK in the venv), source its env.sh, and check
+on the GPU: imports, the arch of the code objects, that torch's SDPA runs AOTriton's flash
+attention, and that nothing fell back silently (runtime_checks.py: vLLM's platform is ROCm,
+torch carries gfx1151 code, flash-attention runs its AMD Triton backend; it prints which SDPA
+backend torch chose). Those fail, not skip, on a gfx1151 machine. Where no ROCm GPU is present
+(every CI machine here) they are skipped, saying why.
 """
 
 from __future__ import annotations
@@ -17,7 +21,12 @@ from pathlib import Path
 
 import pytest
 
+from smoke import runtime_checks
+
 KFD = Path("/dev/kfd")
+TARGET = "gfx1151"
+# requirements.txt's lines with a command that installs an SDK module (rules/rocm_build/runtime_set.py).
+SDK_STEP = "# then, from the SDK: "
 
 
 def gpu_archs(nodes: Path = Path("/sys/class/kfd/kfd/topology/nodes")) -> list:
@@ -33,6 +42,11 @@ def gpu_archs(nodes: Path = Path("/sys/class/kfd/kfd/topology/nodes")) -> list:
     return archs
 
 
+def sdk_steps(requirements: str) -> list:
+    """The commands requirements.txt's header gives for modules that come from the SDK."""
+    return [line[len(SDK_STEP) :] for line in requirements.splitlines() if line.startswith(SDK_STEP)]
+
+
 def wheels_dir() -> Path:
     # Tests run in a sandbox, so the build root's dist/ must be named explicitly.
     return Path(os.environ.get("ROCM_PANTS_WHEELS", "<set ROCM_PANTS_WHEELS to your dist/>"))
@@ -45,24 +59,40 @@ requires_gfx1151 = pytest.mark.skipif(
 )
 
 
+def install_dir() -> Path:
+    return wheels_dir() / "components.vllm.install"
+
+
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
     # Installed as README says: the chain's install set, every wheel by version and sha256
     # (--no-deps: the upstreams' own runtime requirements, numpy and the like, are not ours).
-    install = wheels_dir() / "components.vllm.install"
+    install = install_dir()
     if not (install / "requirements.txt").exists():
         pytest.fail(f"no {install}/requirements.txt: run ./pants package components/vllm:wheel")
     root = tmp_path_factory.mktemp("smoke") / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(root)], check=True)
     subprocess.run(
-        [str(root / "bin/pip"), "install", "--no-index", "--no-deps", "--find-links", "wheels", "-r", "requirements.txt"],
+        [str(root / "bin/pip"), "install", "--no-index", "--no-deps", "--require-hashes", "--find-links", "wheels",
+         "-r", "requirements.txt"],
         cwd=install, check=True,
     )  # fmt: skip
+    # Then what comes from the SDK in the venv (amdsmi, from rocm-sdk-core), with its python.
+    path = f"{root / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}"
+    for step in sdk_steps((install / "requirements.txt").read_text()):
+        done = subprocess.run(["bash", "-c", step], cwd=install, env={**os.environ, "PATH": path}, capture_output=True, text=True)
+        assert done.returncode == 0, f"{step}\n{done.stderr}"
     return root
 
 
+def in_install_env(venv: Path, *argv: str) -> subprocess.CompletedProcess:
+    """The venv's python with the install set's env.sh sourced first, as a user runs it."""
+    script = '. ./env.sh && exec "$0" "$@"'
+    return subprocess.run(["bash", "-c", script, str(venv / "bin/python"), *argv], cwd=install_dir(), capture_output=True, text=True)
+
+
 def run(venv: Path, code: str) -> str:
-    out = subprocess.run([str(venv / "bin/python"), "-c", code], capture_output=True, text=True)
+    out = in_install_env(venv, "-c", code)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -96,6 +126,19 @@ with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) a
 print(" ".join(e.name for e in prof.events()))
 """
     assert "attn_fwd" in run(venv, code)  # AOTriton's flash forward kernel
+
+
+@requires_gfx1151
+def test_nothing_falls_back_silently(venv: Path) -> None:
+    # vLLM's platform, torch's arch list, flash-attention's backend; prints torch's SDPA choice.
+    out = in_install_env(venv, str(Path(runtime_checks.__file__).resolve()), TARGET)
+    print(out.stdout)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_sdk_steps_are_read_from_the_header() -> None:
+    requirements = "# pip install ...\n# then, from the SDK: python -m pip install x\n# then, before ...\nsix==1 --hash=sha256:0\n"
+    assert sdk_steps(requirements) == ["python -m pip install x"]
 
 
 def test_gpu_detection_decodes_kfd_topology(tmp_path: Path) -> None:

@@ -1,0 +1,80 @@
+"""The install set at run time: the mini chain's env.sh and locked run-time requirement, installed
+with real pip `--require-hashes` into a fresh venv; a runtime_env conflict stops `package` first.
+
+tests/mini/flash_attention has `runtime_env={"FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE"}` and
+`runtime_requirements=["six"]`, locked in 3rdparty/run/py3.11/mini-flash_attention.lock from the
+fixture wheels ./setup fetched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from e2e.workspace import FIXTURE_WHEELS, Workspace, make_fixture_upstreams, require_success
+
+VLLM = "tests/mini/vllm:wheel"
+INSTALL = "dist/tests.mini.vllm.install"
+SIX = "six-1.16.0-py2.py3-none-any.whl"
+
+
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    root = tmp_path_factory.mktemp("runtime")
+    workspace = Workspace(root / "ws", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    yield workspace
+    workspace.stop()
+
+
+def python311() -> str:
+    found = sorted(Path.home().glob(".pyenv/versions/3.11*/bin/python3.11"))
+    return str(found[0]) if found else "python3.11"
+
+
+def test_1_a_runtime_env_conflict_stops_package_before_any_build(ws: Workspace) -> None:
+    original = ws.read("tests/mini/vllm/BUILD")
+    ws.write("tests/mini/vllm/BUILD", original.replace('    kind="vllm",\n', '    kind="vllm",\n    runtime_env={"FLASH_ATTENTION_TRITON_AMD_ENABLE": "FALSE"},\n'))
+    try:
+        run = ws.package(VLLM)
+    finally:
+        ws.write("tests/mini/vllm/BUILD", original)
+    assert run.returncode != 0
+    assert (
+        "tests/mini/vllm:wheel: its chain sets the run-time variable FLASH_ATTENTION_TRITON_AMD_ENABLE two ways: "
+        "tests/mini/flash_attention:wheel has `runtime_env` FLASH_ATTENTION_TRITON_AMD_ENABLE='TRUE', "
+        "tests/mini/vllm:wheel has FLASH_ATTENTION_TRITON_AMD_ENABLE='FALSE'."
+    ) in run.stderr, run.stderr[-3000:]
+    assert run.built == [] and not ws.path("dist").exists()
+
+
+def test_2_the_install_set_installs_with_require_hashes_and_carries_its_environment(ws: Workspace, tmp_path: Path) -> None:
+    require_success(ws.package(VLLM), "the mini chain")
+    install = ws.path(INSTALL)
+    requirements = (install / "requirements.txt").read_text()
+    six = (install / "wheels" / SIX).read_bytes()
+    assert six == (FIXTURE_WHEELS / SIX).read_bytes()
+    assert f"six==1.16.0 --hash=sha256:{hashlib.sha256(six).hexdigest()}" in requirements.splitlines()
+    assert "# then, before running Python: . ./env.sh  (the run-time environment: FLASH_ATTENTION_TRITON_AMD_ENABLE)" in requirements
+    assert (install / "env.sh").read_text().splitlines()[2:] == [
+        "export FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE  # tests/mini/flash_attention:wheel"
+    ]
+
+    venv = tmp_path / "venv"
+    subprocess.run([python311(), "-m", "venv", str(venv)], check=True)
+    env = {"PIP_CONFIG_FILE": "/dev/null", "PATH": "/usr/bin:/bin"}
+    installed = subprocess.run(
+        [str(venv / "bin/python"), "-m", "pip", "install", "--disable-pip-version-check",
+         "--no-index", "--find-links", "wheels", "--require-hashes", "-r", "requirements.txt"],
+        cwd=install, env=env, capture_output=True, text=True,
+    )  # fmt: skip
+    assert installed.returncode == 0, installed.stderr
+    # As a user runs it: env.sh sourced, then the chain's Python with its run-time requirement.
+    code = "import os, six, mini_flash_attention, mini_vllm; print(os.environ['FLASH_ATTENTION_TRITON_AMD_ENABLE'], six.__version__)"
+    out = subprocess.run(
+        ["bash", "-c", f'. ./env.sh && exec "{venv}/bin/python" -c "$0"', code], cwd=install, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == "TRUE 1.16.0\n"
