@@ -22,13 +22,20 @@ from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeD
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
-from rocm_build.build_request import ENV_NAME
+from rocm_build.build_request import ENV_NAME, WheelBuildSpec, WheelRequest
 from rocm_build.chain import wheel_chain
 from rocm_build.errors import RocmBuildError
 from rocm_build.lockfile import LockedDist
 from rocm_build.runtime_lock import CheckedRuntimeLock, RuntimeLockCheck
 from rocm_build.sdk_modules import SDK_MODULES, index_requirements, project_name, sdk_requirements
-from rocm_build.target_types import RocmWheelTarget, WheelRuntimeEnvField, WheelRuntimeRequirementsField
+from rocm_build.target_types import (
+    RocmWheelTarget,
+    ToolchainIndexUrlField,
+    ToolchainProviderField,
+    ToolchainVersionField,
+    WheelRuntimeEnvField,
+    WheelRuntimeRequirementsField,
+)
 
 ENV_SCRIPT = "env.sh"
 # Header lines a script can find: the commands that install the SDK's modules.
@@ -46,7 +53,9 @@ class RuntimeSetRequest:
 class RuntimeSet:
     env: Tuple[Tuple[str, str, str], ...]  # (variable, value, the target that sets it), by variable
     dists: Tuple[LockedDist, ...]  # every locked run-time requirement of the chain, by name
-    sdk: Tuple[Tuple[str, str], ...]  # (module, the target that needs it)
+    # (module, the target that needs it, how the SDK gets into the venv: its toolchain's
+    # TheRock index and version, or "" when the toolchain is not TheRock's)
+    sdk: Tuple[Tuple[str, str, str], ...]
     wheels: Digest  # the locked wheels, at the digest root
 
 
@@ -98,15 +107,27 @@ def env_script(env: Sequence[Tuple[str, str, str]]) -> str:
 def header_lines(runtime: RuntimeSet) -> List[str]:
     """requirements.txt's lines about the SDK's modules and env.sh."""
     lines = []
-    for module, target in runtime.sdk:
+    for module, target, sdk_install in runtime.sdk:
         sdk = SDK_MODULES[module]
+        where = f"With the SDK in this venv ({sdk_install}), install it:" if sdk_install else "Install it from the SDK in this venv:"
         lines += [
             f"# {module}, a run-time requirement of {target}, is on no index: TheRock's {sdk.wheel} ships it "
-            f"as a source tree ({sdk.source}). Install it from the SDK in this venv:",
+            f"as a source tree ({sdk.source}). {where}",
             f'{SDK_STEP}python -m pip install "{SITE_PACKAGES}/{sdk.tree}"',
         ]
     variables = ", ".join(var for var, _, _ in runtime.env) or "none"
     return [*lines, f"# then, before running Python: . ./{ENV_SCRIPT}  (the run-time environment: {variables})"]
+
+
+async def sdk_install_command(address: Address) -> str:
+    """How the SDK of a rocm_wheel's TheRock toolchain gets into a venv ("" for other toolchains):
+    `rocm[libraries]` holds rocm-sdk-core (TheRock's prebuilt torch requires it too)."""
+    spec = await Get(WheelBuildSpec, WheelRequest(address))
+    toolchain = (await Get(WrappedTarget, WrappedTargetRequest(spec.toolchain, f"the `toolchain` field of {spec.owner}"))).target
+    if toolchain.get(ToolchainProviderField).value != "therock":
+        return ""
+    requirement = shlex.quote(f"rocm[libraries]=={toolchain.get(ToolchainVersionField).value}")
+    return f"pip install --index-url {toolchain.get(ToolchainIndexUrlField).value} {requirement}"
 
 
 @rule(desc="Collecting the run-time environment and requirements of a rocm_wheel chain")
@@ -116,11 +137,14 @@ async def runtime_set(request: RuntimeSetRequest) -> RuntimeSet:
     )
     wheels = [w.target for w in wrapped if isinstance(w.target, RocmWheelTarget)]
     env = merged_env(request.owner, [(t.address.spec, t[WheelRuntimeEnvField].value or {}) for t in wheels])
-    sdk: List[Tuple[str, str]] = []
+    sdk: List[Tuple[str, str, str]] = []
     checks = []
     for target in wheels:
         owner, requirements = target.address.spec, target[WheelRuntimeRequirementsField].value or ()
-        sdk += [(module, owner) for module in sdk_requirements(owner, requirements)]
+        modules = sdk_requirements(owner, requirements)
+        if modules:
+            sdk_install = await sdk_install_command(target.address)
+            sdk += [(module, owner, sdk_install) for module in modules]
         indexed = index_requirements(owner, requirements)
         if indexed:
             checks.append(RuntimeLockCheck(target.address, indexed))

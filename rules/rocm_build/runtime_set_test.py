@@ -70,7 +70,13 @@ def test_sdk_modules_are_an_install_step_not_a_lock() -> None:
         sdk_requirements("v:wheel", ["amdsmi==7.0.2"])
     with pytest.raises(RocmBuildError, match=r"entry '-r runtime.txt' is not a requirement"):
         index_requirements("v:wheel", ["-r runtime.txt"])
-    lines = header_lines(RuntimeSet((("FLASH", "TRUE", "fa:wheel"),), (), (("amdsmi", "v:wheel"),), None))
+    sdk_install = "pip install --index-url https://stable.repo.amd.com/rocm/whl-next/ 'rocm[libraries]==10.0.0'"
+    lines = header_lines(RuntimeSet((("FLASH", "TRUE", "fa:wheel"),), (), (("amdsmi", "v:wheel", sdk_install),), None))
+    assert lines[0] == (
+        "# amdsmi, a run-time requirement of v:wheel, is on no index: TheRock's rocm-sdk-core ships it as a source tree "
+        "(ROCm/rocm-systems#11452, ROCm/TheRock#3054). With the SDK in this venv (pip install --index-url "
+        "https://stable.repo.amd.com/rocm/whl-next/ 'rocm[libraries]==10.0.0'), install it:"
+    )
     assert lines[1].startswith(SDK_STEP)
     # What a shell runs: pip installs the tree in the venv's site-packages (`python` faked).
     fake_python = 'python() { if [ "$1" = -c ]; then echo /venv/site; else echo "$@"; fi; }'
@@ -144,7 +150,21 @@ def test_conflicting_runtime_env_in_a_chain_stops_naming_both(rule_runner: RuleR
 def test_sdk_module_alone_needs_no_lock(rule_runner: RuleRunner) -> None:
     chain(rule_runner, "runtime_env={'FLASH': 'TRUE'}", "runtime_env={'FLASH': 'TRUE'}, runtime_requirements=['amdsmi']")
     runtime = rule_runner.request(RuntimeSet, [RuntimeSetRequest(FA.spec, (TORCH, FA))])
-    assert (runtime.env, runtime.dists, runtime.sdk) == ((("FLASH", "TRUE", "components/torch:wheel"),), (), (("amdsmi", "components/fa:wheel"),))
+    # An llvm toolchain has no SDK to install: the step says only where the module is.
+    assert (runtime.env, runtime.dists, runtime.sdk) == (
+        (("FLASH", "TRUE", "components/torch:wheel"),), (), (("amdsmi", "components/fa:wheel", ""),)
+    )
+    # With TheRock's toolchain, the SDK's own install line (its index and version).
+    rule_runner.write_files(
+        {
+            "components/BUILD": "rocm_toolchain(name='llvm', provider='therock', version='10.0.0', "
+            "index_url='https://stable.repo.amd.com/rocm/whl-next/')\n"
+        }
+    )
+    runtime = rule_runner.request(RuntimeSet, [RuntimeSetRequest(FA.spec, (TORCH, FA))])
+    assert runtime.sdk == (
+        ("amdsmi", "components/fa:wheel", "pip install --index-url https://stable.repo.amd.com/rocm/whl-next/ 'rocm[libraries]==10.0.0'"),
+    )
 
 
 def test_a_missing_or_stale_lock_says_how_to_make_it(rule_runner: RuleRunner) -> None:
