@@ -3,12 +3,15 @@
 Each target is built again from the same request, in a fresh sandbox, with neither Pants'
 caches nor the compiler cache, and the result is compared with the wheel the cache holds
 (or with `--against`, e.g. a wheel a colleague or the shared cache handed you). On a
-difference it names the differing members and their first differing bytes.
+difference it names the sha256 of both wheels (against the cache: as the build wrote them,
+before the build info is added; a remote cache entry is found by that digest), then the
+differing members and their first differing bytes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 from typing import List
 
@@ -87,10 +90,12 @@ async def verify_reproducible(
             except OSError as e:
                 raise RocmBuildError(f"verify-reproducible: cannot read --against {options.against}: {e}") from None
             expected = await Get(Digest, CreateDigest([FileContent(os.path.basename(path), content)]))
-            expected_name = options.against
-            actual = (await Get(FinishedWheel, WheelWithBuildInfo(rebuilt.payload, rebuilt.wheel_name, prepared.build_info))).wheel
+            expected_name, expected_sha256 = options.against, hashlib.sha256(content).hexdigest()
+            finished = await Get(FinishedWheel, WheelWithBuildInfo(rebuilt.payload, rebuilt.wheel_name, prepared.build_info))
+            actual, actual_sha256 = finished.wheel, finished.sha256
         else:
             expected, expected_name, actual = cached.payload, f"the cached build of {owner}", rebuilt.payload
+            expected_sha256, actual_sha256 = cached.payload_sha256, rebuilt.sha256
         scripts = await script_digest("compare_wheels.py")
         inputs = await Get(
             Digest,
@@ -116,7 +121,9 @@ async def verify_reproducible(
         else:
             failed += 1
             lines: List[str] = [f"  {line}" for line in report.splitlines()]
-            console.print_stdout("\n".join([f"DIFFERENT {owner}: the rebuild differs from {expected_name}:", *lines]))
+            # Both digests: which cache entry (local, remote, or a colleague's file) to distrust.
+            digests = f"  sha256 {expected_sha256} ({expected_name})\n  sha256 {actual_sha256} (the rebuild)"
+            console.print_stdout("\n".join([f"DIFFERENT {owner}: the rebuild differs from {expected_name}:", digests, *lines]))
     return VerifyReproducible(exit_code=1 if failed else 0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import zipfile
 
 import pytest
@@ -82,6 +83,9 @@ def test_verify_reproducible_passes_and_names_an_injected_difference(tmp_path, u
         bad = ws.pants("verify-reproducible", AOT)
         assert bad.returncode == 1
         assert f"DIFFERENT {AOT}: the rebuild differs from the cached build of {AOT}:" in bad.stdout
+        # Both wheels by digest: the cache entry to distrust, and what the rebuild made.
+        digests = re.search(rf"\n  sha256 ([0-9a-f]{{64}}) \(the cached build of {AOT}\)\n  sha256 ([0-9a-f]{{64}}) \(the rebuild\)\n", bad.stdout)
+        assert digests and digests.group(1) != digests.group(2), bad.stdout
         assert "  differs: mini_aotriton/stamp.py (" in bad.stdout
         assert "  differs: mini_aotriton-1.0.0+llvm19gfx1151.dist-info/RECORD" in bad.stdout
     finally:
