@@ -411,7 +411,7 @@ class WheelRuntimeRequirementsField(StringSequenceField):
         target>`; `package` puts the locked wheels in the install set's `wheels/` and pins them
         by sha256 in its requirements.txt, so `pip install --no-index --find-links wheels
         --require-hashes -r requirements.txt` installs them. A module that TheRock's SDK ships
-        rather than an index (`amdsmi`, in rocm-sdk-core; see rules/rocm_build/runtime_set.py)
+        rather than an index (`amdsmi`, in rocm-sdk-core; see rules/rocm_build/sdk_modules.py)
         is not locked: requirements.txt says how to install it from the SDK. In no cache key.
         """
     )
