@@ -192,9 +192,9 @@ async def _upstream_steps(spec: WheelBuildSpec, upstream: ResolvedUpstream, wher
         chain = await Get(ChainVersions, ChainVersionsRequest(spec.address))
     except Exception as e:
         return [problem_text(e)], []
-    problems, notes = download_findings(spec, where, scan)
-    problems += version_findings(spec, where, scan, chain.versions)
     projects = [p.path for p in named_paths(spec.requirements, spec.steps, spec.wheel_command) if p.is_project]
+    problems, notes = download_findings(spec, where, scan, projects[0] if projects else "")
+    problems += version_findings(spec, where, scan, chain.versions)
     if not projects:
         return problems, [*notes, f"metadata hook not run: the wheel command `{spec.wheel_command}` names no project directory"]
     try:

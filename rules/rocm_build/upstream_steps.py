@@ -22,6 +22,7 @@ that one of them provides (by pin name or `kind`) is a note, not a problem.
 from __future__ import annotations
 
 import json
+import posixpath
 import re
 from dataclasses import dataclass, replace
 from typing import Dict, List, Sequence, Tuple
@@ -35,7 +36,7 @@ from pants.util.logging import LogLevel
 from rocm_build.build_request import PreflightBuild, PreflightWheelRequest, WheelBuildRequest, WheelBuildSpec, WheelRequest
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.prebuilt import PrebuiltRequest, PrebuiltSpec
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes, script_digest
 from rocm_build.source_tree import PACK_ROOT, SourceTree
 from rocm_build.sources import PACK_DIR, TREE_DIR
 from rocm_build.tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
@@ -47,6 +48,7 @@ TAIL_LINES = 4
 # recipe may set the version with.
 CHAIN_PACKAGES = {"torch": "PYTORCH_BUILD_VERSION", "triton": "TRITON_WHEEL_VERSION"}
 TRITON_WHEELS = {"triton", "pytorch_triton_rocm", "pytorch_triton"}
+TREE_SCAN = load_script("tree_scan.py")
 
 
 def module_name(name: str) -> str:
@@ -185,7 +187,17 @@ async def scan_tree(request: TreeScanRequest, tools: HostTools) -> TreeScan:
     return TreeScan(result.stdout.decode())
 
 
-def download_findings(spec: WheelBuildSpec, where: str, scan: dict) -> Tuple[List[str], List[str]]:
+def runs_in_build(file: str, project: str) -> bool:
+    """CMake files may be included from anywhere; a Python file counts where the build runs
+    it: beside the project's setup.py, at the top, or in a top-level build directory (not the
+    setup.py of another project in the tree, e.g. flash-attention's hopper/)."""
+    if not file.endswith(".py"):
+        return True
+    directory = posixpath.dirname(file)
+    return directory in ("", project) or file.split("/")[0] in TREE_SCAN.BUILD_DIRS
+
+
+def download_findings(spec: WheelBuildSpec, where: str, scan: dict, project: str = "") -> Tuple[List[str], List[str]]:
     """(problems, notes): each download in a file `downloads_covered` does not cover."""
     owner, build_file = spec.owner, f"{spec.address.spec_path}/BUILD"
     set_by_recipe = {*spec.env, *(var for var, _ in spec.archives)}
@@ -193,7 +205,8 @@ def download_findings(spec: WheelBuildSpec, where: str, scan: dict) -> Tuple[Lis
     notes: List[str] = []
     by_file: Dict[str, list] = {}
     for hit in scan["downloads"]:
-        by_file.setdefault(hit["file"], []).append(hit)
+        if runs_in_build(hit["file"], project):
+            by_file.setdefault(hit["file"], []).append(hit)
     for file, hits in by_file.items():
         var = spec.downloads_covered.get(file)
         lines = "; ".join(f"line {h['line']} {h['what']}: `{h['text']}`" for h in hits)

@@ -50,7 +50,11 @@ UPSTREAM = {
         'if os.getenv("FORCE_BUILD", "FALSE") != "TRUE":\n'
         "    urllib.request.urlretrieve(url, 'prebuilt.whl')\n"
         'install_requires = ["torch==2.12.0", "einops"]\n'
+        'assert os.path.exists("csrc/ck"), "csrc/ck is missing, use a source distribution or git clone"\n'
     ),
+    # Another project's setup.py in the tree (flash-attention's hopper/): scanned, but this
+    # build does not run it.
+    "hopper/setup.py": "import urllib.request\nurllib.request.urlretrieve(url, 'fa3.whl')\n",
     "requirements/build/rocm.txt": "torch==2.12.0+rocm7.14.0\ntriton==3.7.1+git0263a6a6\n",
     "requirements/build/cuda.txt": "torch==2.9.0\n",
     # Not scanned: documentation, and library code below the top-level build directories.
@@ -123,16 +127,19 @@ def test_the_scan_reads_build_files_of_the_patched_tree_only(rule_runner: RuleRu
     assert [(d["file"], d["line"], d["what"]) for d in scan["downloads"]] == [
         ("CMakeLists.txt", 5, "git clone"),
         ("cmake/external_projects/kernels.cmake", 5, "FetchContent_Declare"),  # the SOURCE_DIR one is local
-        ("setup.py", 5, "urllib"),
+        ("hopper/setup.py", 2, "urllib"),
+        ("setup.py", 5, "urllib"),  # not line 7's prose "... or git clone"
     ]
-    assert scan["env_vars"] == {"CMakeLists.txt": [], "cmake/external_projects/kernels.cmake": ["KERNELS_SRC_DIR"], "setup.py": ["FORCE_BUILD"]}
+    assert scan["env_vars"] == {
+        "CMakeLists.txt": [], "cmake/external_projects/kernels.cmake": ["KERNELS_SRC_DIR"], "hopper/setup.py": [], "setup.py": ["FORCE_BUILD"]
+    }
     assert [(v["file"], v["line"], v["name"], v["version"]) for v in scan["versions"]] == [
         ("CMakeLists.txt", 2, "torch", "2.9.1"),
         ("requirements/build/rocm.txt", 1, "torch", "2.12.0+rocm7.14.0"),
         ("requirements/build/rocm.txt", 2, "triton", "3.7.1+git0263a6a6"),
         ("setup.py", 6, "torch", "2.12.0"),
     ]  # requirements/build/cuda.txt names another device's torch: left out
-    assert scan["files_scanned"] == 5
+    assert scan["files_scanned"] == 6
 
     rule_runner.write_files({"c/BUILD": rule_runner.read_file("c/BUILD").replace("pins_file='c/pins.toml')", "pins_file='c/pins.toml', patches=['c/p:p'])", 1)})
     assert "CMakeLists.txt" not in {d["file"] for d in scan_of(rule_runner)["downloads"]}

@@ -24,10 +24,8 @@ import json
 import os
 import re
 import subprocess
+import shutil
 import sys
-
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import source_pack  # noqa: E402  (beside this script in the sandbox)
 
 SKIP_DIRS = {"docs", "doc", "examples", "docker", ".github", ".gitlab", ".ci", ".circleci"}
 BUILD_DIRS = {"tools", "build_tools", "cmake", "scripts", "build", "setup"}
@@ -43,8 +41,10 @@ CMAKE_LINES = [
 PYTHON_LINES = [
     ("urllib", re.compile(r"\burlretrieve\s*\(|\burlopen\s*\(")),
     ("requests", re.compile(r"\brequests\.(?:get|post|request|Session)\s*\(")),
-    ("pip install", re.compile(r"\bpip3?\b[\"',\s]+(?:-\S+[\"',\s]+)*install\b")),
-    ("git clone", re.compile(r"\bgit\b[\"',\s]+(?:-\S+[\"',\s]+)*clone\b")),
+    # A command as an argv list ("pip", "install") or a string that starts with it: not prose
+    # that mentions it ("... or git clone").
+    ("pip install", re.compile(r"[\"']pip3?[\"']\s*,\s*(?:[\"']-[^\"']*[\"']\s*,\s*)*[\"']install[\"']|[\"'](?:\S+\s+-m\s+)?pip3?\s+install\b")),
+    ("git clone", re.compile(r"[\"']git[\"']\s*,\s*(?:[\"']-[^\"']*[\"']\s*,\s*)*[\"']clone[\"']|[\"']git\s+(?:-\S+\s+)*clone\b")),
     ("curl/wget", re.compile(r"[\"'](?:curl|wget)[\"']|\b(?:curl|wget)\s+-")),
 ]
 ENV_VARS = re.compile(r"ENV\{(\w+)\}|environ(?:\.get)?\s*[\(\[]\s*[\"'](\w+)[\"']|getenv\s*\(\s*[\"'](\w+)[\"']")
@@ -142,14 +142,15 @@ def blobs(git_dir, shas):
 
 def tree_files(pack, changes, touched):
     """{path: bytes} of the files worth scanning in the patched tree."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import source_pack  # beside this script in the sandbox
+
     git_dir = source_pack.pack_repository(os.path.realpath(pack), os.path.abspath(".scan"))
     try:
         entries = source_pack.tree_entries(git_dir, os.path.realpath(pack))
         wanted = {p: sha for p, (mode, sha) in entries.items() if mode != source_pack.SYMLINK and p not in touched and kind(p)}
         contents = blobs(git_dir, sorted(set(wanted.values())))
     finally:
-        import shutil
-
         shutil.rmtree(git_dir)
     files = {p: contents[sha] for p, sha in wanted.items()}
     for root, _, names in os.walk(changes):
