@@ -355,8 +355,9 @@ class WheelDownloadsCoveredField(DictStringToStringField):
         variable must be set by this recipe: a key of `{WheelArchivesField.alias}` (a pinned
         archive unpacked in the sandbox) or of `{WheelEnvField.alias}`, and the file must name
         it. The preflight scans the tree (CMake `FetchContent_Declare`, `ExternalProject_Add`,
-        `file(DOWNLOAD`, `git clone`; `urllib`, `requests`, `pip install`, `curl`/`wget` in
-        setup scripts) and reports every download in a file not listed here.
+        `file(DOWNLOAD`, `git clone`; `urllib`, `requests`, `git clone`, `curl`/`wget` in
+        setup scripts) and reports every download in a file not listed here (a `pip install`
+        is not one: every build's pip finds only the lock's wheelhouse).
         """
     )
 

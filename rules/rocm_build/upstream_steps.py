@@ -205,8 +205,14 @@ def download_findings(spec: WheelBuildSpec, where: str, scan: dict, project: str
     notes: List[str] = []
     by_file: Dict[str, list] = {}
     for hit in scan["downloads"]:
-        if runs_in_build(hit["file"], project):
-            by_file.setdefault(hit["file"], []).append(hit)
+        if not runs_in_build(hit["file"], project):
+            continue
+        if hit["what"] == "pip install":
+            # Every build's pip finds only the lock's wheelhouse (PIP_NO_INDEX, build_wheel.sh):
+            # not a download, but what it installs must be locked.
+            notes.append(f"{hit['file']} line {hit['line']} runs pip (`{hit['text']}`): it installs from the lock's wheelhouse only")
+            continue
+        by_file.setdefault(hit["file"], []).append(hit)
     for file, hits in by_file.items():
         var = spec.downloads_covered.get(file)
         lines = "; ".join(f"line {h['line']} {h['what']}: `{h['text']}`" for h in hits)

@@ -51,6 +51,7 @@ UPSTREAM = {
         "    urllib.request.urlretrieve(url, 'prebuilt.whl')\n"
         'install_requires = ["torch==2.12.0", "einops"]\n'
         'assert os.path.exists("csrc/ck"), "csrc/ck is missing, use a source distribution or git clone"\n'
+        'subprocess.check_call([sys.executable, "-m", "pip", "install", "-r", "requirements.txt"])\n'
     ),
     # Another project's setup.py in the tree (flash-attention's hopper/): scanned, but this
     # build does not run it.
@@ -129,6 +130,7 @@ def test_the_scan_reads_build_files_of_the_patched_tree_only(rule_runner: RuleRu
         ("cmake/external_projects/kernels.cmake", 5, "FetchContent_Declare"),  # the SOURCE_DIR one is local
         ("hopper/setup.py", 2, "urllib"),
         ("setup.py", 5, "urllib"),  # not line 7's prose "... or git clone"
+        ("setup.py", 8, "pip install"),
     ]
     assert scan["env_vars"] == {
         "CMakeLists.txt": [], "cmake/external_projects/kernels.cmake": ["KERNELS_SRC_DIR"], "hopper/setup.py": [], "setup.py": ["FORCE_BUILD"]
@@ -161,7 +163,11 @@ def test_findings_name_file_line_and_fix(rule_runner: RuleRunner, tmp_path: Path
         "c:up: `downloads_covered` maps cmake/external_projects/kernels.cmake to KERNELS_SRC_DIR, but the recipe does not "
         "set KERNELS_SRC_DIR: add it to `archives` (a pinned upstream_archive) or `env` in c/BUILD.",
     ]
-    assert notes == [f"`downloads_covered` names gone.cmake, which downloads nothing at {where}: drop it"]
+    assert notes == [
+        "setup.py line 8 runs pip (`subprocess.check_call([sys.executable, \"-m\", \"pip\", \"install\", \"-r\", \"requirements.txt\"])`): "
+        "it installs from the lock's wheelhouse only",
+        f"`downloads_covered` names gone.cmake, which downloads nothing at {where}: drop it",
+    ]
 
     chain = rule_runner.request(ChainVersions, [ChainVersionsRequest(Address("c", target_name="up"))])
     assert chain.versions == (("torch", "2.13.0", "c:torch (`env` PYTORCH_BUILD_VERSION)"),)
