@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import urllib.parse
 from typing import Tuple
 
 from pants.option.option_types import BoolOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
+
+from rocm_build.errors import RocmBuildError
 
 
 class RocmBuildSubsystem(Subsystem):
@@ -98,6 +101,17 @@ class RocmBuildSubsystem(Subsystem):
     )
 
     def pip_index_args(self) -> Tuple[str, ...]:
+        """pip's index arguments; they are in lock and download processes' keys, so no URL
+        may carry a user, password or token (pip reads those from ~/.netrc instead)."""
+        for option, values in (("index_urls", self.index_urls), ("find_links", self.find_links)):
+            for url in values:
+                parts = urllib.parse.urlsplit(url)
+                if "@" in parts.netloc:  # shown without its user part: that may be the token
+                    raise RocmBuildError(
+                        f"[rocm-build] {option}: the URL for {parts.hostname}{parts.path} carries credentials "
+                        "(`USER[:PASSWORD]@`), which would reach cache keys, logs and error messages. Remove them "
+                        "from the URL and give them to pip in ~/.netrc (`machine HOST login USER password TOKEN`)."
+                    )
         urls = list(self.index_urls)
         args = ["--index-url", urls[0], *(a for u in urls[1:] for a in ("--extra-index-url", u))] if urls else ["--no-index"]
         return (*args, *(a for link in self.find_links for a in ("--find-links", link)))
