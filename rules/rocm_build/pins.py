@@ -67,6 +67,9 @@ class Pin(BaseModel):
     # say it); rocm_wheel's `version_env` sets it. Unset: from a release `track` (v0.31.0), else
     # 0.0.0+g<sha12> (version_env.py).
     version: Optional[str] = None
+    # With `track = "release"`: update-pins takes the newest tag matching this glob whose name
+    # (less a leading "v") is a final PEP 440 version, and writes its version beside the commit.
+    tags: str = "v*"
 
     class Config:
         extra = Extra.forbid

@@ -164,7 +164,7 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
         problems.append(problem_text(e))
     else:
         try:
-            await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image))
+            await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image, spec.gpu_targets))
         except Exception as e:
             problems.append(problem_text(e))
         try:
@@ -235,7 +235,7 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
         if any(d.lower().startswith("cmake==") for d in locked.lock.left_out):
             try:
                 toolchain = await Get(
-                    ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", await _image(spec))
+                    ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", await _image(spec), spec.gpu_targets)
                 )
             except Exception:
                 return ComponentStatus(owner, tuple(problems), summary=summary)  # QuickCheck says why

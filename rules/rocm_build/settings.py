@@ -5,7 +5,7 @@ from __future__ import annotations
 import urllib.parse
 from typing import Tuple
 
-from pants.option.option_types import BoolOption, StrListOption, StrOption
+from pants.option.option_types import BoolOption, DictOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
@@ -79,6 +79,20 @@ class RocmBuildSubsystem(Subsystem):
             are also looked for at `/usr/lib/llvm-<major>`, ROCm ones at `/opt/rocm-<version>`.
             A root is used only if its interpreter or compiler says exactly the version in the
             build's key. Part of every build's key (it is in the build's environment).
+            """
+        ),
+    )
+    mirrors = DictOption[str](
+        default={},
+        advanced=True,
+        help=softwrap(
+            """
+            Upstream URL prefixes fetched from a mirror instead, as git's `insteadOf`:
+            `{"https://github.com/": "file:///srv/mirrors/github/"}`; the longest prefix wins.
+            For git pins and their submodules, archives and package indexes. What is fetched is
+            still checked against its pin (commit, sha256), and the table is in no cache key, so
+            a wheel built through a mirror is the same cache entry as one built without.
+            Mirrors may be https, ssh or file:// URLs.
             """
         ),
     )

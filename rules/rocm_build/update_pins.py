@@ -1,7 +1,9 @@
 """`pants run rules:update-pins`: move pins forward from upstream, safely.
 
 For every pin that follows a branch or tag (`track`), resolve it upstream (`git ls-remote`,
-or the GitHub API for github.com URLs, honouring GITHUB_TOKEN), set derived pins (e.g.
+or the GitHub API for github.com URLs, honouring GITHUB_TOKEN); `track = "release"` takes the
+newest final release among the tags matching the pin's `tags` glob and writes its `version`
+too; set derived pins (e.g.
 aotriton from torch's `cmake/External/aotriton.cmake`), check that each moved component's
 patches still apply, and rewrite the pins file atomically, keeping comments and order.
 Nothing is written unless every step succeeded.
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import fnmatch
 import hashlib
 import os
 import pkgutil
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 import requests
+from packaging.version import InvalidVersion, Version
 
 from rocm_build import lockfile
 from rocm_build.archive_pins import ArchivePin, parse_archive_pins, set_fields_in_text
@@ -51,6 +55,10 @@ class Move:
     old: str
     new: str
     why: str
+    version: Optional[str] = None  # a release pin's version, from its tag
+
+
+RELEASE = "release"  # `track = "release"`: the newest tag matching the pin's `tags`
 
 
 def _git(*args: str, cwd: Optional[str] = None, pin_url: str = "") -> subprocess.CompletedProcess:
@@ -84,6 +92,45 @@ def resolve_with_git(name: str, pin: Pin) -> str:
         f"[{name}] `track = \"{pin.track}\"` is neither a branch nor a tag at {pin.url}. Fix "
         "`track` in the pins file; the pins file was not changed."
     )
+
+
+def newest_release(ls_remote: str, pattern: str) -> Optional[Tuple[Version, str, str]]:
+    """(version, tag, commit) of the newest final release among `git ls-remote --tags` lines
+    (`<sha>\trefs/tags/<name>`, with `<name>^{}` for an annotated tag's commit)."""
+    objects: Dict[str, str] = {}
+    for line in ls_remote.splitlines():
+        sha, _, ref = line.partition("\t")
+        if ref.startswith("refs/tags/"):
+            objects[ref[len("refs/tags/"):]] = sha
+    releases = []
+    for tag, sha in objects.items():
+        if tag.endswith("^{}") or not fnmatch.fnmatchcase(tag, pattern):
+            continue
+        try:
+            version = Version(tag[1:] if tag[:1] in "vV" else tag)
+        except InvalidVersion:
+            continue
+        if not (version.is_prerelease or version.is_devrelease or version.local):
+            releases.append((version, tag, objects.get(f"{tag}^{{}}", sha)))
+    return max(releases) if releases else None
+
+
+def resolve_release(name: str, pin: Pin) -> Tuple[str, str]:
+    """The commit and version of the newest release tag of the pin (git, on any host)."""
+    result = _git("ls-remote", "--tags", "--", pin.url, pin_url=pin.url)
+    if result.returncode != 0:
+        raise UpdateError(
+            f"[{name}] cannot reach {_redact(pin.url)}: {_redact(result.stderr.strip())}. Check the URL "
+            "and the network; the pins file was not changed."
+        )
+    found = newest_release(result.stdout, pin.tags)
+    if found is None:
+        raise UpdateError(
+            f"[{name}] `track = \"{RELEASE}\"`: no tag of {_redact(pin.url)} matches `tags = \"{pin.tags}\"` and "
+            "names a final release (e.g. v1.2.3). Fix `tags`, or track a branch; the pins file was not changed."
+        )
+    version, tag, sha = found
+    return sha, str(version)
 
 
 def resolve_with_github(name: str, pin: Pin, api: str, owner: str, repo: str) -> str:
@@ -256,6 +303,12 @@ def plan(args: argparse.Namespace, pins: Dict[str, Pin]) -> List[Move]:
     for name, pin in pins.items():
         if pin.derived_from or name not in selected:
             continue
+        if pin.track == RELEASE:
+            sha, version = resolve_release(name, pin)
+            new[name] = sha
+            if sha != pin.commit or version != pin.version:
+                moves.append(Move(name, pin.commit, sha, f"newest release {version} (tags {pin.tags!r})", version))
+            continue
         sha = resolve(name, pin, args.github_api)
         new[name] = sha
         if sha != pin.commit:
@@ -398,6 +451,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     new_text = text
     for move in moves:
         new_text = set_commit_in_text(new_text, move.name, move.new)
+        if move.version:
+            new_text = set_fields_in_text(new_text, move.name, {"version": move.version}, add_missing=True)
     for pmove in prebuilt_moves:
         new_text = set_fields_in_text(new_text, pmove.table, pmove.values, add_missing=True)
     if args.dry_run:

@@ -268,3 +268,40 @@ def test_derived_pin_follows_the_file_its_file_names(world, capsys) -> None:
         f"aotriton: {aot_1[:12]} -> {aot_3[:12]} (torch:cmake/External/aotriton.cmake at torch"
     ) in (out := capsys.readouterr().out)
     assert "names it, read from .ci/docker/aotriton_version.txt, which it names)" in out
+
+
+def test_a_release_pin_moves_to_the_newest_final_release_tag_and_records_its_version(tmp_path, capsys) -> None:
+    from rocm_build.git_fixtures import git
+
+    repo = init_repo(tmp_path / "vllm")
+    old = commit_files(repo, {"setup.py": "# 0.30.0\n"})
+    git(repo, "tag", "v0.30.0")
+    v31 = commit_files(repo, {"setup.py": "# 0.31.0\n"})
+    git(repo, "tag", "-a", "-m", "release", "v0.31.0")  # annotated: the commit, not the tag object
+    commit_files(repo, {"setup.py": "# 0.32.0rc1\n"})
+    git(repo, "tag", "v0.32.0rc1")  # a pre-release: not taken
+    git(repo, "tag", "nightly")  # not a version
+    commit_files(repo, {"setup.py": "# 0.9.0 of something else\n"})
+    git(repo, "tag", "other-v0.99.0")  # does not match `tags`
+    pins = tmp_path / "pins.toml"
+    pins.write_text(f'[vllm]\nurl = "file://{repo}"\ntrack = "release"\ntags = "v*"\ncommit = "{old}"  # kept\n')
+    assert run(tmp_path, pins, "--no-patch-check") == 0
+    assert pins.read_text() == (
+        f'[vllm]\nurl = "file://{repo}"\ntrack = "release"\ntags = "v*"\ncommit = "{v31}"  # kept\nversion = "0.31.0"\n'
+    )
+    assert f"vllm: {old[:12]} -> {v31[:12]} (newest release 0.31.0 (tags 'v*'))" in capsys.readouterr().out
+    assert run(tmp_path, pins, "--check", "--no-patch-check") == 0
+
+
+def test_a_release_pin_with_no_matching_tag_changes_nothing(tmp_path, capsys) -> None:
+    repo = init_repo(tmp_path / "fa")
+    old = commit_files(repo, {"setup.py": "\n"})
+    pins = tmp_path / "pins.toml"
+    text = f'[fa]\nurl = "file://{repo}"\ntrack = "release"\ntags = "v2.8.*"\ncommit = "{old}"\n'
+    pins.write_text(text)
+    assert run(tmp_path, pins, "--no-patch-check") == 1
+    assert pins.read_text() == text
+    assert (
+        f'update-pins: [fa] `track = "release"`: no tag of file://{repo} matches `tags = "v2.8.*"` and names a final '
+        "release (e.g. v1.2.3). Fix `tags`, or track a branch; the pins file was not changed."
+    ) in capsys.readouterr().err

@@ -186,7 +186,7 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
     # Downloads run on this machine: with a Python of the build Python's minor version.
     host_python = await Get(BuildPython, BuildPythonRequest(python.major_minor, owner)) if image else python
     # The toolchain first: without it nothing else is worth fetching or building.
-    toolchain = await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image))
+    toolchain = await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image, spec.gpu_targets))
     upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}"))
     archives = await MultiGet(
         Get(FetchedArchive, ArchiveRequest(a, f"the `archives` field of {owner}")) for _, a in spec.archives

@@ -49,6 +49,8 @@ def _mirrored(url):
 
 def _open(url, accept=None):
     url = _mirrored(url)
+    if url.startswith("file:") and url.endswith("/"):
+        url += "index.html"  # a local index is a directory tree (`pip download` + an index page each)
     context = ssl.create_default_context(cafile=os.environ.get("ROCM_BUILD_CA_CERTS") or None)
     request = urllib.request.Request(url, headers={"Accept": accept} if accept else {})
     return urllib.request.urlopen(request, timeout=60, context=context)
