@@ -78,6 +78,7 @@ TREE_CHANGES = ".tree-changes"
 ARCHIVES_DIR = ".archives"
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 SANDBOX = "$ROCM_BUILD_SANDBOX"
+NOT_RUN = "not run:"  # a `downloads_covered` value: why this build never reaches the file's download
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ async def wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) 
     upstream = await Get(UpstreamSpec, UpstreamRequest(source, f"the `source` field of {owner}"))
     version_env = tuple(target[WheelVersionEnvField].value or ())
     covered = dict(target[WheelDownloadsCoveredField].value or {})
-    for var in (*version_env, *covered.values()):
+    for var in (*version_env, *(v for v in covered.values() if not v.startswith(NOT_RUN))):
         if not ENV_NAME.match(var):
             raise RocmBuildError(f"{owner}: {var!r} in `{WheelVersionEnvField.alias}` or `{WheelDownloadsCoveredField.alias}` is not an environment variable name")
     version = pin_version(upstream.pin.version, upstream.pin.track, upstream.pin.commit)

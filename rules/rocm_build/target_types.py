@@ -354,7 +354,8 @@ class WheelDownloadsCoveredField(DictStringToStringField):
         `{{"cmake/external_projects/triton_kernels.cmake": "TRITON_KERNELS_SRC_DIR"}}`. The
         variable must be set by this recipe: a key of `{WheelArchivesField.alias}` (a pinned
         archive unpacked in the sandbox) or of `{WheelEnvField.alias}`, and the file must name
-        it. The preflight scans the tree (CMake `FetchContent_Declare`, `ExternalProject_Add`,
+        it. A file this build never reaches says why instead, as `"not run: <why>"` (e.g.
+        `{{"cmake/external_projects/flashmla.cmake": "not run: CUDA only"}}`). The preflight scans the tree (CMake `FetchContent_Declare`, `ExternalProject_Add`,
         `file(DOWNLOAD`, `git clone`; `urllib`, `requests`, `git clone`, `curl`/`wget` in
         setup scripts) and reports every download in a file not listed here (a `pip install`
         is not one: every build's pip finds only the lock's wheelhouse).

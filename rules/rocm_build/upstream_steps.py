@@ -33,9 +33,10 @@ from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
-from rocm_build.build_request import PreflightBuild, PreflightWheelRequest, WheelBuildRequest, WheelBuildSpec, WheelRequest
+from rocm_build.build_request import NOT_RUN, PreflightBuild, PreflightWheelRequest, WheelBuildRequest, WheelBuildSpec, WheelRequest
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.prebuilt import PrebuiltRequest, PrebuiltSpec
+from rocm_build.recipe_paths import named_paths
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes, script_digest
 from rocm_build.source_tree import PACK_ROOT, SourceTree
 from rocm_build.sources import PACK_DIR, TREE_DIR
@@ -216,11 +217,14 @@ def download_findings(spec: WheelBuildSpec, where: str, scan: dict, project: str
     for file, hits in by_file.items():
         var = spec.downloads_covered.get(file)
         lines = "; ".join(f"line {h['line']} {h['what']}: `{h['text']}`" for h in hits)
+        if var is not None and var.startswith(NOT_RUN):
+            continue  # the recipe says why the build never gets there (e.g. a CUDA-only CMake file)
         if var is None:
             problems.append(
                 f"{owner}: {file} ({where}) would download at build time, which a build cannot (no network): {lines}. "
                 f"Fix: pin what it fetches (an upstream_archive in `archives`) and map the file to the variable "
-                f"that makes it use that copy in `downloads_covered` in {build_file}, or patch the download out."
+                f"that makes it use that copy in `downloads_covered` in {build_file} (or `\"{NOT_RUN} <why>\"` where "
+                "this build never reaches it), or patch the download out."
             )
         elif var not in set_by_recipe:
             problems.append(
@@ -294,8 +298,14 @@ def release(version: str) -> str:
 
 
 def version_findings(spec: WheelBuildSpec, where: str, scan: dict, chain: Sequence[Tuple[str, str, str]]) -> List[str]:
+    """A requirement file counts when the recipe's `build_requirements` read it (`-r`); CMake,
+    pyproject.toml and setup.py always do."""
+    read = {p.path for p in named_paths(spec.requirements, (), "") if p.named_by.startswith("build_requirements")}
     problems = []
     for named in scan["versions"]:
+        requirement_file = named["file"].endswith(".txt") and not named["file"].endswith("CMakeLists.txt")
+        if requirement_file and named["file"] not in read:
+            continue
         for package, version, said_by in chain:
             if package == named["name"] and release(named["version"]) != release(version):
                 problems.append(

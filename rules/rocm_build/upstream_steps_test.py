@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
+from pants.util.frozendict import FrozenDict
 
 from rocm_build import register
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
@@ -150,19 +152,23 @@ def test_the_scan_reads_build_files_of_the_patched_tree_only(rule_runner: RuleRu
 def test_findings_name_file_line_and_fix(rule_runner: RuleRunner, tmp_path: Path) -> None:
     sha = setup_chain(rule_runner, tmp_path, extra=", archives={}, env={'FORCE_BUILD': 'TRUE'},"
                       " downloads_covered={'setup.py': 'FORCE_BUILD', 'cmake/external_projects/kernels.cmake': 'KERNELS_SRC_DIR',"
-                      " 'gone.cmake': 'FORCE_BUILD'}")
+                      " 'gone.cmake': 'FORCE_BUILD', 'CMakeLists.txt': 'not run: CUDA only'}, build_requirements=['-r requirements/build/rocm.txt']")
     spec = rule_runner.request(WheelBuildSpec, [WheelRequest(Address("c", target_name="up"))])
     assert spec.env["SETUPTOOLS_SCM_PRETEND_VERSION"] == "0.31.0" and spec.version == "0.31.0"
     where = f"up at {sha}"
     problems, notes = download_findings(spec, where, scan_of(rule_runner))
     assert problems == [
-        f"c:up: CMakeLists.txt ({where}) would download at build time, which a build cannot (no network): line 5 git clone: "
-        "`execute_process(COMMAND ${GIT_EXECUTABLE} clone https://github.com/ROCm/aiter.git)`. Fix: pin what it fetches "
-        "(an upstream_archive in `archives`) and map the file to the variable that makes it use that copy in "
-        "`downloads_covered` in c/BUILD, or patch the download out.",
         "c:up: `downloads_covered` maps cmake/external_projects/kernels.cmake to KERNELS_SRC_DIR, but the recipe does not "
         "set KERNELS_SRC_DIR: add it to `archives` (a pinned upstream_archive) or `env` in c/BUILD.",
     ]
+    uncovered = {**spec.downloads_covered}
+    del uncovered["CMakeLists.txt"]
+    assert download_findings(replace(spec, downloads_covered=FrozenDict(uncovered)), where, scan_of(rule_runner))[0][0] == (
+        f"c:up: CMakeLists.txt ({where}) would download at build time, which a build cannot (no network): line 5 git clone: "
+        "`execute_process(COMMAND ${GIT_EXECUTABLE} clone https://github.com/ROCm/aiter.git)`. Fix: pin what it fetches "
+        "(an upstream_archive in `archives`) and map the file to the variable that makes it use that copy in "
+        '`downloads_covered` in c/BUILD (or `"not run: <why>"` where this build never reaches it), or patch the download out.'
+    )
     assert notes == [
         "setup.py line 8 runs pip (`subprocess.check_call([sys.executable, \"-m\", \"pip\", \"install\", \"-r\", \"requirements.txt\"])`): "
         "it installs from the lock's wheelhouse only",
@@ -181,6 +187,9 @@ def test_findings_name_file_line_and_fix(rule_runner: RuleRunner, tmp_path: Path
     assert [p.split(" (")[0] for p in versions] == [
         "c:up: CMakeLists.txt line 2", "c:up: requirements/build/rocm.txt line 1", "c:up: setup.py line 6"
     ]  # triton: the chain has none to compare with
+    # A requirement file the recipe does not read names no version it builds with.
+    unread = version_findings(replace(spec, requirements=()), where, scan_of(rule_runner), chain.versions)
+    assert [p.split(" (")[0] for p in unread] == ["c:up: CMakeLists.txt line 2", "c:up: setup.py line 6"]
 
     hook = {
         "file": "pyproject.toml", "ok": False, "needs_git": False, "missing_module": "torch",

@@ -239,7 +239,8 @@ def test_the_upstreams_own_steps_report_git_versions_downloads_and_torch_before_
         f"tests/mini/fetch:wheel: cmake/external_projects/kernels.cmake (mini-fetch at {commits['fetch']}) would download "
         "at build time, which a build cannot (no network): line 7 FetchContent_Declare: `FetchContent_Declare(`. Fix: pin "
         "what it fetches (an upstream_archive in `archives`) and map the file to the variable that makes it use that copy "
-        "in `downloads_covered` in tests/mini/fetch/BUILD, or patch the download out."
+        'in `downloads_covered` in tests/mini/fetch/BUILD (or `"not run: <why>"` where this build never reaches it), or '
+        "patch the download out."
     )
     assert f"      - {fetch}\n" in out
     torch = (
