@@ -6,10 +6,14 @@ namespaces and container bind mounts) and relays each connection to the configur
 The build's ccache is pointed at that socket; the server's address never enters the build's
 environment as Pants sees it, so it is in no cache key.
 
+The plugin writes the address (it may hold a password) to CACHE_DIR/storage.json, mode 0600,
+itself (`store`, loaded as a module): never through a process's env or argv, which are cache
+keys and which Pants logs at -ldebug.
+
 Usage:
-  ccache_remote.py configure CACHE_DIR   ($ROCM_BUILD_CCACHE_REMOTE: the address, or empty)
-      Writes CACHE_DIR/storage.json (mode 0600) or removes it, checks that the server
-      answers, and prints {"shown": ..., "problem": ...} as JSON.
+  ccache_remote.py probe CACHE_DIR
+      Checks that the server in CACHE_DIR/storage.json answers; prints {"shown": ...,
+      "problem": ...} as JSON (both empty when none is configured).
   ccache_remote.py forward CACHE_DIR SOCKET_DIR WATCH_PID
       Starts the forwarder in the background and returns once it listens; it writes the URL
       for ccache to SOCKET_DIR/url (with @SOCKET@ for the socket's path as the build sees
@@ -101,23 +105,30 @@ def probe(config):
     return None
 
 
-def configure(cache_dir):
-    address = os.environ.get("ROCM_BUILD_CCACHE_REMOTE", "").strip()
+def store(cache_dir, address):
+    """Writes CACHE_DIR/storage.json (mode 0600) for `address`, or removes it when empty;
+    returns how to show the server. Raises BadAddress."""
     path = os.path.join(cache_dir, STORAGE)
-    if not address:
+    if not address.strip():
         if os.path.exists(path):
             os.remove(path)
-        print(json.dumps({"shown": "", "problem": None}))
-        return 0
-    try:
-        config = parse(address)
-    except BadAddress as e:
-        print(f"{e}; expected {ACCEPTED}", file=sys.stderr)
-        return 2
+        return ""
+    config = parse(address)
+    os.makedirs(cache_dir, exist_ok=True)
     fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         json.dump(config, f)
     os.replace(path + ".tmp", path)
+    return config["shown"]
+
+
+def probe_stored(cache_dir):
+    try:
+        with open(os.path.join(cache_dir, STORAGE)) as f:
+            config = json.load(f)
+    except FileNotFoundError:
+        print(json.dumps({"shown": "", "problem": None}))
+        return 0
     print(json.dumps({"shown": config["shown"], "problem": probe(config)}))
     return 0
 
@@ -212,8 +223,8 @@ def start_forwarder(cache_dir, socket_dir, watch_pid):
 
 
 def main(argv):
-    if argv[1] == "configure":
-        return configure(argv[2])
+    if argv[1] == "probe":
+        return probe_stored(argv[2])
     if argv[1] == "forward":
         return forward(argv[2], argv[3], int(argv[4]))
     print(__doc__, file=sys.stderr)
