@@ -16,12 +16,9 @@ from rocm_build.prebuilt_update import IndexFile, newest, requires_rocm, simple_
 
 INDEX = simple_index()
 INSTRUMENTED = [INDEX, prebuilt_update]
-# Crashes found and reported, not yet fixed: on 3.9 (update-pins) html.parser raises
-# NotImplementedError for an HTML marked section (`<![x`), which project_files does not turn
-# into an OSError; prebuilt_update.fits lets packaging's InvalidVersion through for a file name
-# with a bad version; requires_rocm lets a ValueError through for METADATA with a NUL byte.
-# Remove each when its test in plugin_parsers_test.py passes.
-KNOWN_IN_PAGES = (NotImplementedError,)
+# Crashes found and reported, not yet fixed: prebuilt_update.fits lets packaging's
+# InvalidVersion through for a file name with a bad version; requires_rocm lets a ValueError
+# through for METADATA with a NUL byte. Remove each when its test in plugin_parsers_test.py passes.
 INDEX_URL = "https://index.example/simple/"
 PIN = PrebuiltPin(index_url=INDEX_URL, project="torch", track=">=2.13.0a0,<2.14", python="3.12")
 KINDS = ("application/vnd.pypi.simple.v1+json", "text/html", "")
@@ -54,8 +51,6 @@ def test_one_input(data: bytes) -> None:
         rows = INDEX.project_files(INDEX_URL, "torch")
     except OSError:
         return
-    except KNOWN_IN_PAGES:
-        return  # reported; plugin_parsers_test.py holds the inputs (strict xfail until fixed)
     files = [IndexFile(*row) for row in rows]
     for f in files:
         assert isinstance(f.name, str) and isinstance(f.url, str), f

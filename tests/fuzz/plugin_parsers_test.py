@@ -52,10 +52,8 @@ HOSTILE_PAGES = [
     pytest.param(b'{"files": [{"url": "x.whl"}]}', JSON, id="no filename"),
     pytest.param(b'{"files": [{"filename": "x.whl", "url": true}]}', JSON, id="url not a string"),
     pytest.param(b'<a href="//[bad/torch-1.0-py3-none-any.whl">', "text/html", id="bad ipv6 href"),
-    # Reported, not yet fixed: 3.9's html.parser raises NotImplementedError here (3.11+:
-    # AssertionError); fuzz_index skips it until then.
-    pytest.param(b"<![DOCTY html>", "text/html", id="html marked section", marks=pytest.mark.xfail(
-        strict=True, reason="reported: project_files lets NotImplementedError through on 3.9")),
+    # 3.9's html.parser raises NotImplementedError here, 3.11's AssertionError.
+    pytest.param(b"<![DOCTY html>", "text/html", id="html marked section"),
 ]
 
 
