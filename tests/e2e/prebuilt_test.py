@@ -4,16 +4,25 @@ A first checkout (standing in for TheRock's CI) builds mini aotriton and torch; 
 are put on a PEP 503 index served on 127.0.0.1. The checkout under test never builds torch:
 its `tests/mini/torch:prebuilt` is a `prebuilt_wheel` pinned (by update-pins) to the index's
 file and sha256, and flash-attention and vllm variants build on it.
+
+Then TheRock's split wheels (tests 5-7): a whl-next-shaped index of pure fixture wheels with
+TheRock's metadata (host torch and torchvision, their device and family wheels, the SDK);
+update-pins resolves the set and refuses a device wheel for another torch, a consumer missing
+the device wheel of its gpu target stops before any build, and the install set (host and
+device wheels) installs with pip --require-hashes.
 """
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import re
+import shutil
 import subprocess
 import zipfile
 from pathlib import Path
-from typing import Dict
+from typing import Dict, List, Sequence
 
 import pytest
 
@@ -35,10 +44,17 @@ def add_variants(ws: Workspace) -> None:
         ("tests/mini/flash_attention/BUILD", '["tests/mini/torch:prebuilt"]'),
         ("tests/mini/vllm/BUILD", f'["tests/mini/torch:prebuilt", "{FLASH}"]'),
     ):
-        text = ws.read(rel)
-        block = text[text.index("rocm_wheel(") :]
-        variant = re.sub(r"dependencies=\[[^\]]*\]", f"dependencies={deps}", block).replace('name="wheel"', 'name="wheel-on-prebuilt"')
-        ws.write(rel, f"{text}\n{variant}")
+        add_variant(ws, rel, "wheel-on-prebuilt", deps)
+
+
+def add_variant(ws: Workspace, rel: str, name: str, deps: str, extra: str = "") -> None:
+    """A copy of the BUILD file's rocm_wheel named `name`, on other dependencies."""
+    text = ws.read(rel)
+    start = text.index("rocm_wheel(")
+    block = text[start : text.index("\n)\n", start) + 3]
+    fields = f"dependencies={deps}, {extra}" if extra else f"dependencies={deps}"
+    variant = re.sub(r"dependencies=\[[^\]]*\]", fields, block).replace('name="wheel"', f'name="{name}"')
+    ws.write(rel, f"{text}\n{variant}")
 
 
 def prebuilt_table(index_url: str, track: str = ">=1,<2", **resolved: str) -> str:
@@ -86,6 +102,16 @@ def ws(tmp_path_factory, index):
     workspace.write(PINS, workspace.read(PINS) + prebuilt_table(index_url))
     yield workspace
     workspace.stop()
+
+
+PIP_ENV = {"PIP_CONFIG_FILE": "/dev/null", "PATH": "/usr/bin:/bin"}
+
+
+def fresh_venv(path: Path) -> List[str]:
+    """A CPython 3.11 venv (the mini chain's Python) and the pip command that installs into it."""
+    python = sorted(Path(p) for p in Path.home().glob(".pyenv/versions/3.11*/bin/python3.11"))
+    subprocess.run([str(python[0]) if python else "python3.11", "-m", "venv", str(path)], check=True)
+    return [str(path / "bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
 
 
 def dist_files(ws: Workspace) -> Dict[str, bytes]:
@@ -150,16 +176,203 @@ def test_4_the_chain_builds_on_the_prebuilt_torch_and_installs(ws, index, tmp_pa
     # index first, as requirements.txt's header says; then exactly the chain, by hash.
     assert f"# first, the prebuilt mini_torch and what it requires: pip install --index-url {index[0]} mini_torch==1.0.0+llvm19gfx1151" in requirements
     venv = tmp_path / "venv"
-    python = sorted(Path(p) for p in Path.home().glob(".pyenv/versions/3.11*/bin/python3.11"))
-    subprocess.run([str(python[0]) if python else "python3.11", "-m", "venv", str(venv)], check=True)
-    pip = [str(venv / "bin/python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    env = {"PIP_CONFIG_FILE": "/dev/null", "PATH": "/usr/bin:/bin"}
-    subprocess.run([*pip, "--index-url", index[0], "mini_torch==1.0.0+llvm19gfx1151"], check=True, env=env)
+    pip = fresh_venv(venv)
+    subprocess.run([*pip, "--index-url", index[0], "mini_torch==1.0.0+llvm19gfx1151"], check=True, env=PIP_ENV)
     install = ws.path(INSTALL)
-    subprocess.run([*pip, "--no-index", "--find-links", str(install / "wheels"), "-r", str(install / "requirements.txt")], check=True, env=env)
+    subprocess.run([*pip, "--no-index", "--find-links", str(install / "wheels"), "-r", str(install / "requirements.txt")], check=True, env=PIP_ENV)
     out = subprocess.run([str(venv / "bin/python"), "-c", "import mini_vllm; print(mini_vllm.answer())"], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     # A repeat builds nothing and downloads nothing.
     before = len(seen)
     assert require_success(ws.package(VLLM), "the repeat").built == []
     assert len(seen) == before
+
+
+# ------------------------------------------------- TheRock's split wheels (issue 35)
+# A slice of whl-next (PEP 503, <index>/<project>/ beside its files) with TheRock's metadata
+# shapes (rocm-systems rocm_kpack/wheel_splitter.py): an arch-neutral host torch whose extra
+# device-gfx1151 pulls amd-torch-device-gfx1151 and the family wheel amd-torch-device-gfx115x,
+# torchvision split the same way, and the SDK wheels they require. Pure wheels: no GPU needed.
+
+TORCH, VISION, SDK = "2.13.0+rocm10.0.0", "0.28.0+rocm10.0.0", "10.0.0"
+CONSUMER = "tests/mini/aotriton:wheel-on-therock"
+THEROCK_BUILD = """\
+prebuilt_wheel(name="torch", pin="therock-torch", pins_file="tests/mini/pins.toml")
+prebuilt_wheel(name="torch-gfx115x", pin="therock-torch-gfx115x", pins_file="tests/mini/pins.toml", dependencies=[":torch"])
+prebuilt_wheel(name="torch-gfx1151", pin="therock-torch-gfx1151", pins_file="tests/mini/pins.toml",
+               dependencies=[":torch", ":torch-gfx115x"])
+prebuilt_wheel(name="vision", pin="therock-vision", pins_file="tests/mini/pins.toml")
+prebuilt_wheel(name="vision-gfx1151", pin="therock-vision-gfx1151", pins_file="tests/mini/pins.toml", dependencies=[":vision"])
+"""
+# The consumer prints its build venv's distributions: the hosts, never a device wheel.
+VENV_PRINT = """build_command=["python -c 'import importlib.metadata as m; print(\\"build venv:\\", sorted(d.metadata[\\"Name\\"] for d in m.distributions()))'"]"""
+
+
+def therock_pins(index_url: str) -> str:
+    tables = {
+        "therock-torch": f'index_url = "{index_url}"\nproject = "torch"\ntrack = "=={TORCH}"\npython = "3.11"',
+        "therock-torch-gfx1151": 'device_of = "therock-torch"\nproject = "amd-torch-device-gfx1151"',
+        "therock-torch-gfx115x": 'device_of = "therock-torch"\nproject = "amd-torch-device-gfx115x"',
+        "therock-vision": f'index_url = "{index_url}"\nproject = "torchvision"\ntrack = "=={VISION}"\npython = "3.11"',
+        "therock-vision-gfx1151": 'device_of = "therock-vision"\nproject = "amd-torchvision-device-gfx1151"',
+    }
+    return "".join(f"\n[prebuilt.{name}]\n{fields}\nversion = \"\"\nfile = \"\"\nsha256 = \"\"\n" for name, fields in tables.items())
+
+
+def write_wheel(directory: Path, project: str, version: str, requires: Sequence[str], extras: Sequence[str] = (),
+                package: str = "", tag: str = "cp311-cp311-linux_x86_64") -> str:  # fmt: skip
+    """A pure wheel pip installs: one module (under `package`, as a device wheel overlays its
+    host's package) and the METADATA lines given."""
+    dist = re.sub(r"[-_.]+", "_", project)
+    info = f"{dist}-{version}.dist-info"
+    metadata = ["Metadata-Version: 2.1", f"Name: {project}", f"Version: {version}",
+                *(f"Provides-Extra: {e}" for e in extras), *(f"Requires-Dist: {r}" for r in requires)]  # fmt: skip
+    files = {
+        f"{package or dist}/{dist if package else '__init__'}.py": f"VERSION = {version!r}\n",
+        f"{info}/METADATA": "\n".join(metadata) + "\n\n",
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: rocm-pants-test\nRoot-Is-Purelib: false\nTag: {tag}\n",
+    }
+    record = [
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},{len(text.encode())}"
+        for path, text in files.items()
+    ]
+    name = f"{dist}-{version}-{tag}.whl"
+    with zipfile.ZipFile(directory / name, "w") as zf:
+        for path, text in files.items():
+            zf.writestr(path, text)
+        zf.writestr(f"{info}/RECORD", "\n".join([*record, f"{info}/RECORD,,"]) + "\n")
+    return name
+
+
+def therock_index(root: Path, torch_for_device: str = TORCH) -> None:
+    """whl-next's layout: <root>/<project>/index.html beside the project's files."""
+    device_extra = 'extra == "device-gfx1151"'
+    wheels = {
+        "torch": (TORCH, [f"rocm[libraries]=={SDK}", "rocm-bootstrap",
+                          f"amd-torch-device-gfx1151 == {TORCH}; {device_extra}", f"amd-torch-device-gfx115x == {TORCH}; {device_extra}",
+                          f'amd-torch-device-gfx1151 == {TORCH}; extra == "device-all"', f'amd-torch-device-gfx115x == {TORCH}; extra == "device-all"'],
+                  ["device-gfx1151", "device-all"], ""),
+        "amd-torch-device-gfx1151": (TORCH, [f"torch == {torch_for_device}", f"rocm-sdk-device-gfx1151 == {SDK}",
+                                             f"amd-torch-device-gfx115x == {TORCH}"], [], "torch"),
+        "amd-torch-device-gfx115x": (TORCH, [f"torch == {TORCH}"], [], "torch"),
+        "torchvision": (VISION, [f"torch=={TORCH}", f"amd-torchvision-device-gfx1151 == {VISION}; {device_extra}",
+                                 f'amd-torchvision-device-gfx1151 == {VISION}; extra == "device-all"'],
+                        ["device-gfx1151", "device-all"], ""),
+        "amd-torchvision-device-gfx1151": (VISION, [f"torchvision == {VISION}", f"rocm-sdk-device-gfx1151 == {SDK}"], [], "torchvision"),
+        # The SDK (on whl-next `rocm` is an sdist; a wheel stands for it here).
+        "rocm": (SDK, [f'rocm-sdk-device-gfx1151=={SDK}; {device_extra}'], ["libraries", "device-gfx1151"], ""),
+        "rocm-sdk-device-gfx1151": (SDK, [], [], ""),
+        "rocm-bootstrap": ("0.3.0", [], [], ""),
+    }  # fmt: skip
+    for project, (version, requires, extras, package) in wheels.items():
+        directory = root / project
+        directory.mkdir(parents=True)
+        name = write_wheel(directory, project, version, requires, extras, package)
+        sha = hashlib.sha256((directory / name).read_bytes()).hexdigest()
+        (directory / "index.html").write_text(f'<html><body><a href="{name.replace("+", "%2B")}#sha256={sha}">{name}</a></body></html>\n')
+
+
+@pytest.fixture(scope="module")
+def therock(index, ws):
+    """(whl-next URL, its root) served beside the mini index; the pins, targets and consumers."""
+    serve = index[1].parent
+    therock_index(serve / "whl-next")
+    therock_index(serve / "whl-next-mismatched", torch_for_device="2.13.0+rocm10.0.1")
+    base = index[0][: -len("simple/")]
+    ws.write(PINS, ws.read(PINS) + therock_pins(f"{base}whl-next/"))
+    ws.path("tests/mini/therock").mkdir(exist_ok=True)
+    ws.write("tests/mini/therock/BUILD", THEROCK_BUILD)
+    devices = '["tests/mini/therock:torch-gfx1151", "tests/mini/therock:vision-gfx1151"]'
+    add_variant(ws, "tests/mini/aotriton/BUILD", "wheel-on-therock", devices, VENV_PRINT)
+    add_variant(ws, "tests/mini/aotriton/BUILD", "wheel-on-therock-host-only", '["tests/mini/therock:torch"]')
+    return f"{base}whl-next/", serve / "whl-next", base
+
+
+def test_5_update_pins_refuses_a_device_wheel_for_another_torch_and_resolves_the_set(ws, therock) -> None:
+    whl_next, root, base = therock
+    update = ("run", "rules:update-pins", "--", "--pins-file", PINS, "--only", "therock-torch", "therock-vision", "--no-patch-check")
+    good = ws.read(PINS)
+    ws.write(PINS, good.replace(whl_next, f"{base}whl-next-mismatched/"))
+    mismatched = ws.read(PINS)
+    run = ws.pants(*update)
+    assert run.returncode != 0 and ws.read(PINS) == mismatched
+    assert (
+        f"update-pins: amd-torch-device-gfx1151 {TORCH} ([prebuilt.therock-torch-gfx1151]) requires "
+        f"torch==2.13.0+rocm10.0.1, but the host pin [prebuilt.therock-torch] is {TORCH}; the set disagrees"
+    ) in run.stderr, run.stderr[-3000:]
+    ws.write(PINS, good)
+    require_success(ws.pants(*update), "update-pins on whl-next")
+    pins = ws.read(PINS)
+    for project, version in (("torch", TORCH), ("amd_torch_device_gfx1151", TORCH), ("amd_torch_device_gfx115x", TORCH),
+                             ("torchvision", VISION), ("amd_torchvision_device_gfx1151", VISION)):  # fmt: skip
+        (wheel,) = (root / project.replace("_", "-")).glob("*.whl")
+        assert f'version = "{version}"\nfile = "{wheel.name}"\nsha256 = "{hashlib.sha256(wheel.read_bytes()).hexdigest()}"\n' in pins
+    gfx1151 = pins.split("[prebuilt.therock-torch-gfx1151]")[1].split("\n\n")[0]
+    assert gfx1151.endswith(f'requires_rocm = "{SDK}"\nextra = "device-gfx1151"\nrequires_devices = "amd-torch-device-gfx115x"')
+    assert f'requires_rocm = "{SDK}"' in pins.split("[prebuilt.therock-torch]")[1].split("\n\n")[0]
+
+
+def test_6_a_consumer_without_the_device_wheel_of_its_gpu_target_stops_before_any_build(ws, therock) -> None:
+    run = ws.package(f"{CONSUMER}-host-only")
+    assert run.returncode != 0
+    assert (
+        f"{CONSUMER}-host-only builds for gfx1151 (gpu_targets) on prebuilt_wheel tests/mini/therock:torch (torch, pin "
+        "`therock-torch`), whose GPU code is in device wheels, but depends on none for gfx1151: add the prebuilt_wheel "
+        "of pin `therock-torch-gfx1151` to its `dependencies`"
+    ) in run.stderr, run.stderr[-3000:]
+    assert run.built == [] and not ws.path("dist/tests.mini.aotriton.wheel-on-therock-host-only").exists()
+
+
+def test_7_the_install_set_holds_host_and_device_wheels_and_installs_by_hash(ws, therock, tmp_path) -> None:
+    whl_next, root, _ = therock
+    run = require_success(ws.package(CONSUMER), "the consumer of the split torch")
+    assert run.built == [CONSUMER]
+    # The build compiled against the hosts only: no device wheel in its venv.
+    (log,) = ws.path("dist/tests.mini.aotriton.wheel-on-therock").glob("*.build.log")
+    venv_line = next(line for line in log.read_text().splitlines() if line.startswith("build venv:"))
+    assert "'torch'" in venv_line and "'torchvision'" in venv_line and "device" not in venv_line, venv_line
+    install = ws.path("dist/tests.mini.aotriton.wheel-on-therock.install")
+    shipped = {p.name: p for p in (install / "wheels").glob("*.whl")}
+    for project in ("torch", "amd-torch-device-gfx1151", "amd-torch-device-gfx115x", "torchvision", "amd-torchvision-device-gfx1151"):
+        (wheel,) = (root / project).glob("*.whl")
+        assert shipped[wheel.name].read_bytes() == wheel.read_bytes()
+    requirements = (install / "requirements.txt").read_text()
+
+    def line(project: str, requirement: str) -> str:
+        (wheel,) = (root / project).glob("*.whl")
+        return f"{requirement} --hash=sha256:{hashlib.sha256(wheel.read_bytes()).hexdigest()}"
+
+    assert line("torch", f"torch[device-gfx1151]=={TORCH}") in requirements.splitlines()
+    assert line("torchvision", f"torchvision[device-gfx1151]=={VISION}") in requirements.splitlines()
+    assert line("amd-torch-device-gfx115x", f"amd_torch_device_gfx115x=={TORCH}") in requirements.splitlines()
+    assert f"# first, the prebuilt torch and what it requires: pip install --index-url {whl_next} 'torch[device-gfx1151]=={TORCH}'" in requirements
+    # On a box with TheRock's SDK installed (what the wheels require from outside the set),
+    # the set installs by hash alone: every wheel the chain's own wheels require is in it.
+    def install_by_hash(venv: Path, wheels: Path) -> subprocess.CompletedProcess:
+        pip = fresh_venv(venv)
+        subprocess.run([*pip, "--index-url", whl_next, f"rocm[libraries,device-gfx1151]=={SDK}", "rocm-bootstrap"], check=True, env=PIP_ENV)
+        return subprocess.run([*pip, "--no-index", "--find-links", str(wheels), "--require-hashes", "-r", str(install / "requirements.txt")],
+                              env=PIP_ENV, capture_output=True, text=True)  # fmt: skip
+
+    venv = tmp_path / "venv"
+    done = install_by_hash(venv, install / "wheels")
+    assert done.returncode == 0, done.stderr
+    listed = subprocess.run([str(venv / "bin/python"), "-m", "pip", "list", "--format=json", "--disable-pip-version-check"],
+                            env=PIP_ENV, capture_output=True, text=True, check=True)  # fmt: skip
+    installed = {d["name"].lower().replace("_", "-"): d["version"] for d in json.loads(listed.stdout)}
+    assert {k: installed.get(k) for k in ("torch", "amd-torch-device-gfx1151", "amd-torch-device-gfx115x", "torchvision",
+                                          "amd-torchvision-device-gfx1151")} == {  # fmt: skip
+        "torch": TORCH, "amd-torch-device-gfx1151": TORCH, "amd-torch-device-gfx115x": TORCH,
+        "torchvision": VISION, "amd-torchvision-device-gfx1151": VISION,
+    }  # fmt: skip
+    out = subprocess.run([str(venv / "bin/python"), "-c", "import torch.amd_torch_device_gfx1151 as d; print(d.VERSION)"],
+                         capture_output=True, text=True)  # fmt: skip
+    assert out.stdout.strip() == TORCH, out.stderr
+    # A tampered device wheel is refused by the hashes.
+    gfx1151 = next(p for p in (install / "wheels").glob("amd_torch_device_gfx1151-*.whl"))
+    tampered = tmp_path / "tampered"
+    shutil.copytree(install / "wheels", tampered)
+    with zipfile.ZipFile(tampered / gfx1151.name, "a") as zf:
+        zf.writestr("extra.txt", "not what was pinned")
+    refused = install_by_hash(tmp_path / "venv2", tampered)
+    assert refused.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stderr, refused.stderr
