@@ -33,8 +33,9 @@ import torch_sized  # noqa: E402
 from ccache_remote import relay  # noqa: E402
 
 VLLM = "tests/mini/vllm:wheel"
+AOT = "tests/mini/aotriton:wheel"
 TABLES = ["rebuilds", "remote", "ccache", "capture"]  # the miniature chain
-SCALE_TABLES = ["source", "incremental", "sharedccache", "bigwheel"]  # torch-sized fixtures
+SCALE_TABLES = ["source", "incremental", "sharedccache", "bigwheel", "pulled"]  # torch-sized fixtures
 CHAIN_SIZE = 4  # what the seeds' scripts rebuild every time
 
 
@@ -484,6 +485,73 @@ def big_wheel_remote(out: Path, gib: float) -> None:
         server.wait(timeout=30)
 
 
+def disk_bytes(root: Path) -> int:
+    """What a directory takes on disk (LMDB's files are sparse: their size is not their use)."""
+    return sum(p.stat().st_blocks * 512 for p in root.rglob("*") if p.is_file())
+
+
+def pack_bytes(out: Path, repo: Path, sha: str) -> int:
+    """The size of the git pack a fetch of `sha` makes (scripts/source_pack.py): the source's cost."""
+    out.mkdir()
+    env = {"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+    subprocess.run([sys.executable, str(REPO / "rules/rocm_build/scripts/source_pack.py"), "fetch", f"file://{repo}", sha, "0", "source"],
+                   cwd=out, env=env, check=True)  # fmt: skip
+    return (out / "source" / "objects.pack").stat().st_size
+
+
+def pulled_per_wheel_byte(out: Path, n_files: int) -> None:
+    """Machine A builds a small wheel from a big tree against BuildGrid; machine B packages it
+    through a proxy that counts what the server sends. Every process is a cache hit on B, so
+    what it pulls beyond the wheel is what its checks read. B first packages the mini aotriton
+    from the cache: what any package brings (Pants' tools, the build venv's bootstrap wheels
+    from PyPI, ~3 MB) is in its store before the figure, which is then the big tree's cost."""
+    server, port = buildgrid(out)
+    proxy = CountingProxy(port)
+    try:
+        upstreams = make_fixture_upstreams(out / "upstreams")
+        repo = out / "upstreams" / "tiny"
+        sha = torch_sized.fast_import(repo, torch_sized.big_tree_tiny_wheel_files(n_files), f"{n_files} files")
+        tree = sum(len(content) for _, content in torch_sized.big_tree_tiny_wheel_files(n_files))
+        pack = pack_bytes(out / "pack", repo, sha)
+        machines = {}
+        for name in ("a", "b"):
+            ws = machines[name] = Workspace(out / name / "checkout", upstreams, out / name / "store", out / name / "named")
+            ws.pin_extra("tiny", repo, sha)
+            ws.path("bench_tiny").mkdir()
+            # A patch, as every real component has: the patch step reads the tree too.
+            ws.write("bench_tiny/arch.edit.toml", '[[edit]]\npath = "tiny_wheel/__init__.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx942\'"\n')
+            ws.write("bench_tiny/BUILD", 'patch_set(name="p", sources=["*.edit.toml"])\n'
+                     'upstream_repo(name="src", pin="tiny", pins_file="tests/mini/pins.toml", patches=[":p"])\n'
+                     'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"])\n')  # fmt: skip
+        a, b = machines["a"], machines["b"]
+        # B is another user too: its own HOME, so its own Pants bootstrap (as another machine's).
+        home = out / "b" / "home"
+        b.pants_env_extra = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "ROCM_PANTS_CACHE": str(home / ".cache" / "rocm-pants")}
+
+        def options(server_port: int) -> list:
+            return ["-ldebug", "--pants-config-files=pants.remote-cache.toml", f"--remote-store-address=grpc://127.0.0.1:{server_port}"]
+
+        try:
+            require_success(a.package("bench_tiny:wheel", AOT, extra_options=options(port)), "machine A")
+            require_success(b.package(AOT, extra_options=options(proxy.port)), "machine B, warm-up")
+            before, proxy.pulled = disk_bytes(b.store), 0
+            run = require_success(b.package("bench_tiny:wheel", extra_options=options(proxy.port)), "machine B")
+            grew, pulled = disk_bytes(b.store) - before, proxy.pulled
+        finally:
+            for ws in machines.values():
+                ws.stop()
+        (out / "b.stderr").write_text(run.stderr)  # -ldebug: every process, kept with --keep
+        written = b.dist_wheels()["bench_tiny"].stat().st_size
+        table(f"Second machine, warm remote cache, a {n_files}-file tree and a small wheel: what it pulls (BuildGrid on loopback)",
+              ["builds run", "tree bytes", "pack bytes", "dist/ wheel bytes", "B pulled bytes", "bytes pulled per wheel byte",
+               "B store growth bytes (after its warm-up)", "store growth / pack", "goal"],
+              [[len(run.built), tree, pack, written, pulled, f"{pulled / written:.1f}", grew, f"{grew / pack:.3f}", "< 0.10"]])  # fmt: skip
+    finally:
+        proxy.close()
+        server.terminate()
+        server.wait(timeout=30)
+
+
 _STAMP = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) ")
 
 
@@ -531,6 +599,8 @@ def main() -> int:
         shared_ccache(out / "sharedccache", 10_000 if args.quick else 100_000, 200 if args.quick else 2000)
     if "bigwheel" in chosen:
         big_wheel_remote(out / "bigwheel", 0.125 if args.quick else 1.0)
+    if "pulled" in chosen:
+        pulled_per_wheel_byte(out / "pulled", 5_000 if args.quick else 20_000)
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)
     return 0

@@ -4,6 +4,8 @@
   headers, docs, tests) with, among them, a C component of ~2,000 translation units that its
   setup.py compiles (MAX_JOBS at a time, through $CC, so ccache applies) and links into one
   shared library.
+- `big_tree_tiny_wheel`: 20,000-odd source-like files and a one-module wheel: what a second
+  machine pulls when every wheel is a cache hit.
 - `big_wheel`: a small upstream whose wheel is mostly data, at least 1 GiB of it, generated
   while building from a fixed seed (so the same source gives the same bytes) and
   incompressible, as compiled GPU code is.
@@ -94,6 +96,12 @@ def _filler(i: int) -> bytes:
     return (f"// third-party file {i}\n" + (line + "\n") * 16).encode()
 
 
+def source_like(i: int) -> bytes:
+    # ~700 bytes (PyTorch's average file), lines that differ: git packs it to ~60 %.
+    lines = (hashlib.sha256(f"{i}.{k}".encode()).hexdigest() for k in range(10))
+    return (f"// third-party file {i}\n" + "".join(f"x = '{line}';\n" for line in lines)).encode()
+
+
 def big_tree_files(n_files: int, n_tus: int, variant: str = "") -> Iterator[Tuple[str, bytes]]:
     helpers = 12
     for i in range(n_tus):
@@ -112,6 +120,22 @@ def big_tree_files(n_files: int, n_tus: int, variant: str = "") -> Iterator[Tupl
     fill = n_files - n_tus - 3
     for i in range(fill):
         yield f"third_party/lib{i % 40}/src/d{i // 2000}/f{i}.cpp", _filler(i)
+
+
+TINY_SETUP = """\
+from setuptools import setup
+
+setup(name="tiny-wheel", version="1.0.0", packages=["tiny_wheel"])
+"""
+
+
+def big_tree_tiny_wheel_files(n_files: int) -> Iterator[Tuple[str, bytes]]:
+    """A big tree (~700 bytes a file, as PyTorch's average) whose wheel is one small module:
+    what a second machine pulls is then the tree's cost, not the wheel's."""
+    yield "setup.py", TINY_SETUP.encode()
+    yield "tiny_wheel/__init__.py", b"ARCHS = ['gfx90a', 'gfx1151']\n"
+    for i in range(n_files - 2):
+        yield f"third_party/lib{i % 40}/src/d{i // 2000}/f{i}.cpp", source_like(i)
 
 
 def big_wheel_files(gib: float) -> Iterator[Tuple[str, bytes]]:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import os
 import socket
 import subprocess
+import sys
 import time
 import zipfile
 from pathlib import Path
@@ -117,6 +119,68 @@ def test_second_machine_pulls_the_wheel_not_the_source_tree(tmp_path, cache_serv
         assert not any(stored(b, piece) for piece in pieces)
         assert {k: p.read_bytes() for k, p in a.dist_wheels().items()} == {k: p.read_bytes() for k, p in b.dist_wheels().items()}
     finally:
+        a.stop()
+        b.stop()
+
+
+def load_bench():
+    """bench/run.py: its counting proxy and disk measure (and bench/ on the path for torch_sized)."""
+    sys.path.insert(0, str(Path.cwd() / "bench"))
+    spec = importlib.util.spec_from_file_location("bench_run", Path.cwd() / "bench" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+PATCHED_README = (
+    'patch_set(name="notes", sources=["*.edit.toml"])\n',
+    '[[edit]]\npath = "README.md"\npattern = "for rocm-pants tests."\nreplace = "for rocm-pants tests (patched)."\n',
+)
+
+
+def test_checks_on_a_cached_machine_pull_no_source(tmp_path, cache_server) -> None:
+    """Everything `package` runs before and around the build (fetch, patch, the preflight's
+    file reads, tree scan and metadata hook, the build) is a cache hit on B: B's store grows by
+    a few small files, not by the pinned tree's pack."""
+    bench = load_bench()
+    import torch_sized  # pants: no-infer-dep
+
+    address, _ = cache_server
+    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
+    a = machine(tmp_path, upstreams, "machine-a")
+    b = machine(tmp_path, upstreams, "machine-b")
+    proxy = bench.CountingProxy(int(address.rsplit(":", 1)[1]))
+    through_proxy = remote_options(f"grpc://127.0.0.1:{proxy.port}")
+    try:
+        # B's first package of the small tree brings what any package needs (Pants' tools, the
+        # build venv's bootstrap wheels): what the big tree costs is measured apart from it.
+        require_success(a.package(AOT, extra_options=remote_options(address)), "machine A, small tree")
+        require_success(b.package(AOT, extra_options=through_proxy), "machine B, small tree")
+        # Then the upstream grows to 20,000 files (~15 MB), and both machines patch it.
+        upstreams.new_commit("aotriton", {f"third_party/lib{i % 40}/f{i}.cpp": torch_sized.source_like(i).decode()
+                                          for i in range(20_000)}, "a big tree")  # fmt: skip
+        for ws in (a, b):
+            ws.write("tests/mini/pins.toml", upstreams.pins_text())
+            ws.write("tests/mini/aotriton/notes.edit.toml", PATCHED_README[1])
+            ws.write("tests/mini/aotriton/BUILD", PATCHED_README[0] + ws.read("tests/mini/aotriton/BUILD").replace(
+                'pins_file="tests/mini/pins.toml")', 'pins_file="tests/mini/pins.toml", patches=[":notes"])'))  # fmt: skip
+        first = require_success(a.package(AOT, extra_options=remote_options(address)), "machine A, big tree")
+        assert first.built == [AOT] and "Completed: Applying 1 patch file(s)" in first.stderr
+        before, proxy.pulled = bench.disk_bytes(b.store), 0
+        second = require_success(b.package(AOT, extra_options=through_proxy), "machine B, big tree")
+        grew, pulled = bench.disk_bytes(b.store) - before, proxy.pulled
+        assert second.built == [] and "Completed: Fetching mini-aotriton @" not in second.stderr, second.stderr[-3000:]
+        pack = same_pack(tmp_path / "pack", upstreams.root / "aotriton", upstreams.commits["aotriton"])
+        assert len(pack) > 8_000_000
+        # The pack would be 8+ MB; B took 10s of KB from the server, and its store grew by
+        # LMDB pages for them.
+        assert pulled < len(pack) // 100, (pulled, len(pack))
+        assert grew < len(pack) // 10, (grew, len(pack))
+        pieces = [pack[i : i + 256] for i in range(4096, len(pack) - 256, len(pack) // 20)]
+        assert not any(stored(b, piece) for piece in pieces)
+        assert {k: p.read_bytes() for k, p in a.dist_wheels().items()} == {k: p.read_bytes() for k, p in b.dist_wheels().items()}
+    finally:
+        proxy.close()
         a.stop()
         b.stop()
 
