@@ -15,8 +15,7 @@ Triton's LLVM build is named by `cmake/llvm-hash.txt` at the triton pin.
 
 from __future__ import annotations
 
-import re
-from typing import Dict, Mapping, Optional
+from typing import Dict, Optional
 
 from pydantic import BaseModel, Extra, validator
 
@@ -61,27 +60,3 @@ class ArchivePin(BaseModel):
 def parse_archive_pins(path: str, text: str) -> Dict[str, ArchivePin]:
     return parse_tables(path, text, ArchivePin, "url and sha256", lambda err: str(err["msg"]))
 
-
-def set_fields_in_text(text: str, name: str, values: Mapping[str, str], add_missing: bool = False) -> str:
-    """Rewrites string fields of one table in place, keeping comments, order and layout;
-    with `add_missing`, fields the table lacks are added after its last field."""
-    lines = text.splitlines(keepends=True)
-    in_table, todo, last = False, dict(values), None
-    for i, line in enumerate(lines):
-        header = re.match(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$", line)
-        if header:
-            in_table = header.group(1).strip().strip('"') == name
-            continue
-        m = re.match(r'^(\s*(\w+)\s*=\s*)(["\'])([^"\']*)\3(.*)$', line, re.S) if in_table else None
-        if in_table and re.match(r"^\s*\w+\s*=", line):
-            last = i
-        if m and m.group(2) in todo:
-            lines[i] = f"{m.group(1)}{m.group(3)}{todo.pop(m.group(2))}{m.group(3)}{m.group(5)}"
-    if todo and add_missing and last is not None:
-        if not lines[last].endswith("\n"):
-            lines[last] += "\n"
-        lines[last + 1 : last + 1] = [f'{key} = "{value}"\n' for key, value in todo.items()]
-        todo = {}
-    if todo:
-        raise PinsError(f"cannot find {', '.join(todo)} in table [{name}] to rewrite")
-    return "".join(lines)

@@ -51,7 +51,7 @@ def _requirements(metadata: str) -> List[Requirement]:
     for line in _headers(metadata, "Requires-Dist"):
         try:
             found.append(Requirement(line))
-        except InvalidRequirement:
+        except ValueError:  # InvalidRequirement, or a NUL byte packaging's marker parser chokes on
             continue  # not ours to judge; pip reports it at install time
     return found
 

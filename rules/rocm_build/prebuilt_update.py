@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 from rocm_build.pins import PREBUILT, PrebuiltPin
 from rocm_build.prebuilt_devices import DeviceSetError, device_values, host_devices, pinned_requirement
@@ -54,7 +54,7 @@ def fits(file_name: str, python: str) -> Optional[Version]:
     """The wheel's version if it installs on CPython `python` on linux x86_64."""
     try:
         _, version, _, tags = parse_wheel_filename(file_name)
-    except InvalidWheelFilename:
+    except (InvalidWheelFilename, InvalidVersion):  # older packaging raises the second for a bad version
         return None
     major, minor = python.split(".")
     interpreters = {f"cp{major}{minor}", f"py{major}{minor}", f"py{major}"}

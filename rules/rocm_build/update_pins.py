@@ -30,8 +30,16 @@ import requests
 from packaging.version import InvalidVersion, Version
 
 from rocm_build import lockfile
-from rocm_build.archive_pins import ArchivePin, parse_archive_pins, set_fields_in_text
-from rocm_build.pins import FULL_SHA, Pin, PinsError, parse_pins, parse_prebuilt_pins, set_commit_in_text
+from rocm_build.archive_pins import ArchivePin, parse_archive_pins
+from rocm_build.pins import (
+    FULL_SHA,
+    Pin,
+    PinsError,
+    parse_pins,
+    parse_prebuilt_pins,
+    set_commit_in_text,
+    set_fields_in_text,
+)
 from rocm_build.prebuilt_update import plan_prebuilt
 from rocm_build.sandbox_scripts import load_script
 

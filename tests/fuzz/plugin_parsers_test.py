@@ -7,8 +7,8 @@ import pytest
 
 from fuzz import fuzz_index, fuzz_pins
 from fuzz.harness import fuzz_for
-from rocm_build.archive_pins import parse_archive_pins, set_fields_in_text
-from rocm_build.pins import PinsError, parse_pins, set_commit_in_text
+from rocm_build.archive_pins import parse_archive_pins
+from rocm_build.pins import PinsError, parse_pins, set_commit_in_text, set_fields_in_text
 from rocm_build.prebuilt_update import IndexFile, newest, requires_rocm
 
 SECONDS = 12  # per target; CI's whole fuzz budget is under a minute
@@ -26,14 +26,12 @@ def test_fuzz_package_index_client() -> None:
     assert "Done" in outcome.output, outcome.output[-2000:]
 
 
-# Found by fuzz_pins (reported to the lead; archive_pins.py and pins.py belong to another
-# change): the in-place rewrites update-pins makes edit the first matching line, even one
-# inside a multi-line string, and report success. fuzz_pins skips such files until fixed.
+# Found by fuzz_pins: the in-place rewrites update-pins makes edited the first matching line,
+# even one inside a multi-line string, and reported success.
 MULTILINE_ARCHIVE = '[llvm]\nurl = "https://example.org/llvm.tar.gz"\nstrip_prefix = """\nsha256 = ""\n"""\n'
 MULTILINE_PIN = '[x]\nurl = "https://example.org/x.git"\ntrack = """\ncommit = "%s"\n"""\ncommit = "%s"\n' % ("0" * 40, "a" * 40)
 
 
-@pytest.mark.xfail(strict=True, reason="reported: set_fields_in_text/set_commit_in_text edit lines inside multi-line strings")
 def test_a_rewrite_lands_in_the_field_not_inside_a_multiline_string() -> None:
     archive = set_fields_in_text(MULTILINE_ARCHIVE, "llvm", {"sha256": "b" * 64}, add_missing=True)
     assert parse_archive_pins("components/archives.toml", archive)["llvm"].sha256 == "b" * 64
@@ -64,13 +62,11 @@ def test_a_malformed_index_page_is_an_os_error(body, kind) -> None:
         fuzz_index.INDEX.project_files(fuzz_index.INDEX_URL, "torch")
 
 
-@pytest.mark.xfail(strict=True, reason="reported: prebuilt_update.fits lets InvalidVersion through")
 def test_a_wheel_name_with_a_bad_version_does_not_fit() -> None:
     name = "torch-2.a12.0-cp312-cp312-linux_x86_64.whl"
     assert newest(fuzz_index.PIN, [IndexFile(name, f"https://index.example/{name}", None, None)]) is None
 
 
-@pytest.mark.xfail(strict=True, reason="reported: requires_rocm (prebuilt_devices) lets ValueError through")
 def test_metadata_with_a_nul_byte_requires_no_rocm() -> None:
     assert requires_rocm("Metadata-Version: 2.1\nRequires-Dist: rocm[libraries]==7.14.0; extra == 'rocm\x00'\n") == ""
 
