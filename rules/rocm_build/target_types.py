@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from typing import Optional
+
 from pants.core.util_rules.environments import EnvironmentField
+from pants.engine.addresses import Address
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
+    InvalidFieldException,
     BoolField,
     Dependencies,
     DictStringToStringField,
@@ -95,8 +100,10 @@ class ToolchainProviderField(StringField):
     help = softwrap(
         """
         Where the ROCm SDK comes from.
-        `therock`: TheRock's `rocm[libraries,devel]` pip packages at `version` from
-        `index_url`, installed into a cached venv (root from `python -m rocm_sdk path --root`).
+        `therock`: TheRock's `rocm[libraries,devel,device-<gfx>]` pip packages at `version`
+        from `index_url`, with the device code of each of the wheel's `gpu_targets` (one
+        `rocm-sdk-device-<gfx>` wheel each), installed into a cached venv (root from
+        `python -m rocm_sdk path --root`).
         `path`: an existing install at `path` (e.g. /opt/rocm).
         `llvm`: only a clang with the AMDGPU target (e.g. Debian's clang-19): compiles device
         code, has no HIP runtime; the miniature chain uses it.
@@ -106,15 +113,30 @@ class ToolchainProviderField(StringField):
 
 class ToolchainVersionField(StringField):
     alias = "version"
-    help = "therock: the pinned `rocm` package version, e.g. `7.10.0`. It names the wheel label."
+    help = softwrap(
+        """
+        therock: the exact `rocm` package version on `index_url`: a release (`10.0.0`) or a
+        nightly (`10.1.0a20261120`, TheRock's `X.Y.ZaYYYYMMDD`). It names the wheel label.
+        """
+    )
+
+    @classmethod
+    def compute_value(cls, raw_value: Optional[str], address: Address) -> Optional[str]:
+        value = super().compute_value(raw_value, address)
+        if value is not None and not re.fullmatch(r"\d+\.\d+\.\d+((a|rc)\d+|\.dev\d+)?", value):
+            raise InvalidFieldException(
+                f"The `{cls.alias}` field of {address} is {value!r}: an exact `rocm` version is needed, such as "
+                "10.0.0 or the nightly 10.1.0a20261120 (a range or a local label matches nothing on the index)."
+            )
+        return value
 
 
 class ToolchainIndexUrlField(StringField):
     alias = "index_url"
     help = softwrap(
         """
-        therock: the per-GPU-family package index, e.g.
-        `https://rocm.nightlies.amd.com/v2/gfx1151/`.
+        therock: TheRock's multi-arch package index, e.g.
+        `https://stable.repo.amd.com/rocm/whl-next/` (streams: stable, rc, nightly, dev).
         """
     )
 
