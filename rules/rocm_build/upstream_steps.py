@@ -78,9 +78,12 @@ async def run_metadata_hook(request: MetadataHookRequest) -> MetadataHook:
     hook = await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/metadata_hook.py", script_bytes("metadata_hook.py"))]))
     # The build's own process, told to stop after the venv (build_wheel.sh): same sandbox,
     # environment and network; its log is kept apart from the build's.
+    env = {**build.env, "ROCM_BUILD_PREFLIGHT": request.project or ".", "ROCM_BUILD_LOG_NAME": build.env["ROCM_BUILD_LOG_NAME"] + ".preflight"}
+    if "ROCM_BUILD_CONTAINER_ENV" in env:  # in an image the switch must reach the container too
+        env["ROCM_BUILD_CONTAINER_ENV"] = " ".join(sorted({*env["ROCM_BUILD_CONTAINER_ENV"].split(), "ROCM_BUILD_PREFLIGHT"}))
     process = replace(
         build,
-        env={**build.env, "ROCM_BUILD_PREFLIGHT": request.project or ".", "ROCM_BUILD_LOG_NAME": build.env["ROCM_BUILD_LOG_NAME"] + ".preflight"},
+        env=env,
         input_digest=await Get(Digest, MergeDigests([build.input_digest, hook])),
         description=f"Running the metadata hook of {spec.owner} (preflight, no compile)",
         timeout_seconds=900,
@@ -93,6 +96,12 @@ async def run_metadata_hook(request: MetadataHookRequest) -> MetadataHook:
             f"(exit {result.exit_code}):\n{indent(tail(output, 8))}"
         )
     contents = await Get(DigestContents, DigestSubset(result.output_digest, PathGlobs([HOOK_OUT])))
+    if not contents:
+        output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
+        raise RocmBuildError(
+            f"{spec.owner}: the preflight's metadata hook wrote no result ({HOOK_OUT}) in the build's sandbox; "
+            f"its output ended:\n{indent(tail(output, 8))}"
+        )
     return MetadataHook(contents[0].content.decode())
 
 
