@@ -8,6 +8,7 @@ the build installs from it with `--no-index --require-hashes` and never sees an 
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
@@ -193,6 +194,57 @@ async def pip_run_process(
         timeout_seconds=3600,
         cache_scope=request.cache_scope,
     )
+
+
+@dataclass(frozen=True)
+class PipResolveRequest:
+    """What pip would install for `requirements_in` (a file in `inputs`) from the index today,
+    as a lock records it; `what` names the requirements in an error ("`build_requirements`")."""
+
+    owner: str
+    what: str
+    requirements: Tuple[str, ...]
+    python: BuildPython
+    requirements_in: str
+    inputs: Digest
+    description: str
+
+
+@dataclass(frozen=True)
+class PipResolved:
+    dists: Tuple[lockfile.LockedDist, ...]
+    left_out: Tuple[str, ...]
+
+
+@rule
+async def resolve_with_pip(request: PipResolveRequest) -> PipResolved:
+    process = await Get(
+        Process,
+        PipRun(
+            args=(
+                "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet",
+                "--report", "report.json", "-r", request.requirements_in,
+            ),
+            python=request.python,
+            inputs=request.inputs,
+            description=request.description,
+            output_files=("report.json",),
+            # A resolve asks the index what exists today: never reuse an earlier answer.
+            cache_scope=ProcessCacheScope.PER_SESSION,
+        ),
+    )  # fmt: skip
+    result = await Get(FallibleProcessResult, Process, process)
+    if result.exit_code != 0:
+        raise RocmBuildError(
+            f"{request.owner}: pip could not resolve {request.what}{list(request.requirements)} for "
+            f"{request.python.identity}:\n{indent(tail(result.stderr.decode(errors='replace'), 15))}"
+        )
+    report = json.loads((await Get(DigestContents, Digest, result.output_digest))[0].content)
+    try:
+        dists, left_out = lockfile.from_pip_report(report)
+    except lockfile.LockError as e:
+        raise RocmBuildError(f"{request.owner}: {e}") from None
+    return PipResolved(dists, left_out)
 
 
 @rule(desc="Downloading a wheelhouse")

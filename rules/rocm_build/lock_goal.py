@@ -8,7 +8,6 @@ naming the pin commit, the Python and the requirement files it was made from.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
@@ -17,24 +16,23 @@ from pants.engine.console import Console
 from pants.engine.fs import (
     CreateDigest,
     Digest,
-    DigestContents,
     FileContent,
     MergeDigests,
     Workspace,
 )
 from pants.engine.goal import Goal, GoalSubsystem
-from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, goal_rule, rule
 from pants.engine.target import Targets
 
 from rocm_build import lockfile
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
 from rocm_build.build_requirements import (
-    PipRun,
+    PipResolved,
+    PipResolveRequest,
     regenerate_command,
     sha256_or_none,
 )
-from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.errors import RocmBuildError
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.source_tree import source_files
 from rocm_build.sources import TREE_DIR
@@ -90,40 +88,22 @@ async def resolve_build_lock(request: BuildLockRequest) -> ResolvedBuildLock:
     requirements_in = await Get(
         Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(spec.requirements).encode() + b"\n")])
     )
-    process = await Get(
-        Process,
-        PipRun(
-            args=(
-                "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet",
-                "--report", "report.json", "-r", REQUIREMENTS_IN,
-            ),
-            python=python,
-            inputs=await Get(Digest, MergeDigests([tree, requirements_in])),
-            description=f"Resolving the build requirements of {spec.owner}",
-            output_files=("report.json",),
-            # A resolve asks the index what exists today: never reuse an earlier answer.
-            cache_scope=ProcessCacheScope.PER_SESSION,
+    resolved = await Get(
+        PipResolved,
+        PipResolveRequest(
+            spec.owner, "", spec.requirements, python, REQUIREMENTS_IN,
+            await Get(Digest, MergeDigests([tree, requirements_in])),
+            f"Resolving the build requirements of {spec.owner}",
         ),
     )  # fmt: skip
-    result = await Get(FallibleProcessResult, Process, process)
-    if result.exit_code != 0:
-        raise RocmBuildError(
-            f"{spec.owner}: pip could not resolve {list(spec.requirements)} for {python.identity}:\n"
-            f"{indent(tail(result.stderr.decode(errors='replace'), 15))}"
-        )
-    report = json.loads((await Get(DigestContents, Digest, result.output_digest))[0].content)
-    try:
-        dists, left_out = lockfile.from_pip_report(report)
-    except lockfile.LockError as e:
-        raise RocmBuildError(f"{spec.owner}: {e}") from None
     lock = lockfile.BuildLock(
         pin=spec.upstream.pin_name,
         commit=pin.commit,
         python=python.major_minor,
         requirements=spec.requirements,
         files=tuple((p, sha256_or_none(texts[p]) or "") for p in files),
-        dists=dists,
-        left_out=left_out,
+        dists=resolved.dists,
+        left_out=resolved.left_out,
         regenerate=regenerate_command(spec.owner),
     )
     return ResolvedBuildLock(spec.lock_path or "", lock)

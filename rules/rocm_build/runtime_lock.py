@@ -19,7 +19,6 @@ index (sdk_modules.py) are never locked.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Dict, List, Sequence, Tuple
 
@@ -36,14 +35,20 @@ from pants.engine.fs import (
     Workspace,
 )
 from pants.engine.goal import Goal, GoalSubsystem
-from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, goal_rule, rule
 from pants.engine.target import Targets
 
 from rocm_build import lockfile
 from rocm_build.build_request import WheelBuildSpec, WheelRequest
-from rocm_build.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR, PipRun, Wheelhouse, WheelhouseRequest
-from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.build_requirements import (
+    LOCK_IN_SANDBOX,
+    WHEELHOUSE_DIR,
+    PipResolved,
+    PipResolveRequest,
+    Wheelhouse,
+    WheelhouseRequest,
+)
+from rocm_build.errors import RocmBuildError
 from rocm_build.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.sdk_modules import index_requirements
 from rocm_build.target_types import RocmWheelTarget, WheelRuntimeRequirementsField
@@ -101,40 +106,21 @@ async def resolve_runtime_lock(request: RuntimeLockRequest) -> ResolvedRuntimeLo
     requirements_in = await Get(
         Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(request.requirements).encode() + b"\n")])
     )
-    process = await Get(
-        Process,
-        PipRun(
-            args=(
-                "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet",
-                "--report", "report.json", "-r", REQUIREMENTS_IN,
-            ),
-            python=python,
-            inputs=requirements_in,
-            description=f"Resolving the run-time requirements of {spec.owner}",
-            output_files=("report.json",),
-            # A resolve asks the index what exists today: never reuse an earlier answer.
-            cache_scope=ProcessCacheScope.PER_SESSION,
+    resolved = await Get(
+        PipResolved,
+        PipResolveRequest(
+            spec.owner, "`runtime_requirements` ", request.requirements, python, REQUIREMENTS_IN, requirements_in,
+            f"Resolving the run-time requirements of {spec.owner}",
         ),
     )  # fmt: skip
-    result = await Get(FallibleProcessResult, Process, process)
-    if result.exit_code != 0:
-        raise RocmBuildError(
-            f"{spec.owner}: pip could not resolve `runtime_requirements` {list(request.requirements)} for "
-            f"{python.identity}:\n{indent(tail(result.stderr.decode(errors='replace'), 15))}"
-        )
-    report = json.loads((await Get(DigestContents, Digest, result.output_digest))[0].content)
-    try:
-        dists, left_out = lockfile.from_pip_report(report)
-    except lockfile.LockError as e:
-        raise RocmBuildError(f"{spec.owner}: {e}") from None
     lock = lockfile.BuildLock(
         pin=spec.upstream.pin_name,
         commit=ANY_COMMIT,
         python=python.major_minor,
         requirements=request.requirements,
         files=(),
-        dists=dists,
-        left_out=left_out,
+        dists=resolved.dists,
+        left_out=resolved.left_out,
         regenerate=regenerate_command(spec.owner),
     )
     return ResolvedRuntimeLock(runtime_lock_path(spec.upstream.pin_name, python.major_minor), lock)
