@@ -52,6 +52,11 @@ def test_one_build_file_two_pythons(shared) -> None:
         # Locks are per Python: the 3.12 variant of the mini vllm gets its own.
         require_success(ws.pants("lock-build-requirements", "tests/mini/vllm:wheel@python=3.12"), "locking for 3.12")
         assert "# python: 3.12\n" in ws.read("3rdparty/build/py3.12/mini-vllm.lock")
+        # Run-time locks too: the mini flash_attention's `runtime_requirements` (six).
+        require_success(
+            ws.pants("lock-runtime-requirements", "tests/mini/flash_attention:wheel@python=3.12"), "run-time lock for 3.12"
+        )
+        assert "# python: 3.12\n" in ws.read("3rdparty/run/py3.12/mini-flash_attention.lock")
 
         first = require_success(ws.package("tests/mini/vllm:wheel@python=3.11"), "the 3.11 chain")
         assert first.built == [f"tests/mini/{c}:wheel@python=3.11" for c in COMPONENTS]
