@@ -1,36 +1,25 @@
-"""Wires the rocm_build target types and rules into Pants."""
+"""Wires the rocm_build target types and rules into Pants, in the order data flows:
+options, then upstream sources, toolchains, the wheel build, install sets, and the goals."""
 
 from pants.core.util_rules.environments import DockerEnvironmentTarget
 
-from rocm_build import (
-    archives,
-    build_request,
-    build_requirements,
-    ccache_remote,
-    chain,
-    container,
-    gpu_audit,
-    interpreters,
-    isolation,
-    lock_goal,
-    mirrors,
-    patching,
-    plan,
-    portable,
-    prebuilt,
-    preflight,
-    runtime_lock,
-    runtime_set,
-    source_tree,
-    sources,
-    toolchain,
-    tools,
-    upstream,
-    verify,
-    wheel,
-)
+from rocm_build.goals import lock_build_requirements, plan, verify_reproducible
+from rocm_build.install import runtime_lock, runtime_set
+from rocm_build.subsystems import host_tools
 from rocm_build.target_types import ImageRecipeField
 from rocm_build.target_types import target_types as _target_types
+from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk
+from rocm_build.upstream import archives, fetch, mirrors, patching, prebuilt, source_tree, upstream_repo
+from rocm_build.wheel import (
+    build,
+    build_request,
+    build_requirements,
+    ccache,
+    chain,
+    gpu_audit,
+    portable,
+    preflight,
+)
 
 
 def target_types():
@@ -39,30 +28,36 @@ def target_types():
 
 def rules():
     return [
-        *tools.rules(),
-        *container.rules(),
-        DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
-        *interpreters.rules(),
+        # Subsystems
+        *host_tools.rules(),
+        # Upstream sources: pins, fetch, patches, archives, prebuilt wheels
         *mirrors.rules(),
-        *sources.rules(),
+        *fetch.rules(),
         *source_tree.rules(),
         *patching.rules(),
-        *upstream.rules(),
-        *toolchain.rules(),
+        *upstream_repo.rules(),
         *archives.rules(),
-        *build_requirements.rules(),
+        *prebuilt.rules(),
+        # Toolchains: the ROCm SDK, the Python, the image, the sandbox's network
+        *rocm_sdk.rules(),
+        *interpreters.rules(),
+        *container.rules(),
+        DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
         *isolation.rules(),
-        *ccache_remote.rules(),
+        # The wheel build: requirements, compiler cache, request, checks, build, audits
+        *build_requirements.rules(),
+        *ccache.rules(),
         *build_request.rules(),
         *preflight.rules(),
         *chain.rules(),
+        *build.rules(),
         *gpu_audit.rules(),
-        *wheel.rules(),
         *portable.rules(),
-        *prebuilt.rules(),
-        *plan.rules(),
-        *lock_goal.rules(),
-        *verify.rules(),
+        # Install sets
         *runtime_lock.rules(),
         *runtime_set.rules(),
+        # Goals
+        *plan.rules(),
+        *lock_build_requirements.rules(),
+        *verify_reproducible.rules(),
     ]

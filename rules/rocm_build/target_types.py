@@ -291,7 +291,7 @@ class WheelKindField(StringField):
     default = "generic"
     help = softwrap(
         """
-        Which component's environment extras apply (see rules/rocm_build/rocm_env.py):
+        Which component's environment extras apply (see rules/rocm_build/wheel/env.py):
         generic, aotriton, torch, triton, flash_attention, vllm, aiter.
         """
     )
@@ -435,7 +435,7 @@ class WheelRuntimeRequirementsField(StringSequenceField):
         target>`; `package` puts the locked wheels in the install set's `wheels/` and pins them
         by sha256 in its requirements.txt, so `pip install --no-index --find-links wheels
         --require-hashes -r requirements.txt` installs them. A module that TheRock's SDK ships
-        rather than an index (`amdsmi`, in rocm-sdk-core; see rules/rocm_build/sdk_modules.py)
+        rather than an index (`amdsmi`, in rocm-sdk-core; see rules/rocm_build/install/sdk_modules.py)
         is not locked: requirements.txt says how to install it from the SDK. In no cache key.
         """
     )

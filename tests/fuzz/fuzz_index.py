@@ -10,9 +10,9 @@ import sys
 
 from packaging.version import InvalidVersion
 
-from rocm_build import prebuilt_update
-from rocm_build.pins import PrebuiltPin
-from rocm_build.prebuilt_update import IndexFile, newest, requires_rocm, simple_index
+from rocm_build.programs import prebuilt_update
+from rocm_build.upstream.pins import PrebuiltPin
+from rocm_build.programs.prebuilt_update import IndexFile, newest, requires_rocm, simple_index
 
 INDEX = simple_index()
 INSTRUMENTED = [INDEX, prebuilt_update]

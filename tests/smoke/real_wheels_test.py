@@ -25,7 +25,7 @@ from smoke import runtime_checks
 
 KFD = Path("/dev/kfd")
 TARGET = "gfx1151"
-# requirements.txt's lines with a command that installs an SDK module (rules/rocm_build/runtime_set.py).
+# requirements.txt's lines with a command that installs an SDK module (rules/rocm_build/install/runtime_set.py).
 SDK_STEP = "# then, from the SDK: "
 
 

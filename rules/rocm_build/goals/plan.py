@@ -1,0 +1,259 @@
+"""`pants rocm-plan <rocm_wheel>`: what a build would do, without doing it.
+
+For each wheel of the chain in build order: the pinned commit, the patches (with their
+sha256), the toolchain, the interpreter, the lock, the archives, and the exact environment
+and argv of the build process. The process is the one the build runs (`WheelBuildRequest`
+-> `Process`), made from a request whose fetched and built inputs are left empty: nothing is
+fetched or built and no toolchain is needed, so it works on any machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from pants.base.build_root import BuildRoot
+from pants.engine.addresses import Address, Addresses
+from pants.engine.console import Console
+from pants.engine.fs import EMPTY_DIGEST
+from pants.engine.goal import Goal, GoalSubsystem
+from pants.engine.process import Process
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.option.global_options import GlobalOptions
+from pants.option.option_types import BoolOption
+from pants.util.strutil import softwrap
+
+from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
+from rocm_build.wheel.build_request import (
+    WheelBuildRequest,
+    WheelBuildSpec,
+    describe_commands,
+    dist_dir,
+    quote_env,
+)
+from rocm_build.wheel.build_requirements import LockPath, ReadLock
+from rocm_build.wheel.chain import wheel_chain
+from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
+from rocm_build.errors import RocmBuildError
+from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
+from rocm_build.toolchain.isolation import NetworkIsolation
+from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
+from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
+from rocm_build.wheel.rebuild import Inputs, changes, last_build_info, verdict
+from rocm_build.target_types import (
+    RocmToolchainTarget,
+    RocmWheelTarget,
+    ToolchainLabelField,
+    ToolchainProviderField,
+)
+from rocm_build.target_types_rules import expect_target
+from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
+
+UNRESOLVED = "<known when built>"
+
+
+class RocmPlanSubsystem(GoalSubsystem):
+    name = "rocm-plan"
+    help = "Print what building rocm_wheel targets would do: pins, patches, lock, environment, commands."
+
+    check = BoolOption(
+        default=False,
+        help=softwrap(
+            """
+            Run the preflight instead of printing the plan: for every component of the chain,
+            before any compile, the checks `package` runs first (gpu targets against upstream's
+            list, toolchain, archives, the pinned tree fetched and patched, every file the
+            recipe names, the lock against the tree, no pip cmake on PATH). Prints one line per
+            component and exits non-zero on any problem.
+            """
+        ),
+    )
+
+
+class RocmPlan(Goal):
+    subsystem_cls = RocmPlanSubsystem
+    environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
+
+
+async def _lock_summary(spec: WheelBuildSpec) -> Tuple[str, int]:
+    """What the plan says of the lock, and how many distributions it holds."""
+    if not spec.lock_path:
+        return "none", 0
+    read = await Get(ReadLock, LockPath(spec.lock_path))
+    if read.content is None:
+        return f"{spec.lock_path} MISSING (run `pants lock-build-requirements {spec.owner}`)", 0
+    if read.lock is None:
+        return f"{spec.lock_path} UNREADABLE: {read.error}", 0
+    lock = read.lock
+    return f"{spec.lock_path}: {len(lock.dists)} distribution(s), made at {lock.pin} {lock.commit[:12]}", len(lock.dists)
+
+
+def _gpu_line(spec: WheelBuildSpec) -> str:
+    line = f"  gpu       {', '.join(spec.gpu_targets)}"
+    if spec.supported_gpu_targets:
+        line += f" (upstream builds {', '.join(spec.supported_gpu_targets)}: {spec.supported_gpu_targets_source})"
+    if spec.unsupported_gpu_targets():
+        line += "\n  WARNING   " + ("skipped: upstream does not build these targets" if spec.optional else
+                                  "the build stops: upstream does not build these targets")
+    return line
+
+
+async def _rebuild(
+    spec: WheelBuildSpec, python: BuildPython, image: Optional[BuildImage], dist: Path, rebuilding: Dict[Address, bool]
+) -> str:
+    """Whether the build would run, and why (rebuild.py), against the wheel in dist/."""
+    lock = await Get(ReadLock, LockPath(spec.lock_path)) if spec.lock_path else None
+    archives = await MultiGet(
+        Get(ArchiveSpec, ArchiveRequest(a, f"the `archives` field of {spec.owner}")) for _, a in spec.archives
+    )
+    now = Inputs(
+        pin=spec.upstream.pin_name,
+        commit=spec.upstream.pin.commit,
+        patches={p.path: p.sha256 for p in spec.upstream.patches},
+        lock_sha256=lock.sha256 if lock else None,
+        python=python.identity,
+        toolchain=spec.toolchain.spec,
+        env=dict(spec.env),
+        gpu_targets=spec.gpu_targets,
+        archives={var: a.sha256 for (var, _), a in zip(spec.archives, archives)},
+        image=image.image_id if image else "",
+        prebuilt={
+            a.spec: (await Get(PrebuiltSpec, PrebuiltRequest(a, f"the `dependencies` field of {spec.owner}"))).pin.sha256
+            for a in spec.prebuilt
+        },
+    )
+    previous = last_build_info(dist / dist_dir(spec.address))
+    own = changes(previous, now) if previous else []
+    deps = [d.spec for d in spec.dependencies if rebuilding.get(d)]
+    rebuilding[spec.address] = bool(own or deps or previous is None)
+    last = f"{dist.name}/{dist_dir(spec.address)}/" if previous else None
+    return verdict(own, deps, last)
+
+
+async def _prebuilt_lines(spec: WheelBuildSpec) -> List[str]:
+    lines = []
+    for address in spec.prebuilt:
+        prebuilt = await Get(PrebuiltSpec, PrebuiltRequest(address, f"the `dependencies` field of {spec.owner}"))
+        pin = prebuilt.pin
+        what = f"{pin.file} sha256:{pin.sha256[:16]}" if pin.resolved else f"NOT RESOLVED (track {pin.track!r})"
+        lines.append(f"{address.spec} <- {pin.index_url} {what}")
+    return lines
+
+
+async def _describe(
+    step: int, spec: WheelBuildSpec, isolation: NetworkIsolation, dist: Path, rebuilding: Dict[Address, bool]
+) -> List[str]:
+    image = None
+    try:
+        environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, spec.owner))
+        image = environment.image
+        environment_line = environment.describe()
+    except RocmBuildError as e:
+        environment_line = f"NOT READY: {e}"
+    try:
+        python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner, image))
+        where = f"in the image: {python.path}" if python.in_image else python.path
+        python_line = f"{python.identity} ({where}; `python` = {spec.python!r})"
+    except RocmBuildError as e:  # the plan works on any machine: say what is missing
+        python = BuildPython("<not found>", "CPython", f"{spec.python}.x")
+        python_line = f"NOT FOUND: {e}"
+    toolchain_target = await expect_target(spec.toolchain, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
+    toolchain = ResolvedToolchain(
+        address=spec.toolchain,
+        provider=toolchain_target[ToolchainProviderField].value,
+        identity=UNRESOLVED,
+        label=toolchain_target[ToolchainLabelField].value or "<toolchain>",
+        cache_name="" if image else "rocm_toolchain_by_identity",
+        root_in_image="<in the image>" if image else "",
+    )
+    request = WheelBuildRequest(
+        spec, toolchain, python, isolation.enabled or bool(image), image,
+        f"{toolchain.label}{'.'.join(spec.gpu_targets)}", 0, EMPTY_DIGEST,
+    )  # fmt: skip
+    process = await Get(Process, WheelBuildRequest, request)
+    lock, locked = await _lock_summary(spec)
+    pin = spec.upstream.pin
+    return [
+        f"[{step}] {spec.owner}{'  (optional)' if spec.optional else ''}",
+        f"  source    {pin.url} @ {pin.commit}{' (with submodules)' if pin.submodules else ''}",
+        "  patches" if spec.upstream.patches else "  patches   none",
+        *(f"    {p.path}  sha256:{p.sha256[:16]}" for p in spec.upstream.patches),
+        _gpu_line(spec),
+        f"  toolchain {spec.toolchain.spec} ({toolchain.provider})",
+        f"  python    {python_line}",
+        f"  environment {environment_line}",
+        f"  network   {'none (container, --network=none)' if image else isolation.describe()}",
+        f"  lock      {lock}",
+        *[f"  prebuilt  {line}" for line in await _prebuilt_lines(spec)],
+        f"  rebuild   {await _rebuild(spec, python, image, dist, rebuilding)}",
+        *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),
+        f"  argv      {' '.join(process.argv)}",
+        "  env (`$ROCM_BUILD_SANDBOX` is the build's sandbox)",
+        *(f"    {line}" for line in quote_env({**process.env, "SOURCE_DATE_EPOCH": "<time of the pinned commit>"})),
+        "  commands (in the patched tree)",
+        *(f"    {c}" for c in describe_commands(spec, locked)),
+        "",
+    ]
+
+
+async def _chains(addresses: Addresses) -> List[WheelBuildSpec]:
+    """The rocm_wheel chains of the given targets, in build order, each component once."""
+    specs: List[WheelBuildSpec] = []
+    for root in addresses:
+        wrapped = await Get(WrappedTarget, WrappedTargetRequest(root, "rocm-plan"))
+        if isinstance(wrapped.target, RocmWheelTarget):
+            specs += [s for s in await wheel_chain(root) if s.address not in {k.address for k in specs}]
+    if not specs:
+        raise RocmBuildError("rocm-plan: give it rocm_wheel targets, e.g. `pants rocm-plan components/vllm:wheel`")
+    return specs
+
+
+async def _preflight(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
+    """One line per component (ok, skip or FAIL with its problems), and the problem count."""
+    quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in specs)
+    trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in specs)
+    lines, count, seen = [], 0, set()
+    for q, t in zip(quick, trees):
+        problems = (*q.problems, *t.problems)
+        count += len(problems)
+        if q.skipped:
+            lines.append(f"skip  {q.owner}: {q.skipped}")
+        elif problems:
+            lines.append(f"FAIL  {q.owner}")
+            for p in problems:
+                # A toolchain shared by the chain fails the same way for each: say it once.
+                lines.append(f"      - as above: {p.splitlines()[0][:90]}..." if p in seen else f"      - {p}")
+                seen.add(p)
+        else:
+            lines.append(f"ok    {q.owner}  ({t.summary})")
+        lines += [f"      note: {n}" for n in t.notes]
+    skipped = sum(1 for q in quick if q.skipped)
+    if count:
+        verdict = f"{count} problem(s): fix them before building."
+    elif skipped:
+        verdict = f"{len(specs) - skipped} component(s) ok, {skipped} skipped."
+    else:
+        verdict = f"all {len(specs)} component(s) ok."
+    return [*lines, verdict], count
+
+
+@goal_rule
+async def rocm_plan(
+    console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation, global_options: GlobalOptions
+) -> RocmPlan:
+    specs = await _chains(addresses)
+    if options.check:
+        lines, problems = await _preflight(specs)
+        console.print_stdout("\n".join(lines))
+        return RocmPlan(exit_code=1 if problems else 0)
+    lines: List[str] = []
+    rebuilding: Dict[Address, bool] = {}
+    for step, spec in enumerate(specs, 1):
+        lines += await _describe(step, spec, isolation, Path(BuildRoot().path, global_options.pants_distdir), rebuilding)
+    console.print_stdout("\n".join(lines))
+    return RocmPlan(exit_code=0)
+
+
+def rules():
+    return collect_rules()

@@ -1,0 +1,216 @@
+"""Run-time requirement locks, and `pants lock-runtime-requirements <rocm_wheel>...`.
+
+A rocm_wheel's `runtime_requirements` (what the installed wheel needs beside its chain, e.g.
+flash-attention's einops) are resolved once against `[rocm-build].index_urls` for the build
+Python and pinned by sha256, in the build lock's format (lockfile.py) under its own title:
+
+    # rocm-pants run-time requirements lock. Generated: do not edit.
+    # regenerate: pants lock-runtime-requirements components/flash_attention:wheel
+    # pin: flash_attention (run time: any commit)
+    # python: 3.12
+    # requirement: einops
+    # from einops-0.8.1-py3-none-any.whl
+    einops==0.8.1 --hash=sha256:...
+
+The requirements come from the target, not from the pinned tree, so the lock names no commit
+and no file: it stays valid when the pin moves. Modules that TheRock's SDK ships instead of an
+index (sdk_modules.py) are never locked.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
+
+from pants.engine.addresses import Address, Addresses
+from pants.engine.console import Console
+from pants.engine.fs import (
+    CreateDigest,
+    Digest,
+    DigestContents,
+    FileContent,
+    GlobMatchErrorBehavior,
+    PathGlobs,
+    RemovePrefix,
+    Workspace,
+)
+from pants.engine.goal import Goal, GoalSubsystem
+from pants.engine.rules import Get, collect_rules, goal_rule, rule
+from pants.engine.target import Targets
+
+from rocm_build.wheel import lockfile
+from rocm_build.wheel.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_requirements import (
+    LOCK_IN_SANDBOX,
+    WHEELHOUSE_DIR,
+    PipResolved,
+    PipResolveRequest,
+    Wheelhouse,
+    WheelhouseRequest,
+)
+from rocm_build.errors import RocmBuildError
+from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
+from rocm_build.install.sdk_modules import index_requirements
+from rocm_build.target_types import RocmWheelTarget, WheelRuntimeRequirementsField
+
+TITLE = "# rocm-pants run-time requirements lock. Generated: do not edit."
+# Where the build lock names the pin's commit: run-time requirements do not depend on it.
+ANY_COMMIT = "(run time: any commit)"
+REQUIREMENTS_IN = "runtime-requirements.in"
+
+
+def runtime_lock_path(pin: str, python_minor: str) -> str:
+    return f"3rdparty/run/py{python_minor}/{pin}.lock"
+
+
+def regenerate_command(owner: str) -> str:
+    return f"pants lock-runtime-requirements {owner}"
+
+
+def render(lock: lockfile.BuildLock) -> str:
+    return TITLE + lockfile.render(lock)[len(lockfile.TITLE) :]
+
+
+def parse(text: str, path: str) -> lockfile.BuildLock:
+    if not text.startswith(TITLE):
+        raise lockfile.LockError(f"{path} is not a rocm-pants run-time requirements lock (its first line is not {TITLE!r})")
+    return lockfile.parse(lockfile.TITLE + text[len(TITLE) :], path)
+
+
+def stale_reasons(lock: lockfile.BuildLock, python: str, requirements: Sequence[str]) -> List[str]:
+    """Why `lock` no longer matches the target; empty if it does."""
+    why = []
+    if lock.python != python:
+        why.append(f"it was resolved for Python {lock.python}, the target builds for Python {python}")
+    if tuple(lock.requirements) != tuple(requirements):
+        why.append(f"it was made from {list(lock.requirements)}, `runtime_requirements` now says {list(requirements)}")
+    return why
+
+
+@dataclass(frozen=True)
+class RuntimeLockRequest:
+    address: Address  # a rocm_wheel with runtime requirements that an index serves
+    requirements: Tuple[str, ...]  # those requirements (sdk_modules.index_requirements)
+
+
+@dataclass(frozen=True)
+class ResolvedRuntimeLock:
+    path: str
+    lock: lockfile.BuildLock
+
+
+@rule(desc="Resolving a run-time requirements lock")
+async def resolve_runtime_lock(request: RuntimeLockRequest) -> ResolvedRuntimeLock:
+    spec = await Get(WheelBuildSpec, WheelRequest(request.address))
+    python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
+    requirements_in = await Get(
+        Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(request.requirements).encode() + b"\n")])
+    )
+    resolved = await Get(
+        PipResolved,
+        PipResolveRequest(
+            spec.owner, "`runtime_requirements` ", request.requirements, python, REQUIREMENTS_IN, requirements_in,
+            f"Resolving the run-time requirements of {spec.owner}",
+        ),
+    )  # fmt: skip
+    lock = lockfile.BuildLock(
+        pin=spec.upstream.pin_name,
+        commit=ANY_COMMIT,
+        python=python.major_minor,
+        requirements=request.requirements,
+        files=(),
+        dists=resolved.dists,
+        left_out=resolved.left_out,
+        regenerate=regenerate_command(spec.owner),
+    )
+    return ResolvedRuntimeLock(runtime_lock_path(spec.upstream.pin_name, python.major_minor), lock)
+
+
+@dataclass(frozen=True)
+class RuntimeLockCheck:
+    address: Address  # a rocm_wheel with runtime requirements that an index serves
+    requirements: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class CheckedRuntimeLock:
+    owner: str
+    path: str
+    lock: lockfile.BuildLock
+    wheels: Digest  # the locked wheels, at the digest root
+
+
+@rule(desc="Checking a run-time requirements lock")
+async def check_runtime_lock(request: RuntimeLockCheck) -> CheckedRuntimeLock:
+    spec = await Get(WheelBuildSpec, WheelRequest(request.address))
+    owner = spec.owner
+    python = await Get(BuildPython, BuildPythonRequest(spec.python, owner))
+    path = runtime_lock_path(spec.upstream.pin_name, python.major_minor)
+    contents = await Get(DigestContents, PathGlobs([path], glob_match_error_behavior=GlobMatchErrorBehavior.ignore))
+    if not contents:
+        raise RocmBuildError(
+            f"rocm_wheel {owner} has `runtime_requirements` {list(request.requirements)} but no lock at {path}. "
+            f"Make it (it resolves them against the index once and pins every file by sha256): {regenerate_command(owner)}"
+        )
+    try:
+        lock = parse(contents[0].content.decode(), path)
+    except lockfile.LockError as e:
+        raise RocmBuildError(f"rocm_wheel {owner}: {e}. Regenerate it: {regenerate_command(owner)}") from None
+    reasons = stale_reasons(lock, python.major_minor, request.requirements)
+    if reasons:
+        raise RocmBuildError(
+            f"rocm_wheel {owner}: the lock {path} no longer matches its `runtime_requirements`: "
+            + "; ".join(reasons)
+            + f". Regenerate it: {regenerate_command(owner)}"
+        )
+    # Downloaded as build requirements are (one cached process per lock, every file checked
+    # against its sha256), for the Python the wheel is built for.
+    lock_file = await Get(Digest, CreateDigest([FileContent(LOCK_IN_SANDBOX, contents[0].content)]))
+    house = await Get(Wheelhouse, WheelhouseRequest(owner, path, lock_file, len(lock.dists), python))
+    return CheckedRuntimeLock(owner, path, lock, await Get(Digest, RemovePrefix(house.digest, WHEELHOUSE_DIR)))
+
+
+class LockRuntimeRequirementsSubsystem(GoalSubsystem):
+    name = "lock-runtime-requirements"
+    help = "Resolve the `runtime_requirements` of rocm_wheel targets and write their locks (3rdparty/run/)."
+
+
+class LockRuntimeRequirements(Goal):
+    subsystem_cls = LockRuntimeRequirementsSubsystem
+    environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
+
+
+@goal_rule
+async def lock_runtime_requirements(console: Console, addresses: Addresses, workspace: Workspace) -> LockRuntimeRequirements:
+    targets = await Get(Targets, Addresses, addresses)
+    wheels = [t for t in targets if isinstance(t, RocmWheelTarget) and t[WheelRuntimeRequirementsField].value]
+    if not wheels:
+        raise RocmBuildError("lock-runtime-requirements: none of the given targets is a rocm_wheel with `runtime_requirements`")
+    written: Dict[str, Tuple[str, lockfile.BuildLock]] = {}
+    for target in wheels:
+        owner = target.address.spec
+        requirements = index_requirements(owner, target[WheelRuntimeRequirementsField].value or ())
+        if not requirements:
+            console.print_stdout(f"{owner}: nothing to lock (its run-time requirements come from the SDK)")
+            continue
+        resolved = await Get(ResolvedRuntimeLock, RuntimeLockRequest(target.address, requirements))
+        if resolved.path in written:
+            # Two targets of one pin share a lock: they must ask for the same requirements.
+            first, first_lock = written[resolved.path]
+            if first_lock.requirements != resolved.lock.requirements:
+                raise RocmBuildError(
+                    f"{owner} and {first} share the lock {resolved.path} (same pin, same Python) but their "
+                    f"`runtime_requirements` differ ({list(resolved.lock.requirements)}, {list(first_lock.requirements)}): "
+                    "make them the same."
+                )
+            continue
+        written[resolved.path] = (owner, resolved.lock)
+        console.print_stdout(f"Wrote {resolved.path}: {len(resolved.lock.dists)} distribution(s) for {owner}")
+    # Written together, once every lock resolved: a failure leaves all of them as they were.
+    files = [FileContent(path, render(lock).encode()) for path, (_, lock) in written.items()]
+    workspace.write_digest(await Get(Digest, CreateDigest(files)))
+    return LockRuntimeRequirements(exit_code=0)
+
+
+def rules():
+    return collect_rules()

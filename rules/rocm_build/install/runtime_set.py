@@ -1,0 +1,181 @@
+"""What an install set needs at run time beside the chain's wheels.
+
+- `env.sh`: `export VAR=value` for the union of the chain's `runtime_env` (flash-attention's
+  `FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE`). Two components that set one variable to different
+  values stop `package` before any build, naming both targets: a sourced file can hold one.
+- Run-time requirements: each component's locked `runtime_requirements` (runtime_lock.py),
+  downloaded into the install set's `wheels/` and pinned by sha256 in its requirements.txt; a
+  module that TheRock's SDK ships instead of an index (sdk_modules.py: amdsmi) becomes an
+  install step from the SDK in requirements.txt's header, as prebuilt wheels' index step is.
+
+None of it is in a build's key: changing a run-time field rebuilds nothing.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+from pants.engine.addresses import Address
+from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
+
+from rocm_build.wheel.build_request import ENV_NAME, WheelBuildSpec, WheelRequest
+from rocm_build.wheel.chain import wheel_chain
+from rocm_build.errors import RocmBuildError
+from rocm_build.wheel.lockfile import LockedDist
+from rocm_build.install.runtime_lock import CheckedRuntimeLock, RuntimeLockCheck
+from rocm_build.install.sdk_modules import SDK_MODULES, index_requirements, project_name, sdk_requirements
+from rocm_build.target_types import (
+    RocmWheelTarget,
+    ToolchainIndexUrlField,
+    ToolchainProviderField,
+    ToolchainVersionField,
+    WheelRuntimeEnvField,
+    WheelRuntimeRequirementsField,
+)
+
+ENV_SCRIPT = "env.sh"
+# Header lines a script can find: the commands that install the SDK's modules.
+SDK_STEP = "# then, from the SDK: "
+SITE_PACKAGES = "$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"platlib\"])')"
+
+
+@dataclass(frozen=True)
+class RuntimeSetRequest:
+    owner: str  # the target packaged, for messages
+    addresses: Tuple[Address, ...]  # its chain; targets that are not rocm_wheels have no run-time fields
+
+
+@dataclass(frozen=True)
+class RuntimeSet:
+    env: Tuple[Tuple[str, str, str], ...]  # (variable, value, the target that sets it), by variable
+    dists: Tuple[LockedDist, ...]  # every locked run-time requirement of the chain, by name
+    # (module, the target that needs it, how the SDK gets into the venv: its toolchain's
+    # TheRock index and version, or "" when the toolchain is not TheRock's)
+    sdk: Tuple[Tuple[str, str, str], ...]
+    wheels: Digest  # the locked wheels, at the digest root
+
+
+def merged_env(owner: str, envs: Sequence[Tuple[str, Mapping[str, str]]]) -> Tuple[Tuple[str, str, str], ...]:
+    """The union of (target, runtime_env) pairs; a variable set two ways is refused."""
+    seen: Dict[str, Tuple[str, str]] = {}
+    for target, env in envs:
+        for var, value in sorted(env.items()):
+            if not ENV_NAME.match(var):
+                raise RocmBuildError(f"{target}: `{WheelRuntimeEnvField.alias}` key {var!r} is not an environment variable name")
+            if var in seen and seen[var][0] != value:
+                first_value, first = seen[var]
+                raise RocmBuildError(
+                    f"{owner}: its chain sets the run-time variable {var} two ways: {first} has "
+                    f"`{WheelRuntimeEnvField.alias}` {var}={first_value!r}, {target} has {var}={value!r}. "
+                    f"The install set's {ENV_SCRIPT} holds one value: make the two targets agree."
+                )
+            seen.setdefault(var, (value, target))
+    return tuple((var, value, target) for var, (value, target) in sorted(seen.items()))
+
+
+def merged_dists(owner: str, locks: Sequence[Tuple[str, str, Sequence[LockedDist]]]) -> Tuple[LockedDist, ...]:
+    """The distributions of (target, lock path, dists) locks; one project at two versions is refused."""
+    seen: Dict[str, Tuple[LockedDist, str, str]] = {}
+    for target, path, dists in locks:
+        for dist in dists:
+            key = project_name(dist.name)
+            if key in seen and (seen[key][0].version, seen[key][0].sha256) != (dist.version, dist.sha256):
+                other, other_target, other_path = seen[key]
+                raise RocmBuildError(
+                    f"{owner}: its chain needs {dist.name} at run time in two versions: {other_target} "
+                    f"locks {other.name}=={other.version} ({other_path}), {target} locks "
+                    f"{dist.name}=={dist.version} ({path}). One venv holds one: align their "
+                    f"`{WheelRuntimeRequirementsField.alias}` and regenerate the locks."
+                )
+            seen.setdefault(key, (dist, target, path))
+    return tuple(d for d, _, _ in sorted(seen.values(), key=lambda s: project_name(s[0].name)))
+
+
+def env_script(env: Sequence[Tuple[str, str, str]]) -> str:
+    lines = [
+        "# The run-time environment of this install set: the `runtime_env` of its rocm_wheel targets.",
+        "# Source it before running Python from the venv: . ./env.sh",
+        *(f"export {var}={shlex.quote(value)}  # {target}" for var, value, target in env),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def header_lines(runtime: RuntimeSet) -> List[str]:
+    """requirements.txt's lines about the SDK's modules and env.sh."""
+    lines = []
+    for module, target, sdk_install in runtime.sdk:
+        sdk = SDK_MODULES[module]
+        where = f"With the SDK in this venv ({sdk_install}), install it:" if sdk_install else "Install it from the SDK in this venv:"
+        lines += [
+            f"# {module}, a run-time requirement of {target}, is on no index: TheRock's {sdk.wheel} ships it "
+            f"as a source tree ({sdk.source}). {where}",
+            f'{SDK_STEP}python -m pip install "{SITE_PACKAGES}/{sdk.tree}"',
+        ]
+    variables = ", ".join(var for var, _, _ in runtime.env) or "none"
+    return [*lines, f"# then, before running Python: . ./{ENV_SCRIPT}  (the run-time environment: {variables})"]
+
+
+async def sdk_install_command(address: Address) -> str:
+    """How the SDK of a rocm_wheel's TheRock toolchain gets into a venv ("" for other toolchains):
+    `rocm[libraries]` holds rocm-sdk-core (TheRock's prebuilt torch requires it too)."""
+    spec = await Get(WheelBuildSpec, WheelRequest(address))
+    toolchain = (await Get(WrappedTarget, WrappedTargetRequest(spec.toolchain, f"the `toolchain` field of {spec.owner}"))).target
+    if toolchain.get(ToolchainProviderField).value != "therock":
+        return ""
+    requirement = shlex.quote(f"rocm[libraries]=={toolchain.get(ToolchainVersionField).value}")
+    return f"pip install --index-url {toolchain.get(ToolchainIndexUrlField).value} {requirement}"
+
+
+@rule(desc="Collecting the run-time environment and requirements of a rocm_wheel chain")
+async def runtime_set(request: RuntimeSetRequest) -> RuntimeSet:
+    wrapped = await MultiGet(
+        Get(WrappedTarget, WrappedTargetRequest(a, f"the chain of {request.owner}")) for a in request.addresses
+    )
+    wheels = [w.target for w in wrapped if isinstance(w.target, RocmWheelTarget)]
+    env = merged_env(request.owner, [(t.address.spec, t[WheelRuntimeEnvField].value or {}) for t in wheels])
+    sdk: List[Tuple[str, str, str]] = []
+    checks = []
+    for target in wheels:
+        owner, requirements = target.address.spec, target[WheelRuntimeRequirementsField].value or ()
+        modules = sdk_requirements(owner, requirements)
+        if modules:
+            sdk_install = await sdk_install_command(target.address)
+            sdk += [(module, owner, sdk_install) for module in modules]
+        indexed = index_requirements(owner, requirements)
+        if indexed:
+            checks.append(RuntimeLockCheck(target.address, indexed))
+    locks = await MultiGet(Get(CheckedRuntimeLock, RuntimeLockCheck, c) for c in checks)
+    dists = merged_dists(request.owner, [(lock.owner, lock.path, lock.lock.dists) for lock in locks])
+    wheel_files = await Get(Digest, MergeDigests(lock.wheels for lock in locks))
+    return RuntimeSet(env, dists, tuple(dict.fromkeys(sdk)), wheel_files)
+
+
+async def check_runtime_set(root: Address) -> None:
+    """The chain's run-time fields and locks, checked before any build of it starts."""
+    chain = await wheel_chain(root)
+    await Get(RuntimeSet, RuntimeSetRequest(root.spec, tuple(spec.address for spec in chain)))
+
+
+async def with_runtime_set(addresses: Tuple[Address, ...], lines: List[str]) -> Tuple[List[str], Digest]:
+    """An install set's requirements lines with the run-time ones added (the header's steps
+    after its comment lines, the locked requirements at the end), and its env.sh and locked
+    run-time wheels (under wheels/)."""
+    runtime = await Get(RuntimeSet, RuntimeSetRequest(addresses[-1].spec, addresses))
+    header = 0
+    while header < len(lines) and lines[header].startswith("#"):
+        header += 1
+    locked = [f"{d.name}=={d.version} --hash=sha256:{d.sha256}" for d in runtime.dists]
+    new_lines = [*lines[:header], *header_lines(runtime), *lines[header:], *locked]
+    files = await MultiGet(
+        Get(Digest, CreateDigest([FileContent(ENV_SCRIPT, env_script(runtime.env).encode())])),
+        Get(Digest, AddPrefix(runtime.wheels, "wheels")),
+    )
+    return new_lines, await Get(Digest, MergeDigests(files))
+
+
+def rules():
+    return collect_rules()

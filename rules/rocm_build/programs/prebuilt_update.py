@@ -1,0 +1,168 @@
+"""update-pins for prebuilt wheels: the newest file on the index that `track` allows, for the
+pin's Python on linux x86_64, with its sha256 and the ROCm version it requires.
+
+A split host (TheRock's torch: its GPU code in `amd-torch-device-<gfx>` wheels) brings its
+device pins along: each takes the exact version the host's `extra == "device-<gfx>"` lines
+name, and the set is refused unless the device wheels' own requirements agree with it
+(prebuilt_devices.py reads both metadata files).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import types
+import zipfile
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from packaging.specifiers import SpecifierSet
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
+from packaging.version import InvalidVersion, Version
+
+from rocm_build.upstream.pins import PREBUILT, PrebuiltPin
+from rocm_build.upstream.prebuilt_devices import DeviceSetError, device_values, host_devices, pinned_requirement
+from rocm_build.sandbox_scripts import load_script
+
+
+def simple_index() -> types.ModuleType:
+    """scripts/simple_index.py, which also runs in process sandboxes, as a module."""
+    return load_script("simple_index.py")
+
+
+@dataclass(frozen=True)
+class IndexFile:
+    name: str
+    url: str
+    sha256: Optional[str]
+    metadata_url: Optional[str]
+
+
+@dataclass(frozen=True)
+class PrebuiltMove:
+    name: str
+    old: str  # the version pinned before ("" when unresolved)
+    values: Dict[str, str]  # version, file, sha256, requires_rocm
+    why: str
+
+    @property
+    def table(self) -> str:
+        return f"{PREBUILT}.{self.name}"
+
+
+def fits(file_name: str, python: str) -> Optional[Version]:
+    """The wheel's version if it installs on CPython `python` on linux x86_64."""
+    try:
+        _, version, _, tags = parse_wheel_filename(file_name)
+    except (InvalidWheelFilename, InvalidVersion):  # older packaging raises the second for a bad version
+        return None
+    major, minor = python.split(".")
+    interpreters = {f"cp{major}{minor}", f"py{major}{minor}", f"py{major}"}
+    abis = {f"cp{major}{minor}", "abi3", "none"}
+    for tag in tags:
+        linux = tag.platform == "any" or (tag.platform.endswith("_x86_64") and tag.platform.startswith(("linux", "manylinux")))
+        if tag.interpreter in interpreters and tag.abi in abis and linux:
+            return version
+    return None
+
+
+def newest(pin: PrebuiltPin, files: Sequence[IndexFile]) -> Optional[Tuple[Version, IndexFile]]:
+    track = SpecifierSet(pin.track)
+    found = [(v, f) for f in files for v in [fits(f.name, pin.python)] if v is not None and track.contains(v, prereleases=True)]
+    return max(found, key=lambda pair: (pair[0], pair[1].name)) if found else None
+
+
+def requires_rocm(metadata: str, python: str = "3.12") -> str:
+    """X of the wheel's own `Requires-Dist: rocm[...]==X` (markers evaluated), or ""."""
+    return pinned_requirement(metadata, "rocm", python) or ""
+
+
+def _read(url: str, index: types.ModuleType) -> bytes:
+    with index._open(url) as response:
+        return response.read()
+
+
+def _sha256_and_metadata(chosen: IndexFile, index: types.ModuleType) -> Tuple[str, str]:
+    """The file's sha256 (the index's, if it gives one) and its METADATA (PEP 658's file if
+    the index serves it, else read from the downloaded wheel)."""
+    if chosen.sha256 and chosen.metadata_url:
+        return chosen.sha256, _read(chosen.metadata_url, index).decode()
+    with tempfile.TemporaryDirectory(prefix="update-pins-") as tmp:
+        path = os.path.join(tmp, chosen.name)
+        got = index.download(chosen.url, path)
+        if chosen.sha256 and chosen.sha256 != got:
+            raise OSError(f"{chosen.url}: the index says sha256 {chosen.sha256}, the file has {got}")
+        with zipfile.ZipFile(path) as wheel:
+            (name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1]
+            return got, wheel.read(name).decode()
+
+
+def plan_prebuilt(pins: Dict[str, PrebuiltPin], only: Optional[Sequence[str]]) -> List[PrebuiltMove]:
+    index = simple_index()
+    moves = []
+    for name, pin in sorted(pins.items()):
+        devices = {n: p for n, p in pins.items() if p.device_of == name}
+        if pin.device_of or (only and name not in only and not set(devices) & set(only)):
+            continue  # a device pin moves with its host: `--only` either selects both
+        version, chosen = _newest_or_fail(name, pin, index)
+        if chosen.name == pin.file and pin.sha256 and all(_current(d, pin.version) for d in devices.values()):
+            continue
+        sha256, metadata = _sha256_and_metadata(chosen, index)
+        values = {"version": str(version), "file": chosen.name, "sha256": sha256, "requires_rocm": requires_rocm(metadata, pin.python)}
+        if chosen.name != pin.file or not pin.sha256:
+            moves.append(PrebuiltMove(name, pin.version, values, f"newest {pin.project} for {pin.track!r} on {pin.index_url}"))
+        host = pin.copy(update=values)
+        try:  # the device pins follow the host's metadata, or the whole set is refused
+            for device_name, device in sorted(host_devices(name, host, metadata, devices).items()):
+                moves += _device_move(device_name, device, name, host, metadata, pins, index)
+        except DeviceSetError as e:
+            raise OSError(str(e)) from None
+    return moves
+
+
+def _current(device: PrebuiltPin, host_version: str) -> bool:
+    return device.resolved and device.version == host_version
+
+
+def _files(name: str, pin: PrebuiltPin, index: types.ModuleType) -> List[IndexFile]:
+    try:
+        return [IndexFile(*row) for row in index.project_files(pin.index_url, pin.project)]
+    except OSError as e:
+        raise OSError(
+            f"[{PREBUILT}.{name}]: cannot read {index.project_url(pin.index_url, pin.project)} ({e}); run "
+            "update-pins where the index is reachable, or point `index_url` at a mirror. The pins file was not changed."
+        ) from None
+
+
+def _newest_or_fail(name: str, pin: PrebuiltPin, index: types.ModuleType) -> Tuple[Version, IndexFile]:
+    files = _files(name, pin, index)
+    found = newest(pin, files)
+    if found is None:
+        raise OSError(
+            f"[{PREBUILT}.{name}]: {index.project_url(pin.index_url, pin.project)} has no wheel of "
+            f"{pin.project} matching `track` {pin.track!r} for CPython {pin.python} on linux x86_64"
+        )
+    return found
+
+
+def _device_move(
+    name: str, device: PrebuiltPin, host_name: str, host: PrebuiltPin, host_metadata: str,
+    pins: Dict[str, PrebuiltPin], index: types.ModuleType,
+) -> List[PrebuiltMove]:  # fmt: skip
+    """The device wheel of exactly the version the host's extra names, checked against it."""
+    wanted = Version(host.version)
+    files = _files(name, device, index)
+    exact = [f for f in files if fits(f.name, device.python) == wanted]
+    if not exact:
+        raise OSError(
+            f"[{PREBUILT}.{name}]: {index.project_url(device.index_url, device.project)} has no wheel of "
+            f"{device.project} {host.version} for CPython {device.python} on linux x86_64, which its host "
+            f"[{PREBUILT}.{host_name}] ({host.project} {host.version}) requires"
+        )
+    chosen = max(exact, key=lambda f: f.name)
+    sha256, metadata = _sha256_and_metadata(chosen, index)
+    values = {"version": host.version, "file": chosen.name, "sha256": sha256}
+    values.update(device_values(name, device, host_name, host, host_metadata, metadata, pins))
+    if all(getattr(device, k) == v for k, v in values.items()):
+        return []
+    return [PrebuiltMove(name, device.version, values, f"{device.project} for {host.project} {host.version} (device_of {host_name})")]

@@ -1,0 +1,153 @@
+"""upstream_archive: a pinned archive, downloaded once, verified by sha256, unpacked.
+
+The download is the only step that touches the network. Its result is a tree digest, so
+whatever uses it is keyed by the archive's content, never by the URL it came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from pants.engine.addresses import Address
+from pants.engine.fs import (
+    Digest,
+    RemovePrefix,
+)
+from pants.engine.process import FallibleProcessResult, Process
+from pants.engine.rules import Get, collect_rules, rule
+from pants.option.global_options import GlobalOptions
+from pants.util.logging import LogLevel
+
+from rocm_build.upstream.archive_pins import parse_archive_pins
+from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.upstream.mirrors import Mirrors
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.target_types import (
+    ArchiveMirrorsField,
+    ArchivePinField,
+    ArchivePinsFileField,
+    ArchiveSha256Field,
+    ArchiveStripPrefixField,
+    ArchiveUrlField,
+    UpstreamArchiveTarget,
+)
+from rocm_build.target_types_rules import expect_target
+from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.upstream.upstream_repo import load_pins
+
+ARCHIVE_DIR = "archive"
+SHA256 = re.compile(r"^[0-9a-f]{64}$")
+EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_UNPACK = 20, 21, 22
+
+
+@dataclass(frozen=True)
+class ArchiveRequest:
+    address: Address
+    description_of_origin: str
+
+
+@dataclass(frozen=True)
+class FetchedArchive:
+    address: Address
+    url: str
+    sha256: str
+    tree: Digest  # the unpacked archive, at the digest root
+
+
+@dataclass(frozen=True)
+class ArchiveSpec:
+    """What an upstream_archive pins, from its fields or its table in the archive pins file."""
+
+    address: Address
+    url: str
+    mirrors: Tuple[str, ...]
+    sha256: str
+    strip_prefix: str
+    pinned_in: str  # where to change it: "the target" or "[name] in <file>"
+
+
+@rule(desc="Reading an upstream_archive")
+async def archive_spec(request: ArchiveRequest) -> ArchiveSpec:
+    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
+    owner, mirrors = target.address.spec, tuple(target[ArchiveMirrorsField].value or ())
+    pin, path = target[ArchivePinField].value, target[ArchivePinsFileField].value
+    if not pin:
+        if not target[ArchiveUrlField].value:
+            raise RocmBuildError(f"upstream_archive {owner}: set `url` and `sha256`, or `pin`")
+        return ArchiveSpec(
+            target.address, target[ArchiveUrlField].value, mirrors, (target[ArchiveSha256Field].value or "").strip(),
+            target[ArchiveStripPrefixField].value or "", f"the `sha256` field of {owner}",
+        )  # fmt: skip
+    tables = dict((await load_pins(path, owner, parse_archive_pins)).pins)
+    if pin not in tables:
+        raise RocmBuildError(f"upstream_archive {owner}: no table [{pin}] in {path}")
+    table = tables[pin]
+    return ArchiveSpec(target.address, table.url, mirrors, table.sha256, table.strip_prefix, f"[{pin}] in {path}")
+
+
+def pin_problem(spec: ArchiveSpec) -> Optional[str]:
+    """Why the archive cannot be fetched as pinned, without downloading anything."""
+    owner = spec.address.spec
+    if not spec.sha256:
+        where = f"Where {spec.url} is reachable, check" if spec.url else "Find its URL and check"
+        return (
+            f"upstream_archive {owner} is not resolved: it has no sha256 ({spec.pinned_in}). {where} "
+            f"the archive and put its `sha256sum` there (never guess one); for an archive pin, "
+            f"`pants run rules:update-pins` does it where the upstreams are reachable."
+        )
+    if not SHA256.match(spec.sha256):
+        return f"upstream_archive {owner}: `sha256` {spec.sha256!r} ({spec.pinned_in}) is not 64 lowercase hex digits"
+    return None
+
+
+@rule(desc="Fetching an upstream_archive")
+async def fetch_archive(request: ArchiveRequest, tools: HostTools, global_options: GlobalOptions) -> FetchedArchive:
+    spec = await Get(ArchiveSpec, ArchiveRequest, request)
+    owner, url, sha256 = spec.address.spec, spec.url, spec.sha256
+    problem = pin_problem(spec)
+    if problem:
+        raise RocmBuildError(problem)
+    urls = (url, *spec.mirrors)
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(
+                tools.python.path, f"{SCRIPTS_DIR}/fetch_archive.py",
+                sha256, spec.strip_prefix, *urls,
+            ),
+            env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_CA_CERTS": global_options.ca_certs_path or ""},
+            input_digest=await script_digest("fetch_archive.py", "mirrors.py"),
+            # The mirror table: read from a named cache, in no key (rocm_build/upstream/mirrors.py).
+            append_only_caches=(await Get(Mirrors)).caches,
+            output_directories=(ARCHIVE_DIR,),
+            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
+            description=f"Fetching upstream_archive {owner} ({url})",
+            level=LogLevel.INFO,
+            timeout_seconds=3600,
+        ),
+    )  # fmt: skip
+    if result.exit_code != 0:
+        said = result.stderr.decode(errors="replace")
+        if result.exit_code == EXIT_MISMATCH:
+            got = re.search(r"got sha256:(\w+) from (\S+)", said)
+            raise RocmBuildError(
+                f"upstream_archive {owner}: the file at {got.group(2) if got else url} has sha256 "
+                f"{got.group(1) if got else '?'}, but the target pins {sha256}. Nothing was "
+                f"unpacked. If the new bytes are expected, check them and update {spec.pinned_in}."
+            )
+        if result.exit_code == EXIT_UNPACK and said.startswith("refused member"):
+            raise RocmBuildError(
+                f"upstream_archive {owner}: the archive at {url} (pinned by {spec.pinned_in}) was not unpacked: "
+                f"{said.strip()}. Nothing from it was used. These are the pinned bytes (sha256 {sha256}): "
+                "have its publisher fix the archive, or pin one whose members all stay inside it."
+            )
+        what = "could not be downloaded" if result.exit_code == EXIT_DOWNLOAD else "could not be unpacked"
+        raise RocmBuildError(f"upstream_archive {owner}: {url} (pinned by {spec.pinned_in}) {what}.\n{indent(tail(said, 8))}")
+    tree = await Get(Digest, RemovePrefix(result.output_digest, ARCHIVE_DIR))
+    return FetchedArchive(spec.address, url, sha256, tree)
+
+
+def rules():
+    return collect_rules()

@@ -1,0 +1,121 @@
+import pytest
+
+from rocm_build.upstream.pins import PinsError, parse_pins, parse_prebuilt_pins, set_commit_in_text
+
+SHA = "0123456789abcdef0123456789abcdef01234567"
+GOOD = f"""
+# a comment kept by rewrites
+[vllm]
+url = "https://github.com/vllm-project/vllm.git"
+track = "main"   # followed by update-pins
+commit = "{SHA}"
+"""
+
+
+def test_parses_a_good_pin() -> None:
+    pins = parse_pins("components/pins.toml", GOOD)
+    assert pins["vllm"].commit == SHA and pins["vllm"].submodules is False
+
+
+@pytest.mark.parametrize(
+    "commit, message",
+    [
+        ("main", "[vllm] field `commit`: 'main' looks like a branch or tag name"),
+        ("0123abc", "[vllm] field `commit`: '0123abc' is a short SHA (7 hex digits)"),
+    ],
+)
+def test_bad_commit_names_file_table_and_field(commit: str, message: str) -> None:
+    with pytest.raises(PinsError) as e:
+        parse_pins("components/pins.toml", GOOD.replace(SHA, commit))
+    assert str(e.value).startswith("components/pins.toml: " + message)
+
+
+def test_missing_field() -> None:
+    with pytest.raises(PinsError, match=r"pins.toml: \[vllm\] field `track`: missing"):
+        parse_pins("pins.toml", GOOD.replace('track = "main"', ""))
+
+
+def test_toml_syntax_error_names_line() -> None:
+    with pytest.raises(PinsError, match=r"pins.toml: TOML syntax error at line 3"):
+        parse_pins("pins.toml", "[a]\nurl = 'x'\ncommit = \n")
+
+
+def test_rewrite_keeps_comments_and_layout() -> None:
+    new = "f" * 40
+    out = set_commit_in_text(GOOD, "vllm", new)
+    assert out == GOOD.replace(SHA, new)
+    assert parse_pins("p", out)["vllm"].commit == new
+
+
+PREBUILT_SET = """
+[prebuilt]
+index_url = "https://stable.repo.amd.com/rocm/whl-next"   # one index for every table
+python = "3.12"
+
+[prebuilt.therock-torch]
+project = "torch"
+track = "==2.13.0+rocm10.0.0"
+version = "2.13.0+rocm10.0.0"
+
+[prebuilt.therock-torch-gfx1151]
+device_of = "therock-torch"
+project = "amd-torch-device-gfx1151"
+version = "2.13.0+rocm10.0.0"
+
+[prebuilt.mirror-torch]
+index_url = "file:///srv/mirror"
+project = "torch"
+track = ">=2.13"
+
+[prebuilt.mirror-torch-gfx115x]
+device_of = "mirror-torch"
+project = "amd-torch-device-gfx115x"
+"""
+
+
+def test_prebuilt_device_pins_take_index_and_python_from_host_or_prebuilt_table() -> None:
+    pins = parse_prebuilt_pins("components/pins.toml", PREBUILT_SET)
+    device = pins["therock-torch-gfx1151"]
+    assert (device.index_url, device.python, device.device_of, device.device_key) == (
+        "https://stable.repo.amd.com/rocm/whl-next/", "3.12", "therock-torch", "gfx1151"
+    )
+    assert pins["mirror-torch-gfx115x"].index_url == "file:///srv/mirror/"  # its host's, not [prebuilt]'s
+    assert pins["mirror-torch-gfx115x"].device_key == "gfx115x" and pins["therock-torch"].device_key == ""
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('device_of = "therock-torch"', 'device_of = "torch"',
+         "[prebuilt.therock-torch-gfx1151] field `device_of`: 'torch' is not a [prebuilt.*] table; name the host "
+         "wheel's pin (host pins: mirror-torch, therock-torch)"),
+        ('device_of = "mirror-torch"', 'device_of = "therock-torch-gfx1151"',
+         "[prebuilt.mirror-torch-gfx115x] field `device_of`: 'therock-torch-gfx1151' is a device pin itself"),
+        ('project = "amd-torch-device-gfx1151"\nversion = "2.13.0+rocm10.0.0"',
+         'project = "amd-torch-device-gfx1151"\nversion = "2.13.0+rocm10.0.1"',
+         "[prebuilt.therock-torch-gfx1151] field `version`: '2.13.0+rocm10.0.1' differs from its host "
+         "[prebuilt.therock-torch]'s '2.13.0+rocm10.0.0'; a device wheel is built for exactly one host version: "
+         "run `pants run rules:update-pins -- --only therock-torch`"),
+        ('device_of = "therock-torch"', 'device_of = "therock-torch"\ntrack = ">=2"',
+         "[prebuilt.therock-torch-gfx1151] field `track`: a device pin takes exactly its host's version "
+         "(device_of = 'therock-torch'); remove `track`"),
+        ('"amd-torch-device-gfx1151"', '"torch-gfx1151"',
+         "[prebuilt.therock-torch-gfx1151] field `project`: 'torch-gfx1151' is not a device wheel's name; expected "
+         "`<prefix>-device-<gfx>` as TheRock names them, e.g. \"amd-torch-device-gfx1151\""),
+        ('track = ">=2.13"', "", "[prebuilt.mirror-torch] field `track`: missing (a host pin needs a version specifier"),
+        ('track = ">=2.13"', 'track = ">=2.13"\nextra = "device-gfx1151"',
+         "[prebuilt.mirror-torch] field `extra`: only a device pin (one with `device_of`) has it"),
+        ('python = "3.12"', 'python = "3.12"\nstream = "stable"',
+         "[prebuilt] key `stream`: only index_url and python may be set for every prebuilt pin"),
+        ('device_of = "mirror-torch"', 'device_of = "mirror-torch"\npython = "3.13"',
+         "[prebuilt.mirror-torch-gfx115x] field `python`: '3.13', but its host [prebuilt.mirror-torch] is for '3.12'"),
+        ('device_of = "mirror-torch"', 'device_of = "mirror-torch"\ndevice = "gfx115x"',
+         "[prebuilt.mirror-torch-gfx115x] field `device`: unknown field (allowed: index_url, project, python, track, "
+         "device_of, version, file, sha256, requires_rocm, extra, requires_devices). Did you mean `device_of`?"),
+    ],
+)  # fmt: skip
+def test_prebuilt_pin_errors_name_file_table_key_and_form(old: str, new: str, message: str) -> None:
+    assert old in PREBUILT_SET
+    with pytest.raises(PinsError) as e:
+        parse_prebuilt_pins("components/pins.toml", PREBUILT_SET.replace(old, new, 1))
+    assert str(e.value).startswith("components/pins.toml: " + message), str(e.value)

@@ -1,0 +1,210 @@
+"""upstream_repo: pin + fetch + patch sets -> a patched tree; `package` writes it to dist/."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Tuple
+
+from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
+from pants.core.util_rules.archive import CreateArchive
+from pants.core.util_rules.system_binaries import ArchiveFormat
+from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
+from pants.engine.fs import (
+    AddPrefix,
+    Digest,
+    DigestContents,
+    GlobMatchErrorBehavior,
+    MergeDigests,
+    PathGlobs,
+    RemovePrefix,
+    Snapshot,
+)
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import (
+    HydratedSources,
+    HydrateSourcesRequest,
+    Targets,
+)
+from pants.engine.unions import UnionRule
+
+from rocm_build.errors import RocmBuildError
+from rocm_build.upstream.patching import PatchedTree, PatchRequest
+from rocm_build.upstream.pins import Pin, PinsError, lookup_pin, parse_pins
+from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
+from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
+from rocm_build.target_types import (
+    PatchSetsField,
+    PatchSetTarget,
+    PatchSourcesField,
+    PinField,
+    PinsFileField,
+    UpstreamRepoTarget,
+)
+from rocm_build.target_types_rules import expect_target
+
+
+@dataclass(frozen=True)
+class PatchFile:
+    path: str
+    sha256: str
+
+
+@dataclass(frozen=True)
+class UpstreamRequest:
+    address: Address
+    description_of_origin: str
+
+
+@dataclass(frozen=True)
+class ResolvedUpstream:
+    address: Address
+    pin_name: str
+    pin: Pin
+    patches: Tuple[PatchFile, ...]
+    source: SourceTree  # the patched tree, as the fetched pack and the files the patches wrote
+    patch_log: str
+    commit_time: int  # of the pinned commit: the builds' SOURCE_DATE_EPOCH
+
+
+@dataclass(frozen=True)
+class LoadedPins:
+    path: str
+    pins: Tuple[Tuple[str, Any], ...]  # (name, Pin or ArchivePin), sorted by name
+
+
+async def load_pins(path: str, owner: str, parse: Callable[[str, str], Mapping[str, Any]] = parse_pins) -> LoadedPins:
+    """The pins file at `path` (git pins by default; `parse_archive_pins` for archive pins)."""
+    contents = await Get(
+        DigestContents,
+        PathGlobs(
+            [path],
+            glob_match_error_behavior=GlobMatchErrorBehavior.error,
+            description_of_origin=f"the `pins_file` field of {owner}",
+        ),
+    )
+    try:
+        pins = parse(path, contents[0].content.decode())
+    except PinsError as e:
+        raise RocmBuildError(f"{owner}: {e}") from None
+    return LoadedPins(path, tuple(sorted(pins.items())))
+
+
+@dataclass(frozen=True)
+class UpstreamSpec:
+    """What an upstream_repo asks for, before anything is fetched: pin and ordered patches."""
+
+    address: Address
+    pin_name: str
+    pin: Pin
+    pins_file: str
+    patches: Tuple[PatchFile, ...]  # in the order they apply
+    patch_digest: Digest
+
+
+@rule
+async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
+    target = await expect_target(request.address, UpstreamRepoTarget, request.description_of_origin)
+    owner = target.address.spec
+    pins_file = target[PinsFileField].value
+    loaded = await load_pins(pins_file, owner)
+    pin_name = target[PinField].value
+    try:
+        pin = lookup_pin(dict(loaded.pins), pin_name, pins_file, owner)
+    except PinsError as e:
+        raise RocmBuildError(str(e)) from None
+
+    patch_set_addresses = await Get(
+        Addresses,
+        UnparsedAddressInputs(
+            target[PatchSetsField].value or (),
+            owning_address=target.address,
+            description_of_origin=f"the `patches` field of {owner}",
+        ),
+    )
+    patch_sets = await Get(Targets, Addresses, patch_set_addresses)
+    for patch_set in patch_sets:
+        if not isinstance(patch_set, PatchSetTarget):
+            raise RocmBuildError(
+                f"{owner}: `patches` lists {patch_set.address.spec}, a `{patch_set.alias}`; "
+                "only `patch_set` targets can be listed there"
+            )
+    hydrated = await MultiGet(
+        Get(HydratedSources, HydrateSourcesRequest(t[PatchSourcesField])) for t in patch_sets
+    )
+    # Patch sets apply in the order listed; the files of one set in file-name order.
+    ordered = tuple(
+        path
+        for sources in hydrated
+        for path in sorted(sources.snapshot.files, key=lambda p: p.rsplit("/", 1)[-1])
+    )
+    patch_digest = await Get(Digest, MergeDigests(s.snapshot.digest for s in hydrated))
+    contents = {fc.path: fc.content for fc in await Get(DigestContents, Digest, patch_digest)}
+    return UpstreamSpec(
+        address=target.address,
+        pin_name=pin_name,
+        pin=pin,
+        pins_file=pins_file,
+        patches=tuple(PatchFile(p, hashlib.sha256(contents[p]).hexdigest()) for p in ordered),
+        patch_digest=patch_digest,
+    )
+
+
+@rule
+async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
+    spec = await Get(UpstreamSpec, UpstreamRequest, request)
+    owner = spec.address.spec
+    fetched = await Get(
+        FetchedTree,
+        FetchRequest(
+            url=spec.pin.url,
+            commit=spec.pin.commit,
+            submodules=spec.pin.submodules,
+            pin_name=spec.pin_name,
+            pins_file=spec.pins_file,
+            owner=owner,
+        ),
+    )
+    patched = await Get(
+        PatchedTree,
+        PatchRequest(
+            pack=fetched.pack,
+            patch_files=tuple(p.path for p in spec.patches),
+            patches=spec.patch_digest,
+            owner=owner,
+        ),
+    )
+    return ResolvedUpstream(
+        address=spec.address,
+        pin_name=spec.pin_name,
+        pin=spec.pin,
+        patches=spec.patches,
+        source=patched.source,
+        patch_log=patched.log,
+        commit_time=fetched.commit_time,
+    )
+
+
+@dataclass(frozen=True)
+class UpstreamRepoFieldSet(PackageFieldSet):
+    required_fields = (PinField,)
+
+    pin: PinField
+
+
+@rule
+async def package_upstream_repo(field_set: UpstreamRepoFieldSet) -> BuiltPackage:
+    upstream = await Get(
+        ResolvedUpstream, UpstreamRequest(field_set.address, "the `package` goal")
+    )
+    top = f"{upstream.pin_name}-{upstream.pin.commit[:12]}-patched"
+    merged = await Get(MergedTree, MergedTreeRequest(upstream.source, field_set.address.spec))
+    tree = await Get(Digest, RemovePrefix(merged.digest, TREE_DIR))
+    snapshot = await Get(Snapshot, AddPrefix(tree, top))
+    output = f"{field_set.address.spec_path.replace('/', '.') or 'root'}/{top}.tar.gz"
+    archive = await Get(Digest, CreateArchive(snapshot, output, ArchiveFormat.TGZ))
+    return BuiltPackage(archive, (BuiltPackageArtifact(output),))
+
+
+def rules():
+    return [*collect_rules(), UnionRule(PackageFieldSet, UpstreamRepoFieldSet)]

@@ -1,0 +1,258 @@
+"""The build process, as data: env, argv and caches of a rocm_wheel build, nothing run."""
+
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import pytest
+from pants.core.util_rules import system_binaries
+from pants.engine.addresses import Address
+from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, FileContent
+from pants.engine.internals.scheduler import ExecutionError
+from pants.engine.process import Process
+from pants.testutil.rule_runner import QueryRule, RuleRunner
+
+from rocm_build import register
+from rocm_build.wheel.build_request import WheelBuildRequest, WheelBuildSpec, WheelRequest
+from rocm_build.toolchain.container import BuildImage
+from rocm_build.testutil.git_fixtures import pins_toml
+from rocm_build.toolchain.interpreters import BuildPython
+from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
+
+WHEEL = Address("components/mini", target_name="wheel")
+
+
+@pytest.fixture
+def rule_runner() -> RuleRunner:
+    runner = RuleRunner(
+        rules=[
+            *register.rules(),
+            *system_binaries.rules(),
+            QueryRule(WheelBuildSpec, [WheelRequest]),
+            QueryRule(Process, [WheelBuildRequest]),
+            QueryRule(Digest, [CreateDigest]),
+        ],
+        target_types=register.target_types(),
+        isolated_local_store=True,
+    )
+    runner.write_files(
+        {
+            "components/pins.toml": pins_toml(mini={"url": "file:///nowhere", "track": "main", "commit": "a" * 40}),
+            "components/BUILD": "rocm_toolchain(name='llvm', provider='llvm', path='/usr/lib/llvm-19')\n"
+            "upstream_archive(name='llvm-tree', url='https://example.invalid/llvm.tar.gz', sha256='" + "b" * 64 + "')\n",
+        }
+    )
+    return runner
+
+
+def wheel_build(rule_runner: RuleRunner, **fields: str) -> WheelBuildSpec:
+    extra = "".join(f"    {k}={v},\n" for k, v in fields.items())
+    rule_runner.write_files(
+        {
+            "components/mini/BUILD": "upstream_repo(name='src', pin='mini')\n"
+            "rocm_wheel(\n    name='wheel',\n    source=':src',\n    toolchain='components:llvm',\n"
+            f"    gpu_targets=['gfx1151', 'gfx1100'],\n    kind='vllm',\n{extra})\n"
+        }
+    )
+    return rule_runner.request(WheelBuildSpec, [WheelRequest(WHEEL)])
+
+
+def process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, isolation: bool = True, pack: Optional[Digest] = None) -> Process:
+    toolchain = ResolvedToolchain(Address("components", target_name="llvm"), "llvm", "provider=llvm\nclang 19", "llvm19", "rocm_toolchain_abc")
+    python = BuildPython("/usr/bin/python3", "CPython", "3.11.2")
+    request = WheelBuildRequest(spec, toolchain, python, isolation, None, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST, pack)
+    return rule_runner.request(Process, [request])
+
+
+IMAGE_ID = "sha256:" + "c" * 64
+
+
+def container_process_for(rule_runner: RuleRunner, spec: WheelBuildSpec, image_id: str = IMAGE_ID,
+                          pack: Optional[Digest] = None) -> Process:
+    image = BuildImage("mini-box", "tests/mini:box", "localhost/rocm-pants/mini-box:bookworm", image_id, ("sha256:" + "d" * 64,), "/usr/bin/podman")
+    toolchain = ResolvedToolchain(
+        Address("components", target_name="llvm"), "llvm", "provider=llvm\nclang 19", "llvm19", "", root_in_image="/usr/lib/llvm-19"
+    )
+    python = BuildPython("/usr/bin/python3.11", "CPython", "3.11.2", "/usr", in_image=True)
+    request = WheelBuildRequest(spec, toolchain, python, True, image, "llvm19gfx1100.gfx1151", 1767225600, EMPTY_DIGEST, pack)
+    return rule_runner.request(Process, [request])
+
+
+def test_a_build_in_an_image_runs_in_a_container_keyed_by_the_image_id(rule_runner) -> None:
+    spec = wheel_build(rule_runner, environment="'mini-box'")
+    assert spec.environment == "mini-box"
+    process = container_process_for(rule_runner, spec)
+    assert process.argv == (
+        "/usr/bin/bash", "__rocm_build/in_container.sh", "/usr/bin/podman", IMAGE_ID, "bash", "__rocm_build/build_wheel.sh",
+    )  # fmt: skip
+    env = dict(process.env)
+    # The image's toolchain and Python, linked inside the container; paths of the image only.
+    assert env["ROCM_BUILD_TOOLCHAIN_ROOT"] == "/usr/lib/llvm-19"
+    assert env["ROCM_BUILD_PYTHON_PREFIX"] == "/usr"
+    assert env["ROCM_BUILD_PYTHON"] == ".python/root/bin/python3.11"
+    assert env["ROCM_BUILD_NETWORK"] == "none"
+    passed = env["ROCM_BUILD_CONTAINER_ENV"].split()
+    assert {"ROCM_BUILD_IMAGE", "ROCM_PATH", "PATH", "HOME", "SOURCE_DATE_EPOCH"} <= set(passed)
+    assert "ROCM_BUILD_CONTAINER_ENV" not in passed
+    # Only the logs and the compiler cache are mounted: no toolchain or Python of this machine.
+    # (ccache's remote storage is relayed from outside the container.)
+    caches = dict(process.append_only_caches)
+    assert sorted(caches.values()) == [".ccache", ".ccache-remote", ".logs"]
+    assert env["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .ccache"
+    # The image's name and tag are in no key: only its id.
+    assert not [v for v in (*process.argv, *env.values()) if "mini-box" in v]
+    assert container_process_for(rule_runner, spec, "sha256:" + "e" * 64) != process
+
+
+def test_spec_reads_the_target_without_fetching(rule_runner) -> None:
+    spec = wheel_build(
+        rule_runner,
+        build_requirements="['-r', 'requirements/build.txt', 'six>=1']",
+        archives="{'LLVM_SYSPATH': 'components:llvm-tree'}",
+        env="{'EXTRA': '$ROCM_PATH/extra'}",
+    )
+    assert spec.gpu_targets == ("gfx1100", "gfx1151")
+    assert spec.requirements == ("-r requirements/build.txt", "six>=1")
+    assert spec.python == "3.11"  # [rocm-build].python's default
+    assert spec.lock_path == "3rdparty/build/py3.11/mini.lock"  # the default names the Python and the pin
+    assert spec.archives == (("LLVM_SYSPATH", Address("components", target_name="llvm-tree")),)
+    assert spec.env["VLLM_TARGET_DEVICE"] == "rocm" and spec.env["EXTRA"] == "$ROCM_PATH/extra"
+    assert wheel_build(rule_runner).lock_path is None  # no requirements, no lock
+
+
+def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) -> None:
+    spec = wheel_build(
+        rule_runner,
+        build_requirements="['six>=1']",
+        archives="{'LLVM_SYSPATH': 'components:llvm-tree'}",
+        env="{'EXTRA': '$ROCM_PATH/extra'}",
+        max_jobs="3",
+        timeout="60",
+    )
+    process = process_for(rule_runner, spec)
+    env = dict(process.env)
+    assert process.argv == ("/usr/bin/bash", "__rocm_build/build_wheel.sh")
+    assert env["ROCM_PATH"] == "$ROCM_BUILD_SANDBOX/.rocm/root"
+    assert env["LLVM_SYSPATH"] == "$ROCM_BUILD_SANDBOX/.archives/LLVM_SYSPATH"
+    assert env["PYTORCH_ROCM_ARCH"] == "gfx1100;gfx1151"
+    assert env["ROCM_BUILD_NETWORK"] == "none"
+    assert env["ROCM_BUILD_LOCK"] == "__rocm_build/build.lock"
+    assert env["ROCM_BUILD_PYTHON_VERSION"] == "CPython 3.11.2"
+    assert env["MAX_JOBS"] == "3"
+    assert env["SOURCE_DATE_EPOCH"] == "1767225600"
+    # Sandbox paths are expanded before the target's values that refer to them.
+    expand = env["ROCM_BUILD_EXPAND_VARS"].split()
+    assert expand.index("ROCM_PATH") < expand.index("EXTRA")
+    assert "LLVM_SYSPATH" in expand
+    # The only absolute paths are a system one and where a build looks for its toolchain and
+    # Python if their links are missing ([rocm-build] worker_search_path): the interpreter is
+    # reached through a named cache named by its identity, so where it is here is in no key.
+    assert {k: v for k, v in env.items() if v.startswith("/")} == {
+        "PIP_CONFIG_FILE": "/dev/null",
+        "ROCM_BUILD_TOOLCHAIN_CANDIDATES": "/usr /usr/local /opt/rocm",
+        "ROCM_BUILD_PYTHON_CANDIDATES": "/usr /usr/local /opt/rocm",
+    }
+    assert env["ROCM_BUILD_TOOLCHAIN_COMPILER"] == "bin/clang"
+    assert env["ROCM_BUILD_PYTHON"] == ".python/root/bin/python3.11"
+    assert not [v for v in env.values() if os.getcwd() in v]
+    assert process.timeout_seconds == 60
+    caches = dict(process.append_only_caches)
+    assert caches["rocm_toolchain_abc"] == ".rocm" and caches["rocm_build_logs"] == ".logs"
+    assert caches[BuildPython("/elsewhere/bin/python3.11", "CPython", "3.11.2").cache_name] == ".python"
+    assert [v for k, v in caches.items() if k.startswith("rocm_ccache_")] == [".ccache"]
+    # The machine's copy of the build venv: a named cache, named inside by the request's venv_key.
+    assert caches["rocm_build_venvs"] == ".build-venvs" and env["ROCM_BUILD_VENV_KEY"] == ""
+
+
+def test_a_stacked_tree_comes_as_the_pack_and_a_cache_of_its_checkouts(rule_runner) -> None:
+    spec = wheel_build(rule_runner)
+    merged = process_for(rule_runner, spec)
+    assert not merged.immutable_input_digests and "rocm_source_trees" not in dict(merged.append_only_caches)
+    pack = rule_runner.request(Digest, [CreateDigest([FileContent("repos", b"a" * 40 + b" .\n")])])
+    stacked = process_for(rule_runner, spec, pack=pack)
+    # The pack is in the key (an immutable input); its checkout, made once per machine, is not.
+    assert dict(stacked.immutable_input_digests) == {".source-pack": pack}
+    assert dict(stacked.append_only_caches)["rocm_source_trees"] == ".source-trees"
+    # Which git checks it out is not in the key (the checkout's name holds it): wheels are
+    # shared between machines with different gits.
+    assert "ROCM_BUILD_GIT" not in stacked.env
+    # In a container the pack is checked out into the sandbox before it starts: no cache of
+    # checkouts is mounted into the container.
+    contained = container_process_for(rule_runner, wheel_build(rule_runner, environment="'mini-box'"), pack=pack)
+    assert dict(contained.immutable_input_digests) == {".source-pack": pack}
+    assert "rocm_source_trees" not in dict(contained.append_only_caches)
+
+
+def test_ccache_remote_storage_is_in_no_key(rule_runner) -> None:
+    spec = wheel_build(rule_runner)
+    before = process_for(rule_runner, spec)
+    assert dict(before.append_only_caches)["rocm_build_ccache_remote"] == ".ccache-remote"
+    rule_runner.set_options(["--rocm-build-ccache-remote-storage=redis://alice:s3cret@cache.example.com:6379"])
+    assert process_for(rule_runner, spec) == before
+
+
+def test_a_build_can_find_its_toolchain_where_it_is_usually_installed() -> None:
+    # What a build needs to link its toolchain itself (a remote-execution worker): the
+    # compiler's own words, and standard roots derived from them, never where it was found.
+    def toolchain(provider: str, identity: str) -> ResolvedToolchain:
+        return ResolvedToolchain(Address("components", target_name="tc"), provider, identity, "x", "rocm_toolchain_abc")
+
+    llvm = toolchain("llvm", "provider=llvm\nversion=\nDebian clang version 19.1.7 (3+b1)\nTarget: x86_64-pc-linux-gnu\ncmake version 3.25.1")
+    assert (llvm.compiler_version, llvm.standard_roots()) == ("Debian clang version 19.1.7 (3+b1)", ("/usr/lib/llvm-19",))
+    rocm = toolchain("path", "provider=path\nversion=\nrocm 7.14.0\nAMD clang version 20.0.0git (rocm-7.14.0)\ncmake: none")
+    assert (rocm.compiler_version, rocm.standard_roots()) == ("AMD clang version 20.0.0git (rocm-7.14.0)", ("/opt/rocm-7.14.0",))
+    assert rocm.clang == ".rocm/root/lib/llvm/bin/clang"
+
+
+def test_the_search_path_for_workers_is_in_the_key(rule_runner) -> None:
+    spec = wheel_build(rule_runner)
+    before = process_for(rule_runner, spec)
+    rule_runner.set_options(["--rocm-build-worker-search-path=['/opt/python/3.11.2', '/opt/rocm']"])
+    after = process_for(rule_runner, spec)
+    assert dict(after.env)["ROCM_BUILD_PYTHON_CANDIDATES"] == "/opt/python/3.11.2 /opt/rocm"
+    assert after != before
+
+
+def test_opting_out_of_isolation_changes_the_key(rule_runner) -> None:
+    spec = wheel_build(rule_runner)
+    isolated, host = process_for(rule_runner, spec), process_for(rule_runner, spec, isolation=False)
+    assert dict(host.env)["ROCM_BUILD_NETWORK"] == "host"
+    assert isolated != host
+
+
+def test_bad_archive_variable_and_positive_numbers_are_refused(rule_runner) -> None:
+    with pytest.raises(ExecutionError, match="`archives` key 'LLVM-SYSPATH' is not an environment variable name"):
+        wheel_build(rule_runner, archives="{'LLVM-SYSPATH': 'components:llvm-tree'}")
+    with pytest.raises(ExecutionError, match="The 'timeout' field in target components/mini:wheel must be greater than zero"):
+        wheel_build(rule_runner, timeout="0")
+
+
+def test_supported_gpu_targets_are_checked_and_need_their_source(rule_runner: RuleRunner) -> None:
+    spec = wheel_build(rule_runner)
+    assert spec.unsupported_gpu_targets() is None  # no upstream list: nothing to check
+    source = "'https://example.invalid/list#L3'"
+    assert wheel_build(rule_runner, supported_gpu_targets="['gfx1100', 'gfx1151']", supported_gpu_targets_source=source).unsupported_gpu_targets() is None
+    spec = wheel_build(rule_runner, supported_gpu_targets="['gfx942', 'gfx1100']", supported_gpu_targets_source=source)
+    assert spec.unsupported_gpu_targets() == (
+        "components/mini:wheel is asked for gfx1151 (gpu_targets: gfx1100, gfx1151), but its upstream builds only "
+        "gfx942, gfx1100 (supported_gpu_targets, from https://example.invalid/list#L3)"
+    )
+    with pytest.raises(ExecutionError, match="`supported_gpu_targets` needs `supported_gpu_targets_source`: a link"):
+        wheel_build(rule_runner, supported_gpu_targets="['gfx942']")
+    with pytest.raises(ExecutionError, match="unknown gpu target `gfx9420` in `supported_gpu_targets`"):
+        wheel_build(rule_runner, supported_gpu_targets="['gfx9420']", supported_gpu_targets_source=source)
+
+
+def test_dependencies_must_build_with_the_same_python(rule_runner: RuleRunner) -> None:
+    rule_runner.write_files(
+        {"components/dep/BUILD": "rocm_wheel(name='wheel', source='components/mini:src', toolchain='components:llvm', python='3.12')\n"}
+    )
+    with pytest.raises(ExecutionError, match=(
+        "components/mini:wheel builds with `python` = '3.11', but its dependency components/dep:wheel builds "
+        "with '3.12': it has no variant for '3.11'"
+    )):  # fmt: skip
+        wheel_build(rule_runner, dependencies="['components/dep:wheel']")
+    # The same Python spelled as a constraint is the same Python.
+    spec = wheel_build(rule_runner, dependencies="['components/dep:wheel']", python="'CPython==3.12.*'")
+    assert spec.dependencies == (Address("components/dep", target_name="wheel"),)

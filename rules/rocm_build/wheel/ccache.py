@@ -1,0 +1,75 @@
+"""ccache's remote storage (`[rocm-build] ccache_remote_storage`), kept out of every key.
+
+The plugin writes the configured address into a named cache that every build process has
+(named caches are not part of a process's key), or removes it when unset; each session
+checks that the server answers; the build's script starts a forwarder from it
+(scripts/ccache_remote.py). So the address and its credentials are never in a Process's env
+or argv (which are keys, and which Pants logs at -ldebug), and changing them rebuilds nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass
+
+from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
+from pants.option.global_options import NamedCachesDirOption
+from pants.engine.rules import Get, collect_rules, rule
+
+from rocm_build.errors import RocmBuildError
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_digest
+from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
+from rocm_build.subsystems.host_tools import HostTools
+
+logger = logging.getLogger(__name__)
+
+CCACHE_REMOTE_CACHE = "rocm_build_ccache_remote"
+CCACHE_REMOTE_DIR = ".ccache-remote"
+OPTION = "[rocm-build] ccache_remote_storage (PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE)"
+SCRIPT = load_script("ccache_remote.py")  # the same bytes the build's forwarder runs
+
+
+@dataclass(frozen=True)
+class CcacheRemote:
+    shown: str  # the server without credentials; "" when none is configured
+    problem: str  # why it does not answer; "" when it does
+
+
+@rule(desc="Configuring ccache's remote storage")
+async def configure_ccache_remote(
+    settings: RocmBuildSubsystem, tools: HostTools, named_caches: NamedCachesDirOption
+) -> CcacheRemote:
+    # Written here, not by a process: a process's env and argv are in its key and in Pants'
+    # -ldebug log ("spawned local process ... env: {...}"), and the address may hold a password.
+    try:
+        SCRIPT.store(os.path.join(named_caches.val, CCACHE_REMOTE_CACHE), settings.ccache_remote_storage)
+    except SCRIPT.BadAddress as e:
+        raise RocmBuildError(f"{OPTION}: {e}; expected {SCRIPT.ACCEPTED}") from None
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(tools.python.path, f"{SCRIPTS_DIR}/ccache_remote.py", "probe", CCACHE_REMOTE_DIR),
+            env={"PATH": "/usr/bin:/bin"},
+            input_digest=await script_digest("ccache_remote.py"),
+            append_only_caches={CCACHE_REMOTE_CACHE: CCACHE_REMOTE_DIR},
+            description="Checking ccache's remote storage",
+            # Every session: whether the server answers now.
+            cache_scope=ProcessCacheScope.PER_SESSION,
+        ),
+    )
+    if result.exit_code != 0:
+        raise RocmBuildError(f"{OPTION}: {result.stderr.decode().strip()}")
+    status = json.loads(result.stdout)
+    remote = CcacheRemote(status["shown"], status["problem"] or "")
+    if remote.problem:
+        logger.warning(
+            f"ccache remote storage {remote.shown} ({OPTION}) does not answer: {remote.problem}. "
+            "Builds go on with only this machine's compiler cache."
+        )
+    return remote
+
+
+def rules():
+    return collect_rules()

@@ -1,0 +1,111 @@
+"""ccache's remote storage: the address is parsed, written where builds find it, kept out of
+every key, and a server that does not answer is a warning."""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import stat
+import types
+from pathlib import Path
+
+import pytest
+from pants.core.util_rules import system_binaries
+from pants.engine.internals.scheduler import ExecutionError
+from pants.testutil.rule_runner import QueryRule, RuleRunner
+
+from rocm_build import register
+from rocm_build.wheel.ccache import CCACHE_REMOTE_CACHE, CcacheRemote
+from rocm_build.sandbox_scripts import script_bytes
+
+
+def script() -> types.ModuleType:
+    module = types.ModuleType("ccache_remote")
+    exec(script_bytes("ccache_remote.py"), module.__dict__)
+    return module
+
+
+@pytest.mark.parametrize(
+    "address, target, shown, url",
+    [
+        ("redis://cache.example.com", ["tcp", "cache.example.com", 6379], "redis://cache.example.com:6379",
+         "redis+unix://@SOCKET@"),
+        ("redis://alice:s3cret@10.0.0.5:7000/2|read-only=true", ["tcp", "10.0.0.5", 7000], "redis://10.0.0.5:7000",
+         "redis+unix://alice:s3cret@localhost@SOCKET@?db=2|read-only=true"),
+        # A password alone: ccache 4.7 authenticates only with `PASSWORD@`, not `:PASSWORD@`.
+        ("redis://:pw@cache", ["tcp", "cache", 6379], "redis://cache:6379", "redis+unix://pw@localhost@SOCKET@"),
+        ("redis+unix:/run/redis/redis.sock?db=1", ["unix", "/run/redis/redis.sock"], "redis+unix:/run/redis/redis.sock",
+         "redis+unix://@SOCKET@?db=1"),
+    ],
+)  # fmt: skip
+def test_the_address_becomes_a_server_to_relay_to_and_a_url_for_ccache(address, target, shown, url) -> None:
+    parsed = script().parse(address)
+    assert (parsed["target"], parsed["shown"], parsed["url"]) == (target, shown, url)
+
+
+@pytest.mark.parametrize(
+    "address, why",
+    [
+        ("http://cache.example.com/ccache", "the scheme `http` is not redis or redis+unix"),
+        ("redis://host:notaport", "the port is not a number from 0 to 65535"),
+        # Whatever was mistyped may be a password: the refusal never quotes the address.
+        ("redis://cache:s3cret", "the port is not a number from 0 to 65535"),
+        (":s3cret@cache:6379", "no scheme"),
+        ("redis://host/zero", "the database `zero` is not a number"),
+        ("redis+unix:relative.sock", "the socket path is not absolute"),
+    ],
+)
+def test_a_bad_address_is_refused(address, why) -> None:
+    module = script()
+    with pytest.raises(module.BadAddress, match=re.escape(why)) as e:
+        module.parse(address)
+    assert "s3cret" not in str(e.value)
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def rule_runner(tmp_path: Path) -> RuleRunner:
+    return RuleRunner(
+        rules=[*register.rules(), *system_binaries.rules(), QueryRule(CcacheRemote, [])],
+        target_types=register.target_types(),
+        bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
+        isolated_local_store=True,
+    )
+
+
+def test_the_address_goes_to_a_private_file_in_a_named_cache_and_a_silent_server_is_a_warning(
+    rule_runner: RuleRunner, tmp_path: Path, caplog
+) -> None:
+    port = closed_port()
+    # set_options drops the runner's bootstrap args: name the named caches again, or the rule
+    # would write to the real ones.
+    named = f"--named-caches-dir={tmp_path / 'named'}"
+    rule_runner.set_options([f"--rocm-build-ccache-remote-storage=redis://:pw@127.0.0.1:{port}", named])
+    remote = rule_runner.request(CcacheRemote, [])
+    assert remote.shown == f"redis://127.0.0.1:{port}"
+    assert remote.problem.startswith("cannot connect: [Errno 111] Connection refused")
+    assert f"ccache remote storage redis://127.0.0.1:{port} ([rocm-build] ccache_remote_storage" in caplog.text
+    assert "pw" not in caplog.text
+    stored = tmp_path / "named" / CCACHE_REMOTE_CACHE / "storage.json"
+    assert json.loads(stored.read_text())["url"] == "redis+unix://pw@localhost@SOCKET@"
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600
+    # Unset: builds find nothing and use only their local cache.
+    rule_runner.set_options([named])
+    assert rule_runner.request(CcacheRemote, []) == CcacheRemote("", "")
+    assert not stored.exists()
+
+
+def test_a_bad_address_names_the_option(rule_runner: RuleRunner, tmp_path: Path) -> None:
+    rule_runner.set_options(["--rocm-build-ccache-remote-storage=memcached://cache:11211", f"--named-caches-dir={tmp_path / 'named'}"])
+    with pytest.raises(ExecutionError) as e:
+        rule_runner.request(CcacheRemote, [])
+    assert (
+        "[rocm-build] ccache_remote_storage (PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE): the scheme `memcached` is "
+        "not redis or redis+unix; expected redis://[[USER:]PASSWORD@]HOST[:PORT][/DB] or redis+unix:/PATH/TO/SOCKET"
+    ) in str(e.value)

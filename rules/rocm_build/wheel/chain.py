@@ -1,0 +1,93 @@
+"""A rocm_wheel chain in build order, and the checks that need no compile, run before any build.
+
+A torch build takes hours: whatever can be known without compiling (preflight.py: a gpu
+target upstream does not build, a missing toolchain, an archive nobody resolved, a file the
+recipe names that the pinned tree lacks, a lock that no longer matches its tree, pip's
+cmake) stops `package` before the first build of the chain, with every problem found.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Tuple
+
+from pants.engine.addresses import Address
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+
+from rocm_build.wheel.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.errors import RocmBuildError
+from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
+
+logger = logging.getLogger(__name__)
+
+
+async def wheel_chain(root: Address) -> Tuple[WheelBuildSpec, ...]:
+    """The rocm_wheel builds `root` needs, itself last, in build order.
+
+    Raises on a cycle with a message that names the rocm_wheel chain (Pants' own cycle
+    message talks about Python imports).
+    """
+    path: list = []
+    order: list = []
+
+    async def visit(address: Address) -> None:
+        if address in path:
+            cycle = " -> ".join(a.spec for a in [*path[path.index(address):], address])
+            raise RocmBuildError(
+                f"{root.spec}: rocm_wheel dependencies form a cycle: {cycle}. A wheel cannot be "
+                "built from itself; remove one of these `dependencies` edges."
+            )
+        if any(s.address == address for s in order):
+            return
+        path.append(address)
+        spec = await Get(WheelBuildSpec, WheelRequest(address))
+        for dep in spec.dependencies:
+            await visit(dep)
+        order.append(spec)
+        path.pop()
+
+    await visit(root)
+    return tuple(order)
+
+
+@dataclass(frozen=True)
+class ChainRequest:
+    root: Address
+
+
+@dataclass(frozen=True)
+class CheckedChain:
+    specs: Tuple[WheelBuildSpec, ...]  # in build order, the root last
+
+
+def raise_problems(root: Address, statuses: Tuple[ComponentStatus, ...]) -> None:
+    problems = list(dict.fromkeys(p for status in statuses for p in status.problems))
+    if problems:
+        raise RocmBuildError(
+            f"{root.spec}: {len(problems)} problem(s) found before any build "
+            f"(`pants rocm-plan --check {root.spec}` lists them too):\n"
+            + "\n".join(f"- {p}" for p in problems)
+        )
+
+
+@rule(desc="Checking a rocm_wheel chain before any work")
+async def check_chain(request: ChainRequest) -> CheckedChain:
+    chain = await wheel_chain(request.root)
+    # What needs no fetch first: a machine without ROCm stops here, naming the toolchain.
+    quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in chain)
+    raise_problems(request.root, quick)
+    for status in quick:
+        if status.skipped:
+            logger.warning(status.skipped)
+    # Then every pinned tree, fetched and patched: files the recipes name, locks, cmake.
+    trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in chain)
+    raise_problems(request.root, trees)
+    for status in trees:
+        for note in status.notes:
+            logger.info(f"{status.owner}: {note}")
+    return CheckedChain(chain)
+
+
+def rules():
+    return collect_rules()

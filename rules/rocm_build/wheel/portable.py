@@ -1,0 +1,98 @@
+"""Which manylinux policy a built wheel meets, by `auditwheel show` (PyPI's auditwheel).
+
+A wheel built in a glibc-2.42 image may not load on a glibc-2.39 host; auditwheel reads the
+versioned symbols and the shared libraries the wheel's ELF files need and names the most
+portable platform tag the wheel is consistent with. Where that is a manylinux tag the wheel
+is tagged with it (nothing is grafted in: a wheel that needs libraries outside the policy,
+such as the ROCm runtime, is consistent only with `linux_*` and keeps that tag). The policy
+goes into `rocm_build_info.json` either way.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+
+from pants.backend.python.subsystems.python_tool_base import PythonToolBase
+from pants.backend.python.target_types import ConsoleScript
+from pants.backend.python.util_rules import pex
+from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
+from pants.engine.fs import Digest
+from pants.engine.process import Process, ProcessResult
+from pants.engine.rules import Get, collect_rules, rule
+from pants.util.logging import LogLevel
+
+from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
+
+_TAG = re.compile(r'consistent\s+with\s+the\s+following\s+platform\s+tag:\s+"([^"]+)"')
+
+
+class Auditwheel(PythonToolBase):
+    options_scope = "auditwheel"
+    name = "auditwheel"
+    help = "auditwheel (https://github.com/pypa/auditwheel): the manylinux policy each built wheel meets."
+    default_version = "auditwheel==6.8.2"
+    default_main = ConsoleScript("auditwheel")
+    default_requirements = ["auditwheel>=6,<7"]
+    register_interpreter_constraints = True
+    default_interpreter_constraints = ["CPython>=3.10,<3.14"]
+    # Installed from a resolve of the repository (pants.toml: `[auditwheel] install_from_resolve`,
+    # pinned with hashes in its lock); Pants' tool base wants a built-in lock's name all the
+    # same, and this plugin ships none.
+    default_lockfile_resource = ("rocm_build", "auditwheel.lock")
+
+
+@dataclass(frozen=True)
+class PlatformPolicyRequest:
+    wheel: Digest  # the wheel alone, at the digest root
+    wheel_name: str
+
+
+@dataclass(frozen=True)
+class PlatformPolicy:
+    tag: str  # e.g. manylinux_2_28_x86_64, or linux_x86_64 when no policy holds; `any` if pure
+
+    @property
+    def manylinux(self) -> bool:
+        return self.tag.startswith(("manylinux", "musllinux"))
+
+    def to_json(self) -> dict:
+        # The tool is pinned by the lock of its resolve ([auditwheel].install_from_resolve).
+        if self.tag == "any":
+            return {"tag": "any", "by": "wheel file name (pure Python: nothing for auditwheel to check)"}
+        return {"tag": self.tag, "by": "auditwheel show"}
+
+
+def policy_tag(report: str) -> str:
+    found = _TAG.search(report)
+    if not found:
+        raise ValueError(f"auditwheel said no platform tag:\n{report}")
+    return found.group(1)
+
+
+@rule(desc="Checking a wheel's manylinux policy", level=LogLevel.DEBUG)
+async def platform_policy(request: PlatformPolicyRequest, auditwheel: Auditwheel) -> PlatformPolicy:
+    if request.wheel_name[: -len(".whl")].endswith("-any"):
+        # A pure wheel has no ELF files; `auditwheel show` exits 1 on it ("This does not
+        # look like a platform wheel").
+        return PlatformPolicy("any")
+    pex = await Get(VenvPex, PexRequest, auditwheel.to_pex_request())
+    process = await Get(
+        Process,
+        VenvPexProcess(
+            pex,
+            argv=("show", request.wheel_name),
+            input_digest=request.wheel,
+            description=f"auditwheel show {request.wheel_name}",
+            level=LogLevel.DEBUG,
+        ),
+    )
+    # The input is a wheel: with a remote cache, ask it before pulling the wheel for a local run.
+    result = await Get(ProcessResult, Process, replace(process, remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS))
+    return PlatformPolicy(policy_tag(result.stdout.decode()))
+
+
+def rules():
+    # The pex rules come with Pants' Python backend; listed so that rule sets without it (the
+    # plugin's RuleRunner tests) still have what auditwheel's venv needs.
+    return [*collect_rules(), *pex.rules()]

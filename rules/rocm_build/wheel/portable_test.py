@@ -1,0 +1,59 @@
+import types
+
+import pytest
+
+from pants.engine.fs import EMPTY_DIGEST
+from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
+from pants.engine.process import Process, ProcessResult
+from pants.testutil.rule_runner import MockGet, run_rule_with_mocks
+
+from rocm_build.wheel.portable import PlatformPolicyRequest, platform_policy, policy_tag
+from rocm_build.sandbox_scripts import script_bytes
+
+# What auditwheel 6.8.2 printed for the mini aotriton wheel (it wraps lines), and the ending
+# of its report for a wheel that needs a library outside every policy.
+MANYLINUX = """
+mini_aotriton-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl is
+consistent with the following platform tag: "manylinux_2_5_x86_64".
+
+The wheel references no external versioned symbols from
+system-provided shared libraries.
+"""
+LINUX = """
+torch-2.13.0+rocm7.14gfx1151-cp312-cp312-linux_x86_64.whl is consistent
+with the following platform tag: "linux_x86_64".
+
+The wheel requires additional external shared libraries: libamdhip64.so.7
+"""
+
+
+def test_the_policy_is_read_from_auditwheels_report() -> None:
+    assert policy_tag(MANYLINUX) == "manylinux_2_5_x86_64"
+    assert policy_tag(LINUX) == "linux_x86_64"
+    with pytest.raises(ValueError, match="auditwheel said no platform tag"):
+        policy_tag("usage: auditwheel show [-h] WHEEL_FILE\n")
+
+
+def test_retagging_rewrites_the_wheel_tags_and_the_name() -> None:
+    wheel_files = types.ModuleType("wheel_files")
+    exec(script_bytes("wheel_files.py"), wheel_files.__dict__)
+    data, name = wheel_files.retag(
+        b"Wheel-Version: 1.0\nGenerator: setuptools\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
+        "mini_aotriton-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl",
+        "manylinux_2_5_x86_64",
+    )
+    assert data == b"Wheel-Version: 1.0\nGenerator: setuptools\nRoot-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_5_x86_64\n"
+    assert name == "mini_aotriton-1.0.0+llvm19gfx1151-cp311-cp311-manylinux_2_5_x86_64.whl"
+
+
+def test_a_pure_wheel_is_not_given_to_auditwheel() -> None:
+    # auditwheel exits 1 on a wheel without ELF files; no process may run for one.
+    def refuse(*_):
+        raise AssertionError("auditwheel was asked about a pure wheel")
+
+    request = PlatformPolicyRequest(EMPTY_DIGEST, "big_torch-1.0.0+llvm19gfx1151-py3-none-any.whl")
+    policy = run_rule_with_mocks(platform_policy, rule_args=[request, None], mock_gets=[
+        MockGet(VenvPex, (PexRequest,), refuse), MockGet(Process, (VenvPexProcess,), refuse),
+        MockGet(ProcessResult, (Process,), refuse)])  # fmt: skip
+    assert (policy.tag, policy.manylinux) == ("any", False)
+    assert policy.to_json()["by"].startswith("wheel file name")

@@ -1,0 +1,329 @@
+"""The preflight's run of the upstream's own cheap steps, offline, before any compile.
+
+Three checks of a rocm_wheel's patched tree that the file checks (preflight.py) cannot make:
+
+- the upstream's PEP 517 metadata hook (`prepare_metadata_for_build_wheel` of the backend its
+  pyproject.toml names, else setuptools' legacy backend over setup.py), run by build_wheel.sh
+  in the build's own sandbox: the same Process as the build (venv with the lock and the
+  prebuilt dependency wheels, environment, network namespace), stopping before the build
+  steps (scripts/metadata_hook.py). It catches a version lookup that needs `.git` and a build
+  requirement the lock lacks.
+- a scan of the tree for configure-time downloads (scripts/tree_scan.py, a process keyed by the
+  tree alone): each hit is in a file `downloads_covered` maps to an override variable the
+  recipe sets, or it is a problem naming file and line.
+- the torch/triton versions the upstream names (vLLM's `TORCH_SUPPORTED_VERSION_ROCM`,
+  `torch==X` in its requirement files) against the chain's: a prebuilt dependency's pinned
+  version, or a from-source dependency's PYTORCH_BUILD_VERSION / pin version.
+
+The rocm_wheel dependencies are not built yet when this runs: a module or build requirement
+that one of them provides (by pin name or `kind`) is a note, not a problem.
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass, replace
+from typing import Dict, List, Sequence, Tuple
+
+from pants.engine.addresses import Address
+from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestSubset, FileContent, MergeDigests, PathGlobs
+from pants.engine.process import FallibleProcessResult, Process
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.logging import LogLevel
+
+from rocm_build.wheel.build_request import NOT_RUN, PreflightBuild, PreflightWheelRequest, WheelBuildRequest, WheelBuildSpec, WheelRequest
+from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
+from rocm_build.wheel.recipe_paths import named_paths
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes, script_digest
+from rocm_build.upstream.source_tree import PACK_ROOT, SourceTree
+from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
+from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+
+HOOK_OUT = "out/preflight.json"
+TOUCHED = ".touched"
+TAIL_LINES = 4
+# Versions a chain's torch and triton come as: the dependency's kind, and the variable its
+# recipe may set the version with.
+CHAIN_PACKAGES = {"torch": "PYTORCH_BUILD_VERSION", "triton": "TRITON_WHEEL_VERSION"}
+TRITON_WHEELS = {"triton", "pytorch_triton_rocm", "pytorch_triton"}
+TREE_SCAN = load_script("tree_scan.py")
+
+
+def module_name(name: str) -> str:
+    return re.sub(r"[-.]+", "_", name).lower()
+
+
+# ------------------------------------------------------------------------- the metadata hook
+
+
+@dataclass(frozen=True)
+class MetadataHookRequest:
+    address: Address
+    project: str  # the directory the wheel command builds, tree-relative ("" is the root)
+
+
+@dataclass(frozen=True)
+class MetadataHook:
+    result: str  # metadata_hook.py's JSON
+
+
+@rule(desc="Running an upstream's metadata hook in its build sandbox")
+async def run_metadata_hook(request: MetadataHookRequest) -> MetadataHook:
+    prepared = await Get(PreflightBuild, PreflightWheelRequest(request.address))
+    build = await Get(Process, WheelBuildRequest, prepared.request)
+    spec = prepared.request.spec
+    hook = await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/metadata_hook.py", script_bytes("metadata_hook.py"))]))
+    # The build's own process, told to stop after the venv (build_wheel.sh): same sandbox,
+    # environment and network; its log is kept apart from the build's.
+    env = {**build.env, "ROCM_BUILD_PREFLIGHT": request.project or ".", "ROCM_BUILD_LOG_NAME": build.env["ROCM_BUILD_LOG_NAME"] + ".preflight"}
+    if "ROCM_BUILD_CONTAINER_ENV" in env:  # in an image the switch must reach the container too
+        env["ROCM_BUILD_CONTAINER_ENV"] = " ".join(sorted({*env["ROCM_BUILD_CONTAINER_ENV"].split(), "ROCM_BUILD_PREFLIGHT"}))
+    process = replace(
+        build,
+        env=env,
+        input_digest=await Get(Digest, MergeDigests([build.input_digest, hook])),
+        description=f"Running the metadata hook of {spec.owner} (preflight, no compile)",
+        timeout_seconds=900,
+    )
+    result = await Get(FallibleProcessResult, Process, process)
+    if result.exit_code != 0:
+        output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
+        raise RocmBuildError(
+            f"{spec.owner}: the preflight could not run the metadata hook in the build's sandbox "
+            f"(exit {result.exit_code}):\n{indent(tail(output, 8))}"
+        )
+    contents = await Get(DigestContents, DigestSubset(result.output_digest, PathGlobs([HOOK_OUT])))
+    if not contents:
+        output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
+        raise RocmBuildError(
+            f"{spec.owner}: the preflight's metadata hook wrote no result ({HOOK_OUT}) in the build's sandbox; "
+            f"its output ended:\n{indent(tail(output, 8))}"
+        )
+    return MetadataHook(contents[0].content.decode())
+
+
+def hook_findings(spec: WheelBuildSpec, project: str, where: str, result: dict, provided: Dict[str, str]) -> Tuple[List[str], List[str]]:
+    """(problems, notes) from metadata_hook.py's result. `provided`: module name -> the
+    rocm_wheel dependency that provides it once built."""
+    problems: List[str] = []
+    notes: List[str] = []
+    owner, build_file = spec.owner, f"{spec.address.spec_path}/BUILD"
+    file = f"{project}/{result['file']}" if project else result["file"]
+    for unmet in result["unmet_requires"]:
+        name = module_name(unmet["name"])
+        if name == "cmake":
+            continue  # left to the system's (seed 000)
+        if name in provided:
+            notes.append(f"{file} build-system requires `{unmet['requirement']}`: {provided[name]} provides it (built first)")
+            continue
+        have = f"the lock has {unmet['name']} {unmet['installed']}" if unmet["installed"] else "the lock lacks it"
+        problems.append(
+            f"{owner}: {file} of {where} requires `{unmet['requirement']}` to build, but {have}. "
+            f"Fix: add `{unmet['requirement']}` to `build_requirements` in {build_file} and relock: "
+            f"pants lock-build-requirements {owner}"
+        )
+    if result["ok"]:
+        return problems, notes
+    last = indent("\n".join(result["tail"][-TAIL_LINES:]), "        ")
+    module = result["missing_module"]
+    if result["needs_git"]:
+        pins = spec.upstream.pins_file
+        current = f" (`version_env` = {list(spec.version_env)} did not reach it)" if spec.version_env else ""
+        said = indent(result["git_said"], "        ")
+        problems.append(
+            f"{owner}: the metadata hook of {file} ({where}) needs `.git` to know its version, and a build's tree has "
+            f"none{current}:\n{said}\n"
+            f"      Fix: set `version_env` in {build_file} to the variable the upstream reads instead, e.g. "
+            f"`version_env=[\"SETUPTOOLS_SCM_PRETEND_VERSION\"]`; it gets {spec.version} (the pin's version: "
+            f"add `version = \"...\"` to [{spec.upstream.pin_name}] in {pins} if that is not it)."
+        )
+    elif module and module_name(module.split(".")[0]) in provided:
+        notes.append(
+            f"the metadata hook of {file} imports {module}, which {provided[module_name(module.split('.')[0])]} "
+            "provides once built: checked by the build"
+        )
+    elif module:
+        problems.append(
+            f"{owner}: the metadata hook of {file} ({where}) cannot import {module}; it ended:\n{last}\n"
+            f"      Fix: add the distribution that provides `{module}` to `build_requirements` in {build_file} "
+            f"and relock: pants lock-build-requirements {owner}"
+        )
+    else:
+        problems.append(f"{owner}: the metadata hook of {file} ({where}) failed; it ended:\n{last}")
+    return problems, notes
+
+
+# ---------------------------------------------------------------------------- the tree scan
+
+
+@dataclass(frozen=True)
+class TreeScanRequest:
+    source: SourceTree
+    owner: str  # for messages only
+
+
+@dataclass(frozen=True)
+class TreeScan:
+    result: str  # tree_scan.py's JSON
+
+
+@rule(desc="Scanning an upstream tree for downloads and versions")
+async def scan_tree(request: TreeScanRequest, tools: HostTools) -> TreeScan:
+    source = request.source
+    touched = await Get(Digest, CreateDigest([FileContent(TOUCHED, "".join(f"{p}\n" for p in source.touched).encode())]))
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(tools.python.path, f"{SCRIPTS_DIR}/tree_scan.py", f"{PACK_ROOT}/{PACK_DIR}", TREE_DIR, TOUCHED),
+            env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+                 "ROCM_BUILD_GIT": tools.git.fingerprint},  # fmt: skip
+            input_digest=await Get(
+                Digest, MergeDigests([await script_digest("tree_scan.py", "source_pack.py"), source.changes, touched])
+            ),
+            immutable_input_digests={PACK_ROOT: source.pack},
+            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
+            description=f"Scanning the tree of {request.owner} for downloads and versions",
+            level=LogLevel.DEBUG,
+        ),
+    )
+    if result.exit_code != 0:
+        raise RocmBuildError(
+            f"{request.owner}: scanning the fetched source failed (exit {result.exit_code}):\n"
+            f"{indent(tail(result.stderr.decode(errors='replace'), 8))}"
+        )
+    return TreeScan(result.stdout.decode())
+
+
+def runs_in_build(file: str, project: str) -> bool:
+    """CMake files may be included from anywhere; a Python file counts where the build runs
+    it: beside the project's setup.py, at the top, or in a top-level build directory (not the
+    setup.py of another project in the tree, e.g. flash-attention's hopper/)."""
+    if not file.endswith(".py"):
+        return True
+    directory = posixpath.dirname(file)
+    return directory in ("", project) or file.split("/")[0] in TREE_SCAN.BUILD_DIRS
+
+
+def download_findings(spec: WheelBuildSpec, where: str, scan: dict, project: str = "") -> Tuple[List[str], List[str]]:
+    """(problems, notes): each download in a file `downloads_covered` does not cover."""
+    owner, build_file = spec.owner, f"{spec.address.spec_path}/BUILD"
+    set_by_recipe = {*spec.env, *(var for var, _ in spec.archives)}
+    problems: List[str] = []
+    notes: List[str] = []
+    by_file: Dict[str, list] = {}
+    for hit in scan["downloads"]:
+        if not runs_in_build(hit["file"], project):
+            continue
+        if hit["what"] == "pip install":
+            # Every build's pip finds only the lock's wheelhouse (PIP_NO_INDEX, build_wheel.sh):
+            # not a download, but what it installs must be locked.
+            notes.append(f"{hit['file']} line {hit['line']} runs pip (`{hit['text']}`): it installs from the lock's wheelhouse only")
+            continue
+        by_file.setdefault(hit["file"], []).append(hit)
+    for file, hits in by_file.items():
+        var = spec.downloads_covered.get(file)
+        lines = "; ".join(f"line {h['line']} {h['what']}: `{h['text']}`" for h in hits)
+        if var is not None and var.startswith(NOT_RUN):
+            continue  # the recipe says why the build never gets there (e.g. a CUDA-only CMake file)
+        if var is None:
+            problems.append(
+                f"{owner}: {file} ({where}) would download at build time, which a build cannot (no network): {lines}. "
+                f"Fix: pin what it fetches (an upstream_archive in `archives`) and map the file to the variable "
+                f"that makes it use that copy in `downloads_covered` in {build_file} (or `\"{NOT_RUN} <why>\"` where "
+                "this build never reaches it), or patch the download out."
+            )
+        elif var not in set_by_recipe:
+            problems.append(
+                f"{owner}: `downloads_covered` maps {file} to {var}, but the recipe does not set {var}: add it to "
+                f"`archives` (a pinned upstream_archive) or `env` in {build_file}."
+            )
+        elif var not in scan["env_vars"].get(file, []):
+            problems.append(
+                f"{owner}: `downloads_covered` maps {file} to {var}, but {file} ({where}) does not read {var}; "
+                f"its downloads stay: {lines}. Fix the variable in {build_file}, or patch the download out."
+            )
+    for file in sorted(set(spec.downloads_covered) - set(by_file)):
+        notes.append(f"`downloads_covered` names {file}, which downloads nothing at {where}: drop it")
+    return problems, notes
+
+
+# ------------------------------------------------------------------------ version agreement
+
+
+@dataclass(frozen=True)
+class ChainVersionsRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class ChainVersions:
+    # (package, version, where the chain says it): torch and triton of the dependencies
+    versions: Tuple[Tuple[str, str, str], ...]
+    # module name -> the rocm_wheel dependency that provides it once built
+    provided: Tuple[Tuple[str, str], ...]
+
+
+@rule(desc="Reading the torch and triton a rocm_wheel chain builds or pins")
+async def chain_versions(request: ChainVersionsRequest) -> ChainVersions:
+    seen: Dict[Address, WheelBuildSpec] = {}
+    queue = [request.address]
+    prebuilt: List[Address] = []
+    while queue:
+        spec = await Get(WheelBuildSpec, WheelRequest(queue.pop()))
+        for dep in spec.dependencies:
+            if dep not in seen:
+                seen[dep] = await Get(WheelBuildSpec, WheelRequest(dep))
+                queue.append(dep)
+        prebuilt += [p for p in spec.prebuilt if p not in prebuilt]
+    versions: List[Tuple[str, str, str]] = []
+    provided: Dict[str, str] = {}
+    for dep in seen.values():
+        kind = dep.kind
+        for name in (dep.upstream.pin_name, kind):
+            if name != "generic":
+                provided.setdefault(module_name(name), dep.owner)
+        if kind in CHAIN_PACKAGES:
+            var = CHAIN_PACKAGES[kind]
+            if var in dep.env:
+                versions.append((kind, dep.env[var], f"{dep.owner} (`env` {var})"))
+            elif not dep.version.startswith("0.0.0+"):
+                versions.append((kind, dep.version, f"{dep.owner} (pin {dep.upstream.pin_name})"))
+    pins = await MultiGet(Get(PrebuiltSpec, PrebuiltRequest(a, "the `dependencies` of a rocm_wheel")) for a in prebuilt)
+    for pin in pins:
+        name = module_name(pin.pin.project)
+        package = "triton" if name in TRITON_WHEELS else name
+        if package in CHAIN_PACKAGES and pin.pin.version:
+            versions.append((package, pin.pin.version, f"prebuilt_wheel {pin.owner} ({pin.where})"))
+    return ChainVersions(tuple(versions), tuple(sorted(provided.items())))
+
+
+def release(version: str) -> str:
+    """2.13.0+rocm7.14.0 -> 2.13.0, 2.13.0a0+gitabc -> 2.13.0: what must agree."""
+    match = re.match(r"\d+(?:\.\d+)*", version)
+    return match.group(0) if match else version
+
+
+def version_findings(spec: WheelBuildSpec, where: str, scan: dict, chain: Sequence[Tuple[str, str, str]]) -> List[str]:
+    """A requirement file counts when the recipe's `build_requirements` read it (`-r`); CMake,
+    pyproject.toml and setup.py always do."""
+    read = {p.path for p in named_paths(spec.requirements, (), "") if p.named_by.startswith("build_requirements")}
+    problems = []
+    for named in scan["versions"]:
+        requirement_file = named["file"].endswith(".txt") and not named["file"].endswith("CMakeLists.txt")
+        if requirement_file and named["file"] not in read:
+            continue
+        for package, version, said_by in chain:
+            if package == named["name"] and release(named["version"]) != release(version):
+                problems.append(
+                    f"{spec.owner}: {named['file']} line {named['line']} ({where}) names {package} {named['version']} "
+                    f"(`{named['text']}`), but the chain's {package} is {version} ({said_by}). Fix: move one of the "
+                    "pins so they agree, or patch the line if upstream's is wrong."
+                )
+    return problems
+
+
+def rules():
+    return collect_rules()
