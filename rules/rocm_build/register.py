@@ -3,17 +3,19 @@ options, then upstream sources, toolchains, the wheel build, install sets, and t
 
 from pants.core.util_rules.environments import DockerEnvironmentTarget
 
-from rocm_build.goals import lock_build_requirements, plan, verify_reproducible
+from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, package, plan, verify_reproducible
 from rocm_build.install import runtime_lock, runtime_set
 from rocm_build.subsystems import host_tools
-from rocm_build.target_types import ImageRecipeField
 from rocm_build.target_types import target_types as _target_types
+from rocm_build.toolchain.target_types import ImageRecipeField
 from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk
-from rocm_build.upstream import archives, fetch, mirrors, patching, prebuilt, source_tree, upstream_repo
+from rocm_build.upstream import archives, download, fetch, mirrors, patching, prebuilt, source_tree, upstream_repo
 from rocm_build.wheel import (
     build,
-    build_request,
+    build_output,
+    build_process,
     build_requirements,
+    build_spec,
     ccache,
     chain,
     gpu_audit,
@@ -32,6 +34,7 @@ def rules():
         *host_tools.rules(),
         # Upstream sources: pins, fetch, patches, archives, prebuilt wheels
         *mirrors.rules(),
+        *download.rules(),
         *fetch.rules(),
         *source_tree.rules(),
         *patching.rules(),
@@ -44,20 +47,24 @@ def rules():
         *container.rules(),
         DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
         *isolation.rules(),
-        # The wheel build: requirements, compiler cache, request, checks, build, audits
+        # The wheel build: requirements, compiler cache, spec and process, checks, build, audits
         *build_requirements.rules(),
         *ccache.rules(),
-        *build_request.rules(),
+        *build_spec.rules(),
+        *build_process.rules(),
         *preflight.rules(),
         *chain.rules(),
         *build.rules(),
+        *build_output.rules(),
         *gpu_audit.rules(),
         *portable.rules(),
         # Install sets
         *runtime_lock.rules(),
         *runtime_set.rules(),
         # Goals
+        *package.rules(),
         *plan.rules(),
         *lock_build_requirements.rules(),
+        *lock_runtime_requirements.rules(),
         *verify_reproducible.rules(),
     ]

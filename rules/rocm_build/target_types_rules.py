@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Type, TypeVar
 
 from pants.engine.addresses import Address
@@ -11,6 +12,17 @@ from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
 from rocm_build.errors import RocmBuildError
 
 T = TypeVar("T", bound=Target)
+
+
+@dataclass(frozen=True)
+class TargetRequest:
+    """A request about one target, and who named it: `description_of_origin` ("the `source`
+    field of components/vllm:wheel") is what errors about the target say it came from.
+    Each rule's request subclasses it (`UpstreamRequest`, `ArchiveRequest`, ...), so the
+    engine tells them apart."""
+
+    address: Address
+    description_of_origin: str
 
 
 async def expect_target(address: Address, expected: Type[T], description_of_origin: str) -> T:

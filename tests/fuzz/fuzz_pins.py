@@ -8,11 +8,12 @@ import sys
 
 import toml.decoder
 
-from rocm_build.upstream import archive_pins, pins
+from rocm_build.upstream import archive_pins, pins, pins_text
 from rocm_build.upstream.archive_pins import parse_archive_pins
-from rocm_build.upstream.pins import PinsError, parse_pins, parse_prebuilt_pins, set_commit_in_text, set_fields_in_text
+from rocm_build.upstream.pins import PinsError, parse_pins, parse_prebuilt_pins
+from rocm_build.upstream.pins_text import set_commit_in_text, set_fields_in_text
 
-INSTRUMENTED = [pins, archive_pins, pins.GIT_URLS, toml.decoder]  # toml's: to reach valid TOML sooner
+INSTRUMENTED = [pins, pins_text, archive_pins, pins.GIT_URLS, toml.decoder]  # toml's: to reach valid TOML sooner
 
 PATH = "components/pins.toml"
 NEW_SHA = "1" * 40

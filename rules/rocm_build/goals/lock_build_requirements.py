@@ -25,7 +25,7 @@ from pants.engine.rules import Get, collect_rules, goal_rule, rule
 from pants.engine.target import Targets
 
 from rocm_build.wheel import lockfile
-from rocm_build.wheel.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.build_requirements import (
     PipResolved,
     PipResolveRequest,
@@ -36,7 +36,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.upstream.source_tree import source_files
 from rocm_build.upstream.fetch import TREE_DIR
-from rocm_build.target_types import RocmWheelTarget, WheelBuildRequirementsField
+from rocm_build.wheel.target_types import RocmWheelTarget, WheelBuildRequirementsField
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 
 REQUIREMENTS_IN = f"{TREE_DIR}/.rocm-build-requirements.in"
@@ -57,14 +57,8 @@ class BuildLockRequest:
     address: Address  # a rocm_wheel with build_requirements
 
 
-@dataclass(frozen=True)
-class ResolvedBuildLock:
-    path: str
-    lock: lockfile.BuildLock
-
-
 @rule(desc="Resolving a build-requirements lock")
-async def resolve_build_lock(request: BuildLockRequest) -> ResolvedBuildLock:
+async def resolve_build_lock(request: BuildLockRequest) -> lockfile.ResolvedLock:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
     pin = spec.upstream.pin
@@ -106,7 +100,7 @@ async def resolve_build_lock(request: BuildLockRequest) -> ResolvedBuildLock:
         left_out=resolved.left_out,
         regenerate=regenerate_command(spec.owner),
     )
-    return ResolvedBuildLock(spec.lock_path or "", lock)
+    return lockfile.ResolvedLock(spec.lock_path or "", lock)
 
 
 @goal_rule
@@ -119,7 +113,7 @@ async def lock_build_requirements(console: Console, addresses: Addresses, worksp
         )
     written: List[FileContent] = []
     for target in wheels:
-        resolved = await Get(ResolvedBuildLock, BuildLockRequest(target.address))
+        resolved = await Get(lockfile.ResolvedLock, BuildLockRequest(target.address))
         written.append(FileContent(resolved.path, lockfile.render(resolved.lock).encode()))
         left_out = resolved.lock.left_out
         extra = f"; left out: {', '.join(left_out)}" if left_out else ""

@@ -25,13 +25,8 @@ from pants.option.option_types import BoolOption
 from pants.util.strutil import softwrap
 
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
-from rocm_build.wheel.build_request import (
-    WheelBuildRequest,
-    WheelBuildSpec,
-    describe_commands,
-    dist_dir,
-    quote_env,
-)
+from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
+from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
 from rocm_build.wheel.build_requirements import LockPath, ReadLock
 from rocm_build.wheel.chain import wheel_chain
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
@@ -41,12 +36,8 @@ from rocm_build.toolchain.isolation import NetworkIsolation
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
 from rocm_build.wheel.rebuild import Inputs, changes, last_build_info, verdict
-from rocm_build.target_types import (
-    RocmToolchainTarget,
-    RocmWheelTarget,
-    ToolchainLabelField,
-    ToolchainProviderField,
-)
+from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainLabelField, ToolchainProviderField
+from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
 
@@ -169,7 +160,7 @@ async def _describe(
     )
     request = WheelBuildRequest(
         spec, toolchain, python, isolation.enabled or bool(image), image,
-        f"{toolchain.label}{'.'.join(spec.gpu_targets)}", 0, EMPTY_DIGEST,
+        local_version_label(toolchain, spec), 0, EMPTY_DIGEST,
     )  # fmt: skip
     process = await Get(Process, WheelBuildRequest, request)
     lock, locked = await _lock_summary(spec)

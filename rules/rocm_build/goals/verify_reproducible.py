@@ -27,19 +27,14 @@ from pants.option.option_types import StrOption
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
-from rocm_build.wheel.build_request import WheelBuildRequest, WheelRequest
+from rocm_build.wheel.build_process import WheelBuildRequest
+from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
-from rocm_build.target_types import RocmWheelTarget
+from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.subsystems.host_tools import HostTools
-from rocm_build.wheel.build import (
-    BuildOutput,
-    BuiltPayload,
-    BuiltRocmWheel,
-    FinishedWheel,
-    PreparedWheelBuild,
-    WheelWithBuildInfo,
-)
+from rocm_build.wheel.build import BuiltRocmWheel, PreparedWheelBuild
+from rocm_build.wheel.build_output import BuildOutput, BuiltPayload, FinishedWheel, WheelWithBuildInfo
 
 
 class VerifyReproducibleSubsystem(GoalSubsystem):

@@ -1,4 +1,4 @@
-"""Run-time requirement locks, and `pants lock-runtime-requirements <rocm_wheel>...`.
+"""Run-time requirement locks (written by `pants lock-runtime-requirements`, goals/).
 
 A rocm_wheel's `runtime_requirements` (what the installed wheel needs beside its chain, e.g.
 flash-attention's einops) are resolved once against `[rocm-build].index_urls` for the build
@@ -20,10 +20,9 @@ index (sdk_modules.py) are never locked.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, List, Sequence, Tuple
+from typing import List, Sequence, Tuple
 
-from pants.engine.addresses import Address, Addresses
-from pants.engine.console import Console
+from pants.engine.addresses import Address
 from pants.engine.fs import (
     CreateDigest,
     Digest,
@@ -32,14 +31,11 @@ from pants.engine.fs import (
     GlobMatchErrorBehavior,
     PathGlobs,
     RemovePrefix,
-    Workspace,
 )
-from pants.engine.goal import Goal, GoalSubsystem
-from pants.engine.rules import Get, collect_rules, goal_rule, rule
-from pants.engine.target import Targets
+from pants.engine.rules import Get, collect_rules, rule
 
 from rocm_build.wheel import lockfile
-from rocm_build.wheel.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.build_requirements import (
     LOCK_IN_SANDBOX,
     WHEELHOUSE_DIR,
@@ -50,8 +46,6 @@ from rocm_build.wheel.build_requirements import (
 )
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
-from rocm_build.install.sdk_modules import index_requirements
-from rocm_build.target_types import RocmWheelTarget, WheelRuntimeRequirementsField
 
 TITLE = "# rocm-pants run-time requirements lock. Generated: do not edit."
 # Where the build lock names the pin's commit: run-time requirements do not depend on it.
@@ -93,14 +87,8 @@ class RuntimeLockRequest:
     requirements: Tuple[str, ...]  # those requirements (sdk_modules.index_requirements)
 
 
-@dataclass(frozen=True)
-class ResolvedRuntimeLock:
-    path: str
-    lock: lockfile.BuildLock
-
-
 @rule(desc="Resolving a run-time requirements lock")
-async def resolve_runtime_lock(request: RuntimeLockRequest) -> ResolvedRuntimeLock:
+async def resolve_runtime_lock(request: RuntimeLockRequest) -> lockfile.ResolvedLock:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
     requirements_in = await Get(
@@ -123,7 +111,7 @@ async def resolve_runtime_lock(request: RuntimeLockRequest) -> ResolvedRuntimeLo
         left_out=resolved.left_out,
         regenerate=regenerate_command(spec.owner),
     )
-    return ResolvedRuntimeLock(runtime_lock_path(spec.upstream.pin_name, python.major_minor), lock)
+    return lockfile.ResolvedLock(runtime_lock_path(spec.upstream.pin_name, python.major_minor), lock)
 
 
 @dataclass(frozen=True)
@@ -168,48 +156,6 @@ async def check_runtime_lock(request: RuntimeLockCheck) -> CheckedRuntimeLock:
     lock_file = await Get(Digest, CreateDigest([FileContent(LOCK_IN_SANDBOX, contents[0].content)]))
     house = await Get(Wheelhouse, WheelhouseRequest(owner, path, lock_file, len(lock.dists), python))
     return CheckedRuntimeLock(owner, path, lock, await Get(Digest, RemovePrefix(house.digest, WHEELHOUSE_DIR)))
-
-
-class LockRuntimeRequirementsSubsystem(GoalSubsystem):
-    name = "lock-runtime-requirements"
-    help = "Resolve the `runtime_requirements` of rocm_wheel targets and write their locks (3rdparty/run/)."
-
-
-class LockRuntimeRequirements(Goal):
-    subsystem_cls = LockRuntimeRequirementsSubsystem
-    environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
-
-
-@goal_rule
-async def lock_runtime_requirements(console: Console, addresses: Addresses, workspace: Workspace) -> LockRuntimeRequirements:
-    targets = await Get(Targets, Addresses, addresses)
-    wheels = [t for t in targets if isinstance(t, RocmWheelTarget) and t[WheelRuntimeRequirementsField].value]
-    if not wheels:
-        raise RocmBuildError("lock-runtime-requirements: none of the given targets is a rocm_wheel with `runtime_requirements`")
-    written: Dict[str, Tuple[str, lockfile.BuildLock]] = {}
-    for target in wheels:
-        owner = target.address.spec
-        requirements = index_requirements(owner, target[WheelRuntimeRequirementsField].value or ())
-        if not requirements:
-            console.print_stdout(f"{owner}: nothing to lock (its run-time requirements come from the SDK)")
-            continue
-        resolved = await Get(ResolvedRuntimeLock, RuntimeLockRequest(target.address, requirements))
-        if resolved.path in written:
-            # Two targets of one pin share a lock: they must ask for the same requirements.
-            first, first_lock = written[resolved.path]
-            if first_lock.requirements != resolved.lock.requirements:
-                raise RocmBuildError(
-                    f"{owner} and {first} share the lock {resolved.path} (same pin, same Python) but their "
-                    f"`runtime_requirements` differ ({list(resolved.lock.requirements)}, {list(first_lock.requirements)}): "
-                    "make them the same."
-                )
-            continue
-        written[resolved.path] = (owner, resolved.lock)
-        console.print_stdout(f"Wrote {resolved.path}: {len(resolved.lock.dists)} distribution(s) for {owner}")
-    # Written together, once every lock resolved: a failure leaves all of them as they were.
-    files = [FileContent(path, render(lock).encode()) for path, (_, lock) in written.items()]
-    workspace.write_digest(await Get(Digest, CreateDigest(files)))
-    return LockRuntimeRequirements(exit_code=0)
 
 
 def rules():

@@ -22,20 +22,15 @@ from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeD
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
-from rocm_build.wheel.build_request import ENV_NAME, WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_spec import ENV_NAME, WheelBuildSpec, WheelRequest
 from rocm_build.wheel.chain import wheel_chain
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.lockfile import LockedDist
 from rocm_build.install.runtime_lock import CheckedRuntimeLock, RuntimeLockCheck
 from rocm_build.install.sdk_modules import SDK_MODULES, index_requirements, project_name, sdk_requirements
-from rocm_build.target_types import (
-    RocmWheelTarget,
-    ToolchainIndexUrlField,
-    ToolchainProviderField,
-    ToolchainVersionField,
-    WheelRuntimeEnvField,
-    WheelRuntimeRequirementsField,
-)
+from rocm_build.install.target_types import WheelRuntimeEnvField, WheelRuntimeRequirementsField
+from rocm_build.toolchain.target_types import ToolchainIndexUrlField, ToolchainProviderField, ToolchainVersionField
+from rocm_build.wheel.target_types import RocmWheelTarget
 
 ENV_SCRIPT = "env.sh"
 # Header lines a script can find: the commands that install the SDK's modules.

@@ -13,7 +13,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from rocm_build.programs.update_pins import LockState, UpdateError, read_locks, refresh_locks
+from rocm_build.programs.build_locks import LockState, read_locks, refresh_locks
+from rocm_build.programs.host_git import UpdateError
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from rocm_build.upstream.pins import PinsError, lookup_pin, parse_pins
-from rocm_build.programs.update_pins import UpdateError, _git, checkout, patch_files, patches_apply
+from rocm_build.programs.host_git import UpdateError, checkout, git
+from rocm_build.programs.patch_check import patch_files, patches_apply
 
 BASE_TAG = "rocm-pants/pinned"
 SAVED_TAG = "rocm-pants/saved"
@@ -30,7 +31,7 @@ class WorkspaceError(Exception):
 
 
 def _run(dest: Path, *args: str, pin_url: str = "") -> str:
-    result = _git("-C", str(dest), *args, pin_url=pin_url)
+    result = git("-C", str(dest), *args, pin_url=pin_url)
     if result.returncode != 0:
         raise WorkspaceError(f"git {' '.join(args)} failed in {dest}: {result.stderr.strip()}")
     return result.stdout.strip()

@@ -66,7 +66,7 @@ if [[ -n "${ROCM_BUILD_IN_NAMESPACE:-}" && "$PWD" != "$ROCM_BUILD_FIXED_DIR" ]];
   cd "$ROCM_BUILD_FIXED_DIR"
 fi
 
-# The tree, when it comes as layers (build_request.py): the fetched source (.source-pack, one
+# The tree, when it comes as layers (wheel/build_process.py): the fetched source (.source-pack, one
 # git pack) under the files our patches wrote (.tree-changes). The pack is checked out once per
 # machine into the .source-trees named cache, at a name made of its commits and the git that
 # checks it out, and overlayfs stacks the changes on it in the build's mount namespace: not one

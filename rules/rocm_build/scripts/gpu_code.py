@@ -22,10 +22,11 @@ import zlib
 
 EM_AMDGPU = 224
 # EF_AMDGPU_MACH_* of LLVM's ELF.h. Checked against Debian's clang 19, which compiles all of
-# these but gfx950, gfx1153 and gfx1250 (tests compile them and read them back).
+# these but gfx950, gfx1153 and gfx1250 (tests compile them and read them back). Its names are
+# also the gfx names a rocm_wheel may ask for (wheel/env.py loads this file): one table.
 MACH = {
     0x2C: "gfx900", 0x2D: "gfx902", 0x2E: "gfx904", 0x2F: "gfx906", 0x30: "gfx908", 0x31: "gfx909",
-    0x32: "gfx90c", 0x3F: "gfx90a", 0x40: "gfx940", 0x4B: "gfx941", 0x4C: "gfx942", 0x4F: "gfx950",
+    0x3F: "gfx90a", 0x32: "gfx90c", 0x40: "gfx940", 0x4B: "gfx941", 0x4C: "gfx942", 0x4F: "gfx950",
     0x33: "gfx1010", 0x34: "gfx1011", 0x35: "gfx1012", 0x42: "gfx1013",
     0x36: "gfx1030", 0x37: "gfx1031", 0x38: "gfx1032", 0x39: "gfx1033", 0x3E: "gfx1034", 0x3D: "gfx1035",
     0x45: "gfx1036", 0x41: "gfx1100", 0x46: "gfx1101", 0x47: "gfx1102", 0x44: "gfx1103",

@@ -35,7 +35,8 @@ import tempfile
 GITLINK = "160000"
 SYMLINK = "120000"
 LINKS_FOLLOWED = 40  # as Linux's limit: a cycle of links ends in "not found"
-EXIT_REFUSED = 14
+# The exit codes the docstring lists (EXIT_GIT: of both commands); upstream/fetch.py reads them here.
+EXIT_FETCH, EXIT_MISMATCH, EXIT_SUBMODULES, EXIT_GIT, EXIT_REFUSED = 10, 11, 12, 13, 14
 # The schemes this run's git may use: none until `fetch` allows what its pin allows (checkouts
 # read only the local pack).
 ALLOWED = {"GIT_ALLOW_PROTOCOL": "none"}
@@ -50,7 +51,7 @@ def git(*args, git_dir, stdin=None, env=None, check=True):
     if check and run.returncode != 0:
         sys.stderr.write(run.stderr.decode(errors="replace"))
         print(f"`git {args[0]}` failed (exit {run.returncode})", file=sys.stderr)
-        sys.exit(13)
+        sys.exit(EXIT_GIT)
     return run
 
 
@@ -91,10 +92,10 @@ def submodules_of(git_dir, commit):
             continue
         if path.startswith("/") or {"..", ".git", ""} & set(path.split("/")):
             print(f"the submodule path `{path}` in {commit} leaves the tree or names .git", file=sys.stderr)
-            sys.exit(12)
+            sys.exit(EXIT_SUBMODULES)
         if not url_of.get(path):
             print(f"no URL for the submodule at `{path}` in .gitmodules of {commit}", file=sys.stderr)
-            sys.exit(12)
+            sys.exit(EXIT_SUBMODULES)
         found.append((path, sha, url_of[path]))
     return found
 
@@ -128,11 +129,11 @@ def fetch(url, sha, submodules, out, mirrors_dir=".mirrors"):
     run = fetch_through_mirrors(git_dir, url, sha, table)
     sys.stderr.write(run.stderr.decode(errors="replace"))
     if run.returncode != 0:
-        sys.exit(10)
+        sys.exit(EXIT_FETCH)
     got = git("rev-parse", "FETCH_HEAD", git_dir=git_dir).stdout.decode().strip()
     if got != sha:
         print(f"fetched {got} instead of {sha}", file=sys.stderr)
-        sys.exit(11)
+        sys.exit(EXIT_MISMATCH)
     repos = [(".", sha)]
     pending = [(".", sha, url)] if submodules else []
     while pending:
@@ -147,7 +148,7 @@ def fetch(url, sha, submodules, out, mirrors_dir=".mirrors"):
             if run.returncode != 0:
                 sys.stderr.write(run.stderr.decode(errors="replace"))
                 print(f"submodule `{where}`: cannot fetch {sub_sha} from {git_urls.redact(sub_url)}", file=sys.stderr)
-                sys.exit(12)
+                sys.exit(EXIT_SUBMODULES)
             repos.append((where, sub_sha))
             pending.append((where, sub_sha, sub_url))
     commits = "".join(f"{c}\n" for _, c in repos).encode()

@@ -34,7 +34,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
-from rocm_build.target_types import ImageRecipeField
+from rocm_build.toolchain.target_types import ImageRecipeField
 from rocm_build.subsystems.host_tools import SYSTEM_DIRS
 
 # Where the sandbox is mounted in the container: the same fixed path as namespaced host

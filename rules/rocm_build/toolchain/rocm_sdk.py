@@ -25,7 +25,7 @@ from pants.util.logging import LogLevel
 from rocm_build.toolchain.container import BuildImage, probe_process
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import script_bytes
-from rocm_build.target_types import (
+from rocm_build.toolchain.target_types import (
     RocmToolchainTarget,
     ToolchainIndexUrlField,
     ToolchainLabelField,
@@ -33,7 +33,7 @@ from rocm_build.target_types import (
     ToolchainProviderField,
     ToolchainVersionField,
 )
-from rocm_build.target_types_rules import expect_target
+from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.subsystems.host_tools import HostTools, cache_suffix, link_process
 
 # Where builds see the toolchain, relative to their sandbox.
@@ -51,9 +51,9 @@ HOW_TO_PROVIDE = {
 
 
 @dataclass(frozen=True)
-class ToolchainRequest:
-    address: Address
-    description_of_origin: str
+class ToolchainRequest(TargetRequest):
+    """A rocm_toolchain, located on this machine or in `image`."""
+
     image: Optional[BuildImage] = None  # set: the toolchain is the one inside this image
     # therock: the device code installed with the SDK (`rocm[device-<gfx>]`), one wheel per target.
     gpu_targets: Tuple[str, ...] = ()

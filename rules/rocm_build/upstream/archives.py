@@ -17,14 +17,11 @@ from pants.engine.fs import (
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
-from pants.option.global_options import GlobalOptions
-from pants.util.logging import LogLevel
 
 from rocm_build.upstream.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.upstream.mirrors import Mirrors
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
-from rocm_build.target_types import (
+from rocm_build.sandbox_scripts import load_script
+from rocm_build.upstream.target_types import (
     ArchiveMirrorsField,
     ArchivePinField,
     ArchivePinsFileField,
@@ -33,19 +30,18 @@ from rocm_build.target_types import (
     ArchiveUrlField,
     UpstreamArchiveTarget,
 )
-from rocm_build.target_types_rules import expect_target
-from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.target_types_rules import TargetRequest, expect_target
+from rocm_build.upstream.download import DownloadProcess
+from rocm_build.upstream.pins import SHA256
 from rocm_build.upstream.upstream_repo import load_pins
 
-ARCHIVE_DIR = "archive"
-SHA256 = re.compile(r"^[0-9a-f]{64}$")
-EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_UNPACK = 20, 21, 22
+# Its exit codes say why a download failed; it unpacks into FETCH_ARCHIVE.OUT.
+FETCH_ARCHIVE = load_script("fetch_archive.py")
 
 
 @dataclass(frozen=True)
-class ArchiveRequest:
-    address: Address
-    description_of_origin: str
+class ArchiveRequest(TargetRequest):
+    """An upstream_archive: what it pins (`ArchiveSpec`), or its unpacked tree (`FetchedArchive`)."""
 
 
 @dataclass(frozen=True)
@@ -103,50 +99,44 @@ def pin_problem(spec: ArchiveSpec) -> Optional[str]:
 
 
 @rule(desc="Fetching an upstream_archive")
-async def fetch_archive(request: ArchiveRequest, tools: HostTools, global_options: GlobalOptions) -> FetchedArchive:
+async def fetch_archive(request: ArchiveRequest) -> FetchedArchive:
     spec = await Get(ArchiveSpec, ArchiveRequest, request)
-    owner, url, sha256 = spec.address.spec, spec.url, spec.sha256
     problem = pin_problem(spec)
     if problem:
         raise RocmBuildError(problem)
-    urls = (url, *spec.mirrors)
-    result = await Get(
-        FallibleProcessResult,
-        Process(
-            argv=(
-                tools.python.path, f"{SCRIPTS_DIR}/fetch_archive.py",
-                sha256, spec.strip_prefix, *urls,
-            ),
-            env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_CA_CERTS": global_options.ca_certs_path or ""},
-            input_digest=await script_digest("fetch_archive.py", "mirrors.py"),
-            # The mirror table: read from a named cache, in no key (rocm_build/upstream/mirrors.py).
-            append_only_caches=(await Get(Mirrors)).caches,
-            output_directories=(ARCHIVE_DIR,),
-            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
-            description=f"Fetching upstream_archive {owner} ({url})",
-            level=LogLevel.INFO,
-            timeout_seconds=3600,
+    process = await Get(
+        Process,
+        DownloadProcess(
+            "fetch_archive.py",
+            (spec.sha256, spec.strip_prefix, spec.url, *spec.mirrors),
+            f"Fetching upstream_archive {spec.address.spec} ({spec.url})",
+            output_directories=(FETCH_ARCHIVE.OUT,),
         ),
-    )  # fmt: skip
+    )
+    result = await Get(FallibleProcessResult, Process, process)
     if result.exit_code != 0:
-        said = result.stderr.decode(errors="replace")
-        if result.exit_code == EXIT_MISMATCH:
-            got = re.search(r"got sha256:(\w+) from (\S+)", said)
-            raise RocmBuildError(
-                f"upstream_archive {owner}: the file at {got.group(2) if got else url} has sha256 "
-                f"{got.group(1) if got else '?'}, but the target pins {sha256}. Nothing was "
-                f"unpacked. If the new bytes are expected, check them and update {spec.pinned_in}."
-            )
-        if result.exit_code == EXIT_UNPACK and said.startswith("refused member"):
-            raise RocmBuildError(
-                f"upstream_archive {owner}: the archive at {url} (pinned by {spec.pinned_in}) was not unpacked: "
-                f"{said.strip()}. Nothing from it was used. These are the pinned bytes (sha256 {sha256}): "
-                "have its publisher fix the archive, or pin one whose members all stay inside it."
-            )
-        what = "could not be downloaded" if result.exit_code == EXIT_DOWNLOAD else "could not be unpacked"
-        raise RocmBuildError(f"upstream_archive {owner}: {url} (pinned by {spec.pinned_in}) {what}.\n{indent(tail(said, 8))}")
-    tree = await Get(Digest, RemovePrefix(result.output_digest, ARCHIVE_DIR))
-    return FetchedArchive(spec.address, url, sha256, tree)
+        raise RocmBuildError(explain_archive_failure(spec, result.exit_code, result.stderr.decode(errors="replace")))
+    tree = await Get(Digest, RemovePrefix(result.output_digest, FETCH_ARCHIVE.OUT))
+    return FetchedArchive(spec.address, spec.url, spec.sha256, tree)
+
+
+def explain_archive_failure(spec: ArchiveSpec, exit_code: int, said: str) -> str:
+    owner, url, sha256 = spec.address.spec, spec.url, spec.sha256
+    if exit_code == FETCH_ARCHIVE.EXIT_MISMATCH:
+        got = re.search(r"got sha256:(\w+) from (\S+)", said)
+        return (
+            f"upstream_archive {owner}: the file at {got.group(2) if got else url} has sha256 "
+            f"{got.group(1) if got else '?'}, but the target pins {sha256}. Nothing was "
+            f"unpacked. If the new bytes are expected, check them and update {spec.pinned_in}."
+        )
+    if exit_code == FETCH_ARCHIVE.EXIT_UNPACK and said.startswith("refused member"):
+        return (
+            f"upstream_archive {owner}: the archive at {url} (pinned by {spec.pinned_in}) was not unpacked: "
+            f"{said.strip()}. Nothing from it was used. These are the pinned bytes (sha256 {sha256}): "
+            "have its publisher fix the archive, or pin one whose members all stay inside it."
+        )
+    what = "could not be downloaded" if exit_code == FETCH_ARCHIVE.EXIT_DOWNLOAD else "could not be unpacked"
+    return f"upstream_archive {owner}: {url} (pinned by {spec.pinned_in}) {what}.\n{indent(tail(said, 8))}"
 
 
 def rules():

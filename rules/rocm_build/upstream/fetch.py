@@ -16,19 +16,19 @@ from dataclasses import dataclass
 from pants.engine.fs import Digest, DigestContents, DigestSubset, PathGlobs
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.util.logging import LogLevel
+from pants.util.frozendict import FrozenDict
 
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.upstream.mirrors import Mirrors
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_digest
-from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.sandbox_scripts import load_script
+from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.upstream.download import DownloadProcess
 
 TREE_DIR = "tree"
 # The fetched commits as one git pack (scripts/source_pack.py): objects.pack, objects.idx, repos.
 PACK_DIR = "source"
 
-# Exit codes of source_pack.py fetch, so failures can be explained without parsing everything.
-EXIT_FETCH, EXIT_MISMATCH, EXIT_SUBMODULES, EXIT_REFUSED = 10, 11, 12, 14
+# Its exit codes say which step failed, so failures can be explained without parsing everything.
+SOURCE_PACK = load_script("source_pack.py")
 GIT_URLS = load_script("git_urls.py")
 
 _NOT_FOUND = re.compile(
@@ -57,40 +57,31 @@ class FetchedTree:
 
 @rule
 async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree:
-    mirrors = await Get(Mirrors)
-    result = await Get(
-        FallibleProcessResult,
-        Process(
-            argv=(
-                tools.python.path,
-                f"{SCRIPTS_DIR}/source_pack.py",
-                "fetch",
-                request.url,
-                request.commit,
-                "1" if request.submodules else "0",
-                PACK_DIR,
+    submodules = "1" if request.submodules else "0"
+    process = await Get(
+        Process,
+        DownloadProcess(
+            "source_pack.py",
+            ("fetch", request.url, request.commit, submodules, PACK_DIR),
+            f"Fetching {request.pin_name} @ {request.commit[:12]} for {request.owner}",
+            imports=("git_urls.py",),
+            ca_certs=False,
+            env=FrozenDict(
+                {
+                    # Git's own last line behind our URL checks: only the schemes the pin allows.
+                    "GIT_ALLOW_PROTOCOL": GIT_URLS.git_protocol_allow(GIT_URLS.schemes_for(request.url)),
+                    "GIT_TERMINAL_PROMPT": "0",
+                    "GIT_CONFIG_NOSYSTEM": "1",
+                    "GIT_CONFIG_GLOBAL": "/dev/null",
+                    # Version of git, so a different git is a different key.
+                    "ROCM_BUILD_GIT": tools.git.fingerprint,
+                }
             ),
-            input_digest=await script_digest("source_pack.py", "git_urls.py", "mirrors.py"),
-            # The mirror table: read from a named cache, in no key (rocm_build/upstream/mirrors.py).
-            append_only_caches=mirrors.caches,
-            env={
-                "PATH": "/usr/bin:/bin",
-                # Git's own last line behind our URL checks: only the schemes the pin allows.
-                "GIT_ALLOW_PROTOCOL": GIT_URLS.git_protocol_allow(GIT_URLS.schemes_for(request.url)),
-                "GIT_TERMINAL_PROMPT": "0",
-                "GIT_CONFIG_NOSYSTEM": "1",
-                "GIT_CONFIG_GLOBAL": "/dev/null",
-                # Version of git, so a different git is a different key.
-                "ROCM_BUILD_GIT": tools.git.fingerprint,
-            },
             output_directories=(PACK_DIR,),
             output_files=("commit_time",),
-            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
-            description=f"Fetching {request.pin_name} @ {request.commit[:12]} for {request.owner}",
-            level=LogLevel.INFO,
-            timeout_seconds=3600,
         ),
     )
+    result = await Get(FallibleProcessResult, Process, process)
     if result.exit_code != 0:
         raise RocmBuildError(explain_fetch_failure(request, result.exit_code, result.stderr.decode()))
     pack, time_file = await MultiGet(
@@ -104,22 +95,22 @@ async def fetch_upstream(request: FetchRequest, tools: HostTools) -> FetchedTree
 def explain_fetch_failure(request: FetchRequest, exit_code: int, stderr: str) -> str:
     where = f"{request.owner}: pin `{request.pin_name}` in {request.pins_file}"
     said = f"\ngit said:\n{indent(tail(stderr, 8))}" if stderr.strip() else ""
-    if exit_code == EXIT_FETCH and _NOT_FOUND.search(stderr):
+    if exit_code == SOURCE_PACK.EXIT_FETCH and _NOT_FOUND.search(stderr):
         return (
             f"{where}: commit {request.commit} was not found at {request.url}. The SHA may be "
             f"mistyped or on a branch that was force-pushed; check it upstream or run "
             f"`pants run rules:update-pins -- --only {request.pin_name}`.{said}"
         )
-    if exit_code == EXIT_FETCH:
+    if exit_code == SOURCE_PACK.EXIT_FETCH:
         return (
             f"{where}: cannot fetch from {request.url}. Check the URL, the network or proxy, "
             f"and your credentials for that host.{said}"
         )
-    if exit_code == EXIT_REFUSED:
+    if exit_code == SOURCE_PACK.EXIT_REFUSED:
         return explain_refused_url(where, stderr)
-    if exit_code == EXIT_MISMATCH:
+    if exit_code == SOURCE_PACK.EXIT_MISMATCH:
         return f"{where}: {request.url} served a different commit than {request.commit}.{said}"
-    if exit_code == EXIT_SUBMODULES:
+    if exit_code == SOURCE_PACK.EXIT_SUBMODULES:
         return (
             f"{where}: the submodules of {request.commit} could not be fetched; check that "
             f"their URLs are reachable, or set `submodules = false` if they are not needed.{said}"

@@ -28,7 +28,7 @@ SCRIPT_PATH = f"{SCRIPTS_DIR}/apply_patches.py"
 
 @dataclass(frozen=True)
 class PatchRequest:
-    pack: Digest  # the fetched source (sources.py)
+    pack: Digest  # the fetched source (fetch.py)
     patch_files: Tuple[str, ...]  # build-root-relative, in the order they apply
     patches: Digest
     owner: str

@@ -1,7 +1,8 @@
 """The pins file (components/pins.toml): one table per upstream repository.
 
 Validation happens here, once, so every rule that reads a pin can trust it and every
-error names the file, the table and the field.
+error names the file, the table and the field. update-pins rewrites the file with
+pins_text.py.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 import difflib
 import re
 import urllib.parse
-from typing import Callable, Dict, Iterator, Mapping, Optional, Sequence, Tuple, Type, TypeVar
+from typing import Callable, Dict, Mapping, Optional, Type, TypeVar
 
 import toml
 from pydantic import BaseModel, Extra, ValidationError, validator
@@ -298,56 +299,3 @@ def lookup_pin(pins: Mapping[str, Pin], name: str, path: str, owner: str) -> Pin
             f"{owner}: pin `{name}` is not in {path} (known pins: {known}); add a [{name}] "
             "table with url, track and commit, or fix the `pin` field"
         ) from None
-
-
-_HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
-_STRING_FIELD = re.compile(r'^(\s*(\w+)\s*=\s*)(["\'])([^"\']*)\3(\s*(#.*)?)$', re.S)
-_TRIPLE = re.compile(r'"""|\'\'\'')
-
-
-def _field_lines(lines: Sequence[str], name: str) -> Iterator[Tuple[int, int, Optional[re.Match]]]:
-    """(first line, last line, the line as a one-line string field or None) of each `key = ...`
-    of table [name]; a multi-line string is text, never a field, and its field ends where it does."""
-    in_table, open_quote, field = False, None, None
-    for i, line in enumerate(lines):
-        if open_quote:
-            if open_quote in line:
-                open_quote = None
-                if field is not None:
-                    yield field, i, None
-                    field = None
-            continue
-        header = _HEADER.match(line)
-        if header:
-            in_table = header.group(1).strip().strip('"') == name
-            continue
-        triples = _TRIPLE.findall(line)
-        is_field = in_table and re.match(r"^\s*\w+\s*=", line)
-        if len(triples) % 2:  # this line opens a multi-line string that later lines continue
-            open_quote, field = triples[-1], (i if is_field else None)
-        elif is_field:
-            yield i, i, None if triples else _STRING_FIELD.match(line)
-
-
-def set_fields_in_text(text: str, name: str, values: Mapping[str, str], add_missing: bool = False) -> str:
-    """Rewrites string fields of one table in place, keeping comments, order and layout;
-    with `add_missing`, fields the table lacks are added after its last field."""
-    lines = text.splitlines(keepends=True)
-    todo, last = dict(values), None
-    for i, last, field in _field_lines(lines, name):
-        if field and field.group(2) in todo:
-            quote = field.group(3)
-            lines[i] = f"{field.group(1)}{quote}{todo.pop(field.group(2))}{quote}{field.group(5)}"
-    if todo and add_missing and last is not None:
-        if not lines[last].endswith("\n"):
-            lines[last] += "\n"
-        lines[last + 1 : last + 1] = [f'{key} = "{value}"\n' for key, value in todo.items()]
-        todo = {}
-    if todo:
-        raise PinsError(f"cannot find {', '.join(f'`{k} = ...`' for k in todo)} in table [{name}] to rewrite")
-    return "".join(lines)
-
-
-def set_commit_in_text(text: str, name: str, commit: str) -> str:
-    """Rewrites one table's `commit` line in place, keeping comments, order and layout."""
-    return set_fields_in_text(text, name, {"commit": commit})

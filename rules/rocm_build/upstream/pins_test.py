@@ -1,6 +1,7 @@
 import pytest
 
-from rocm_build.upstream.pins import PinsError, parse_pins, parse_prebuilt_pins, set_commit_in_text
+from rocm_build.upstream.pins import PinsError, parse_pins, parse_prebuilt_pins
+from rocm_build.upstream.pins_text import set_commit_in_text
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 GOOD = f"""

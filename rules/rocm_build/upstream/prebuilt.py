@@ -9,7 +9,7 @@ content. A new nightly is only ever taken by `pants run rules:update-pins`.
 TheRock's torch and torchvision come split: a host wheel and a device wheel per gpu target
 (and family), each a `prebuilt_wheel` whose pin names its host (`device_of`) and whose
 `dependencies` name the host's and family's targets. `PrebuiltClosure` walks them for a
-consumer and checks that graph; the consumer compiles against the hosts only (wheel.py), its
+consumer and checks that graph; the consumer compiles against the hosts only (wheel/build.py), its
 install set carries all of them.
 """
 
@@ -24,25 +24,28 @@ from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import DependenciesRequest, Targets
-from pants.option.global_options import GlobalOptions
-from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.upstream.mirrors import Mirrors
+from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.pins import PREBUILT, PrebuiltPin, parse_prebuilt_pins
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
-from rocm_build.target_types import PinsFileField, PrebuiltDependenciesField, PrebuiltPinField, PrebuiltWheelTarget
-from rocm_build.target_types_rules import expect_target
-from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.sandbox_scripts import load_script
+from rocm_build.upstream.target_types import (
+    PinsFileField,
+    PrebuiltDependenciesField,
+    PrebuiltPinField,
+    PrebuiltWheelTarget,
+)
+from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.upstream.upstream_repo import load_pins
 
-EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_NOT_LISTED, EXIT_REFUSED = 20, 21, 23, 24
+# Its exit codes say why a download failed; `fetch` writes the file into WHEEL_DIR/.
+SIMPLE_INDEX = load_script("simple_index.py")
+WHEEL_DIR = "wheel"
 
 
 @dataclass(frozen=True)
-class PrebuiltRequest:
-    address: Address
-    description_of_origin: str
+class PrebuiltRequest(TargetRequest):
+    """A prebuilt_wheel: its pin (`PrebuiltSpec`), or its file (`FetchedPrebuilt`)."""
 
 
 @dataclass(frozen=True)
@@ -118,56 +121,55 @@ async def prebuilt_spec(request: PrebuiltRequest) -> PrebuiltSpec:
 
 
 @rule(desc="Fetching a prebuilt_wheel")
-async def fetch_prebuilt(request: PrebuiltRequest, tools: HostTools, global_options: GlobalOptions) -> FetchedPrebuilt:
+async def fetch_prebuilt(request: PrebuiltRequest) -> FetchedPrebuilt:
     spec = await Get(PrebuiltSpec, PrebuiltRequest, request)
     problem = spec.unresolved()
     if problem:
         raise RocmBuildError(problem)
     pin = spec.pin
-    result = await Get(
-        FallibleProcessResult,
-        Process(
-            argv=(tools.python.path, f"{SCRIPTS_DIR}/simple_index.py", "fetch", pin.index_url, pin.project, pin.file, pin.sha256),
-            env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_CA_CERTS": global_options.ca_certs_path or ""},
-            input_digest=await script_digest("simple_index.py", "mirrors.py"),
-            # The mirror table: read from a named cache, in no key (rocm_build/upstream/mirrors.py).
-            append_only_caches=(await Get(Mirrors)).caches,
-            output_directories=("wheel",),
-            remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
-            description=f"Fetching prebuilt_wheel {spec.owner} ({pin.file})",
-            level=LogLevel.INFO,
-            timeout_seconds=3600,
+    process = await Get(
+        Process,
+        DownloadProcess(
+            "simple_index.py",
+            ("fetch", pin.index_url, pin.project, pin.file, pin.sha256),
+            f"Fetching prebuilt_wheel {spec.owner} ({pin.file})",
+            output_directories=(WHEEL_DIR,),
         ),
     )
+    result = await Get(FallibleProcessResult, Process, process)
     if result.exit_code != 0:
-        said = result.stderr.decode(errors="replace")
-        if result.exit_code == EXIT_MISMATCH:
-            got = re.search(r"got sha256:(\w+)", said)
-            raise RocmBuildError(
-                f"prebuilt_wheel {spec.owner}: {pin.file} on {pin.index_url} has sha256 "
-                f"{got.group(1) if got else '?'}, but the pin `{spec.pin_name}` ({spec.where}) says "
-                f"{pin.sha256}. Nothing was used. If the index replaced the file on purpose, check it and "
-                f"run `pants run rules:update-pins -- --only {spec.pin_name}`."
-            )
-        if result.exit_code == EXIT_REFUSED:
-            raise RocmBuildError(
-                f"prebuilt_wheel {spec.owner}: {said.strip()} (from {pin.index_url}, pin `{spec.pin_name}`, "
-                f"{spec.where}). Nothing was used. Report it to the index's maintainers, and move the pin to a sound "
-                "file with "
-                f"`pants run rules:update-pins -- --only {spec.pin_name}` once there is one."
-            )
-        if result.exit_code == EXIT_NOT_LISTED:
-            raise RocmBuildError(
-                f"prebuilt_wheel {spec.owner}: the index {pin.index_url} no longer lists {pin.file} (pin "
-                f"`{spec.pin_name}`, {spec.where}). Nightly indexes drop old files: move the pin with "
-                f"`pants run rules:update-pins -- --only {spec.pin_name}`, or point `index_url` at a mirror "
-                "that keeps it."
-            )
-        raise RocmBuildError(
-            f"prebuilt_wheel {spec.owner}: {pin.file} could not be downloaded from {pin.index_url} "
-            f"(pin `{spec.pin_name}`).\n{indent(tail(said, 6))}"
+        raise RocmBuildError(explain_prebuilt_failure(spec, result.exit_code, result.stderr.decode(errors="replace")))
+    return FetchedPrebuilt(spec, await Get(Digest, RemovePrefix(result.output_digest, WHEEL_DIR)))
+
+
+def explain_prebuilt_failure(spec: PrebuiltSpec, exit_code: int, said: str) -> str:
+    pin = spec.pin
+    if exit_code == SIMPLE_INDEX.EXIT_MISMATCH:
+        got = re.search(r"got sha256:(\w+)", said)
+        return (
+            f"prebuilt_wheel {spec.owner}: {pin.file} on {pin.index_url} has sha256 "
+            f"{got.group(1) if got else '?'}, but the pin `{spec.pin_name}` ({spec.where}) says "
+            f"{pin.sha256}. Nothing was used. If the index replaced the file on purpose, check it and "
+            f"run `pants run rules:update-pins -- --only {spec.pin_name}`."
         )
-    return FetchedPrebuilt(spec, await Get(Digest, RemovePrefix(result.output_digest, "wheel")))
+    if exit_code == SIMPLE_INDEX.EXIT_REFUSED:
+        return (
+            f"prebuilt_wheel {spec.owner}: {said.strip()} (from {pin.index_url}, pin `{spec.pin_name}`, "
+            f"{spec.where}). Nothing was used. Report it to the index's maintainers, and move the pin to a sound "
+            "file with "
+            f"`pants run rules:update-pins -- --only {spec.pin_name}` once there is one."
+        )
+    if exit_code == SIMPLE_INDEX.EXIT_NOT_LISTED:
+        return (
+            f"prebuilt_wheel {spec.owner}: the index {pin.index_url} no longer lists {pin.file} (pin "
+            f"`{spec.pin_name}`, {spec.where}). Nightly indexes drop old files: move the pin with "
+            f"`pants run rules:update-pins -- --only {spec.pin_name}`, or point `index_url` at a mirror "
+            "that keeps it."
+        )
+    return (
+        f"prebuilt_wheel {spec.owner}: {pin.file} could not be downloaded from {pin.index_url} "
+        f"(pin `{spec.pin_name}`).\n{indent(tail(said, 6))}"
+    )
 
 
 @dataclass(frozen=True)

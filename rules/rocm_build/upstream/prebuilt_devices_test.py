@@ -18,7 +18,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build import register
-from rocm_build.wheel.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec, missing_device_wheels
 from rocm_build.programs.prebuilt_update import requires_rocm

@@ -70,7 +70,7 @@ def test_update_pins_takes_the_newest_file_for_the_python_and_track() -> None:
 
 
 def test_a_wheel_that_fails_its_own_record_is_refused_naming_target_pin_and_member(tmp_path) -> None:
-    # Each kind of hostile wheel: wheel_record_test.py. Here: what the rule says, with a real
+    # Each kind of hostile wheel: scripts/simple_index_test.py. Here: what the rule says, with a real
     # index on 127.0.0.1, and the same wheel with a matching RECORD line is used.
     served = tmp_path / "serve"
     (served / "simple/mini-torch").mkdir(parents=True)

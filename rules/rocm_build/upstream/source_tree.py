@@ -2,7 +2,7 @@
 
 A PyTorch-sized tree is 100k files. Each time Pants captured it into its store or wrote it into
 a sandbox it cost ~20 s on our machines, where git checks the same tree out of a pack in 2 s;
-so the tree stays a pack (sources.py), and a process that needs files checks out only those:
+so the tree stays a pack (fetch.py), and a process that needs files checks out only those:
 the patch step the files the patches touch, the preflight the files a recipe names, a build the
 whole tree once per machine (build_wheel.sh). The whole tree as a digest (`MergedTree`) is made
 only where nothing else will do: `package` of an upstream_repo, a build when a patch
@@ -30,7 +30,7 @@ PACK_ROOT = ".source-pack"  # where a checkout's sandbox has the pack (linked, i
 
 @dataclass(frozen=True)
 class SourceTree:
-    pack: Digest  # under PACK_DIR/: the fetched commits (sources.py)
+    pack: Digest  # under PACK_DIR/: the fetched commits (fetch.py)
     changes: Digest  # under TREE_DIR/: the files the patches wrote
     touched: Tuple[str, ...] = ()  # every path the patches touched: written, deleted or renamed away
     # A patch deleted or renamed a file: the pack's tree cannot be a lower layer under the

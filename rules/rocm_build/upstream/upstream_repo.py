@@ -33,15 +33,15 @@ from rocm_build.upstream.patching import PatchedTree, PatchRequest
 from rocm_build.upstream.pins import Pin, PinsError, lookup_pin, parse_pins
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
-from rocm_build.target_types import (
-    PatchSetsField,
+from rocm_build.upstream.target_types import (
     PatchSetTarget,
+    PatchSetsField,
     PatchSourcesField,
     PinField,
     PinsFileField,
     UpstreamRepoTarget,
 )
-from rocm_build.target_types_rules import expect_target
+from rocm_build.target_types_rules import TargetRequest, expect_target
 
 
 @dataclass(frozen=True)
@@ -51,9 +51,8 @@ class PatchFile:
 
 
 @dataclass(frozen=True)
-class UpstreamRequest:
-    address: Address
-    description_of_origin: str
+class UpstreamRequest(TargetRequest):
+    """An upstream_repo: its spec (`UpstreamSpec`), or its patched tree (`ResolvedUpstream`)."""
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from typing import Tuple
 from pants.engine.addresses import Address
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
-from rocm_build.wheel.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
 

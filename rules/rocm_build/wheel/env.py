@@ -10,15 +10,12 @@ from __future__ import annotations
 import difflib
 from typing import Dict, List, Mapping, Sequence
 
-# gfx names the ROCm compilers accept (LLVM AMDGPU processors, gfx9 and later).
-KNOWN_GPU_TARGETS = (
-    "gfx900", "gfx902", "gfx904", "gfx906", "gfx908", "gfx909", "gfx90a", "gfx90c",
-    "gfx940", "gfx941", "gfx942", "gfx950",
-    "gfx1010", "gfx1011", "gfx1012", "gfx1013",
-    "gfx1030", "gfx1031", "gfx1032", "gfx1033", "gfx1034", "gfx1035", "gfx1036",
-    "gfx1100", "gfx1101", "gfx1102", "gfx1103", "gfx1150", "gfx1151", "gfx1152", "gfx1153",
-    "gfx1200", "gfx1201", "gfx1250",
-)  # fmt: skip
+from rocm_build.sandbox_scripts import load_script
+
+# gfx names the ROCm compilers accept (LLVM AMDGPU processors, gfx9 and later): the arch
+# table of the script that reads built wheels' GPU code, so a name asked for here is one the
+# audit can find.
+KNOWN_GPU_TARGETS = tuple(load_script("gpu_code.py").MACH.values())
 
 # Set for every component (seed 000's tables). ROCM_PATH etc. are filled in the sandbox.
 COMMON_ENV: Dict[str, str] = {

@@ -20,16 +20,11 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
-from rocm_build.wheel.build_request import WheelBuildSpec
+from rocm_build.wheel.build_spec import WheelBuildSpec
+from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
-from rocm_build.target_types import AllowMissingGpuTargetsField
+from rocm_build.wheel.target_types import AllowMissingGpuTargetsField
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
-
-
-@dataclass(frozen=True)
-class GpuCodeRequest:
-    wheel: Digest  # the wheel alone, at the digest root
-    wheel_name: str
 
 
 @dataclass(frozen=True)
@@ -43,7 +38,7 @@ class GpuCode:
 
 
 @rule(desc="Reading the GPU code of a wheel", level=LogLevel.DEBUG)
-async def read_gpu_code(request: GpuCodeRequest, tools: HostTools) -> GpuCode:
+async def read_gpu_code(request: BuiltWheel, tools: HostTools) -> GpuCode:
     scripts = await script_digest("gpu_code.py")
     result = await Get(
         ProcessResult,

@@ -53,6 +53,14 @@ class BuildLock:
     regenerate: str = ""
 
 
+@dataclass(frozen=True)
+class ResolvedLock:
+    """A lock resolved against the index, not yet written: where it goes and what it says."""
+
+    path: str  # from the build root
+    lock: BuildLock
+
+
 def requirement_lines(values: Sequence[str]) -> Tuple[str, ...]:
     """`build_requirements` values as requirement-file lines; `["-r", "x.txt"]` is one line."""
     tokens = shlex.split(" ".join(values))

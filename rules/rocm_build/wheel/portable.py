@@ -17,12 +17,12 @@ from pants.backend.python.subsystems.python_tool_base import PythonToolBase
 from pants.backend.python.target_types import ConsoleScript
 from pants.backend.python.util_rules import pex
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
-from pants.engine.fs import Digest
 from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
+from rocm_build.wheel.built_wheel import BuiltWheel
 
 _TAG = re.compile(r'consistent\s+with\s+the\s+following\s+platform\s+tag:\s+"([^"]+)"')
 
@@ -40,12 +40,6 @@ class Auditwheel(PythonToolBase):
     # pinned with hashes in its lock); Pants' tool base wants a built-in lock's name all the
     # same, and this plugin ships none.
     default_lockfile_resource = ("rocm_build", "auditwheel.lock")
-
-
-@dataclass(frozen=True)
-class PlatformPolicyRequest:
-    wheel: Digest  # the wheel alone, at the digest root
-    wheel_name: str
 
 
 @dataclass(frozen=True)
@@ -71,7 +65,7 @@ def policy_tag(report: str) -> str:
 
 
 @rule(desc="Checking a wheel's manylinux policy", level=LogLevel.DEBUG)
-async def platform_policy(request: PlatformPolicyRequest, auditwheel: Auditwheel) -> PlatformPolicy:
+async def check_platform_policy(request: BuiltWheel, auditwheel: Auditwheel) -> PlatformPolicy:
     if request.wheel_name[: -len(".whl")].endswith("-any"):
         # A pure wheel has no ELF files; `auditwheel show` exits 1 on it ("This does not
         # look like a platform wheel").

@@ -7,7 +7,8 @@ from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProc
 from pants.engine.process import Process, ProcessResult
 from pants.testutil.rule_runner import MockGet, run_rule_with_mocks
 
-from rocm_build.wheel.portable import PlatformPolicyRequest, platform_policy, policy_tag
+from rocm_build.wheel.built_wheel import BuiltWheel
+from rocm_build.wheel.portable import check_platform_policy, policy_tag
 from rocm_build.sandbox_scripts import script_bytes
 
 # What auditwheel 6.8.2 printed for the mini aotriton wheel (it wraps lines), and the ending
@@ -51,8 +52,8 @@ def test_a_pure_wheel_is_not_given_to_auditwheel() -> None:
     def refuse(*_):
         raise AssertionError("auditwheel was asked about a pure wheel")
 
-    request = PlatformPolicyRequest(EMPTY_DIGEST, "big_torch-1.0.0+llvm19gfx1151-py3-none-any.whl")
-    policy = run_rule_with_mocks(platform_policy, rule_args=[request, None], mock_gets=[
+    request = BuiltWheel(EMPTY_DIGEST, "big_torch-1.0.0+llvm19gfx1151-py3-none-any.whl")
+    policy = run_rule_with_mocks(check_platform_policy, rule_args=[request, None], mock_gets=[
         MockGet(VenvPex, (PexRequest,), refuse), MockGet(Process, (VenvPexProcess,), refuse),
         MockGet(ProcessResult, (Process,), refuse)])  # fmt: skip
     assert (policy.tag, policy.manylinux) == ("any", False)

@@ -22,14 +22,14 @@ from pants.engine.addresses import Address
 from pants.engine.rules import Get, _uncacheable_rule, collect_rules
 
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec, pin_problem
-from rocm_build.wheel.build_request import WheelBuildSpec, WheelRequest, lock_request
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request
 from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest, parse_constraint
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec, missing_device_wheels
 from rocm_build.wheel.recipe_paths import PROJECT_FILES, missing_paths, named_paths
 from rocm_build.upstream.source_tree import source_files
-from rocm_build.target_types import RocmToolchainTarget, ToolchainVersionField
+from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainVersionField
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.wheel import upstream_steps

@@ -1,5 +1,5 @@
 from rocm_build.wheel.recipe_paths import NamedPath, missing_paths, named_paths
-from rocm_build.target_types import WheelCommandField
+from rocm_build.wheel.target_types import WheelCommandField
 
 DEFAULT_WHEEL = WheelCommandField.default
 

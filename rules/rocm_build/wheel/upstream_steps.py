@@ -21,7 +21,6 @@ that one of them provides (by pin name or `kind`) is a note, not a problem.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 from dataclasses import dataclass, replace
@@ -33,7 +32,8 @@ from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
-from rocm_build.wheel.build_request import NOT_RUN, PreflightBuild, PreflightWheelRequest, WheelBuildRequest, WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_process import PreflightBuild, PreflightWheelRequest, WheelBuildRequest
+from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec, WheelRequest
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.wheel.recipe_paths import named_paths

@@ -14,7 +14,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 from pants.util.frozendict import FrozenDict
 
 from rocm_build import register
-from rocm_build.wheel.build_request import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel.upstream_steps import (

@@ -14,7 +14,8 @@ from pants.engine.process import Process
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build import register
-from rocm_build.wheel.build_request import WheelBuildRequest, WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_process import WheelBuildRequest
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.toolchain.container import BuildImage
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.toolchain.interpreters import BuildPython

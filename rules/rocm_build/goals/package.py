@@ -1,0 +1,110 @@
+"""`pants package <rocm_wheel>`: the wheel's whole chain to dist/, each wheel with its build
+log under its target's directory, and the chain as one install set beside it."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from dataclasses import dataclass
+from typing import Dict, Iterable, Sequence, Tuple
+
+from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
+from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
+from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.unions import UnionRule
+
+from rocm_build.errors import RocmBuildError
+from rocm_build.install.runtime_set import check_runtime_set, with_runtime_set
+from rocm_build.wheel.target_types import WheelSourceField
+from rocm_build.wheel.build import BuiltRocmWheel
+from rocm_build.wheel.build_spec import WheelRequest, dist_dir
+from rocm_build.wheel.chain import ChainRequest, CheckedChain
+
+INSTALL_REQUIREMENTS = "requirements.txt"
+
+
+@dataclass(frozen=True)
+class RocmWheelFieldSet(PackageFieldSet):
+    required_fields = (WheelSourceField,)
+
+    source: WheelSourceField
+
+
+def device_extras(sources: Iterable[Dict[str, str]]) -> Dict[str, Tuple[str, ...]]:
+    """Host pin -> the extras its device wheels in the set stand for: torch[device-gfx1151]."""
+    extras: Dict[str, Tuple[str, ...]] = {}
+    for source in sources:
+        if source.get("extra"):
+            extras[source["device_of"]] = tuple(sorted({*extras.get(source["device_of"], ()), source["extra"]}))
+    return extras
+
+
+def requirement(wheel: BuiltRocmWheel, extras: Sequence[str]) -> str:
+    """`name[extras]==version` of a wheel in the set."""
+    name, version = (wheel.wheel_name or "").split("-")[:2]
+    return f"{name}[{','.join(extras)}]=={version}" if extras else f"{name}=={version}"
+
+
+async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
+    """`wheels/` (a find-links folder with every wheel of the chain) and a requirements file
+    pinning each by version and sha256, so that
+    `pip install --no-index --find-links <dir>/wheels -r <dir>/requirements.txt` installs
+    exactly this chain, and nothing that merely has the same version."""
+    sources = [(w, json.loads(w.build_info)["source"]) for w in closure]
+    extras = device_extras(source for _, source in sources)
+    hosts = [(w, source) for w, source in sources if "prebuilt" in source and "device_of" not in source]
+    lines = [
+        "# The rocm_wheel chain of one `pants package`: every wheel by version and sha256.",
+        "# pip install --no-index --find-links wheels --require-hashes -r requirements.txt  (from this directory)",
+        *(
+            # What a prebuilt wheel itself requires (TheRock's torch: rocm[libraries]) is not
+            # part of the chain: it comes from the wheel's own index, installed first.
+            f"# first, the prebuilt {w.wheel_name.split('-')[0]} and what it requires: pip install --index-url "
+            f"{source['index_url']} {shlex.quote(requirement(w, extras.get(source['prebuilt'], ())))}"
+            for w, source in hosts
+        ),
+        *(
+            f"{requirement(w, extras.get(source.get('prebuilt', ''), ()))} --hash=sha256:{w.wheel_sha256}"
+            for w, source in sorted(sources, key=lambda pair: pair[0].wheel_name or "")
+        ),
+    ]
+    lines, runtime = await with_runtime_set(tuple(w.address for w in closure), lines)  # env.sh, run-time wheels
+    wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))
+    return await Get(
+        Digest,
+        MergeDigests(
+            [
+                await Get(Digest, AddPrefix(wheels, "wheels")),
+                await Get(Digest, CreateDigest([FileContent(INSTALL_REQUIREMENTS, "\n".join([*lines, ""]).encode())])),
+                runtime,
+            ]
+        ),
+    )
+
+
+@rule
+async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
+    # Toolchains, archives and locks of the whole chain are checked before any fetch or
+    # build starts.
+    await Get(CheckedChain, ChainRequest(field_set.address))
+    await check_runtime_set(field_set.address)  # runtime_env conflicts, run-time locks
+    built = await Get(BuiltRocmWheel, WheelRequest(field_set.address))
+    if built.error:
+        raise RocmBuildError(built.error)
+    # The whole chain goes to dist/, each wheel with its build log, under its target's dir.
+    outputs = []
+    artifacts = []
+    for wheel in built.closure:
+        directory = dist_dir(wheel.address)
+        merged = await Get(Digest, MergeDigests([wheel.wheel, wheel.log]))
+        outputs.append(await Get(Digest, AddPrefix(merged, directory)))
+        artifacts.append(BuiltPackageArtifact(f"{directory}/{wheel.wheel_name}"))
+    # And, for the target packaged, the chain as one thing to install (see install_set).
+    install = f"{dist_dir(field_set.address)}.install"
+    outputs.append(await Get(Digest, AddPrefix(await install_set(built.closure), install)))
+    artifacts.append(BuiltPackageArtifact(f"{install}/{INSTALL_REQUIREMENTS}"))
+    return BuiltPackage(await Get(Digest, MergeDigests(outputs)), tuple(artifacts))
+
+
+def rules():
+    return [*collect_rules(), UnionRule(PackageFieldSet, RocmWheelFieldSet)]

@@ -1,0 +1,47 @@
+"""git on this host, for the programs that move pins and edit patches (update-pins,
+patch-workspace): only the schemes the pin allows (scripts/git_urls.py), no prompt, no
+system or user config, tokens redacted from what it says; and UpdateError, how they fail."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from typing import Optional
+
+from rocm_build.sandbox_scripts import load_script
+
+GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
+GIT_URLS = load_script("git_urls.py")
+
+
+class UpdateError(Exception):
+    """A failure that leaves the pins file untouched; the message says what to do."""
+
+
+def git(*args: str, cwd: Optional[str] = None, pin_url: str = "") -> subprocess.CompletedProcess:
+    """git on this host, with only the schemes the pin allows (scripts/git_urls.py)."""
+    allowed = GIT_URLS.git_protocol_allow(GIT_URLS.schemes_for(pin_url))
+    return subprocess.run(
+        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV, "GIT_ALLOW_PROTOCOL": allowed},
+        capture_output=True, text=True,
+    )
+
+
+def redact(text: str) -> str:
+    token = os.environ.get("GITHUB_TOKEN")
+    return GIT_URLS.redact(text.replace(token, "***") if token else text)
+
+
+def checkout(pin_name: str, url: str, commit: str, dest: str) -> None:
+    steps = [
+        ("init", "-q", "--", dest),
+        ("-C", dest, "fetch", "-q", "--depth", "1", "--", url, commit),
+        ("-C", dest, "checkout", "-q", "--detach", "FETCH_HEAD", "--"),
+    ]
+    for step in steps:
+        result = git(*step, pin_url=url)
+        if result.returncode != 0:
+            raise UpdateError(
+                f"[{pin_name}] cannot fetch {commit} from {url}: {redact(result.stderr.strip())}; "
+                "the pins file was not changed."
+            )

@@ -1,0 +1,72 @@
+"""A pin's patches (patches/<pin>/) against a checked-out tree, with the script the build
+applies them with (scripts/apply_patches.py): update-pins moves a pin only if they still
+apply at its new commit; patch-workspace applies them one commit each."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from rocm_build.programs.host_git import GIT_ENV, checkout
+from rocm_build.programs.new_commits import Move
+from rocm_build.sandbox_scripts import script_bytes
+from rocm_build.upstream.pins import Pin
+
+
+def patch_files(patches_root: Path, name: str) -> List[str]:
+    directory = patches_root / name
+    if not directory.is_dir():
+        return []
+    return sorted(
+        str(p) for p in directory.iterdir() if p.name.endswith((".patch", ".diff", ".edit.toml"))
+    )
+
+
+def patches_apply(name: str, tree: str, patches: Sequence[str]) -> Optional[str]:
+    """None if every patch applies to the tree, else the first failure's message."""
+    if not patches:
+        return None
+    with tempfile.NamedTemporaryFile("wb", suffix=".py", delete=False) as f:
+        f.write(script_bytes("apply_patches.py"))
+    try:
+        result = subprocess.run(
+            # The same interpreter the build uses for this script (it needs tomllib, 3.11+).
+            [shutil.which("python3", path="/usr/bin:/bin:/usr/local/bin") or "python3", f.name, tree,
+             *[os.path.abspath(p) for p in patches]],
+            capture_output=True, text=True, env={**os.environ, **GIT_ENV},
+        )  # fmt: skip
+    finally:
+        os.unlink(f.name)
+    return None if result.returncode == 0 else result.stderr.strip()
+
+
+def keep_patchable(
+    moves: List[Move], pins: Dict[str, Pin], patches_dir: Path, work: str, force: bool
+) -> Tuple[List[Move], bool]:
+    """The moves to make, and whether some were held back: a move whose patches fail at its
+    new commit is reported, and dropped unless `force`."""
+    failures = []
+    for move in moves:
+        patches = patch_files(patches_dir, move.name)
+        if not patches:
+            continue
+        tree = os.path.join(work, f"check-{move.name}")
+        checkout(move.name, pins[move.name].url, move.new, tree)
+        problem = patches_apply(move.name, tree, patches)
+        if problem:
+            failures.append((move, problem))
+    for move, problem in failures:
+        print(f"[{move.name}] patches do not apply to {move.new}:\n  {problem}", file=sys.stderr)
+    if not failures or force:
+        return moves, False
+    failed = {m.name for m, _ in failures}
+    print(
+        f"not moving {', '.join(sorted(failed))}: refresh the patches, or pass --force "
+        "to move the pins anyway", file=sys.stderr,
+    )  # fmt: skip
+    return [m for m in moves if m.name not in failed], True

@@ -1,0 +1,47 @@
+"""update-pins' writes: the pins files with the planned moves, rewritten in place (comments,
+order and layout kept; upstream/pins_text.py), printed as a diff or written atomically."""
+
+from __future__ import annotations
+
+import difflib
+import os
+import sys
+from pathlib import Path
+from typing import Sequence
+
+from rocm_build.programs.archive_update import ArchiveMove
+from rocm_build.programs.new_commits import Move
+from rocm_build.programs.prebuilt_update import PrebuiltMove
+from rocm_build.upstream.pins_text import set_commit_in_text, set_fields_in_text
+
+
+def moved_pins(text: str, moves: Sequence[Move], prebuilt_moves: Sequence[PrebuiltMove]) -> str:
+    """The pins file with the git pins' new commits (and a release pin's version), and the
+    prebuilt pins' new files."""
+    for move in moves:
+        text = set_commit_in_text(text, move.name, move.new)
+        if move.version:
+            text = set_fields_in_text(text, move.name, {"version": move.version}, add_missing=True)
+    for pmove in prebuilt_moves:
+        text = set_fields_in_text(text, pmove.table, pmove.values, add_missing=True)
+    return text
+
+
+def moved_archives(text: str, archive_moves: Sequence[ArchiveMove]) -> str:
+    for archive in archive_moves:
+        text = set_fields_in_text(text, archive.name, archive.values)
+    return text
+
+
+def print_diff(path: Path, before: str, after: str) -> None:
+    sys.stdout.writelines(difflib.unified_diff(before.splitlines(True), after.splitlines(True), str(path), str(path)))
+
+
+def write_if_changed(path: Path, before: str, after: str) -> None:
+    """Replaces the file at once (a temporary file beside it, renamed), so it is never half written."""
+    if after == before:
+        return
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(after)
+    os.replace(tmp, path)
+    print(f"wrote {path}")

@@ -1,0 +1,237 @@
+"""A build spec with its resolved inputs, made into the `Process` that runs it: the second of
+a build's two steps (build_spec.py is the first).
+
+`WheelBuildRequest` is the spec plus its resolved inputs (tree, lock and wheelhouse,
+archives, dependency wheels, toolchain identity, interpreter). It holds no Target and no
+machine path; `describe_wheel_build_process` turns it into the exact `Process` that runs,
+and the plan asks for the same `Process`, so the plan and the build cannot disagree.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Dict, Optional, Tuple
+
+from pants.engine.addresses import Address
+from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
+from pants.engine.process import Process
+from pants.engine.rules import Get, collect_rules, rule
+from pants.util.logging import LogLevel
+
+from rocm_build.wheel.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR
+from rocm_build.toolchain.container import BuildImage
+from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
+from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
+from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
+from rocm_build.wheel.build_spec import WheelBuildSpec, log_name
+from rocm_build.wheel.ccache import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
+from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools, cache_suffix
+
+LOG_CACHE = "rocm_build_logs"
+LOG_CACHE_DIR = ".logs"
+CCACHE_DIR = ".ccache"
+SOURCE_PACK = ".source-pack"
+# Checkouts of fetched packs, one per source (build_wheel.sh): a build's lower tree layer.
+SOURCE_TREES_CACHE = "rocm_source_trees"
+SOURCE_TREES_DIR = ".source-trees"
+# Build venvs, one per Python + bootstrap and dependency wheels + lock (build_wheel.sh).
+VENV_CACHE = "rocm_build_venvs"
+VENV_CACHE_DIR = ".build-venvs"
+TREE_CHANGES = ".tree-changes"
+ARCHIVES_DIR = ".archives"
+SANDBOX = "$ROCM_BUILD_SANDBOX"
+
+
+def local_version_label(toolchain: ResolvedToolchain, spec: WheelBuildSpec) -> str:
+    """The wheel's local version label, e.g. `llvm19gfx1100.gfx1151`: the toolchain's label,
+    then the gpu targets."""
+    return f"{toolchain.label}{'.'.join(spec.gpu_targets)}"
+
+
+@dataclass(frozen=True)
+class WheelBuildRequest:
+    """Everything that goes into a build's cache key, and nothing else."""
+
+    spec: WheelBuildSpec
+    toolchain: ResolvedToolchain
+    python: BuildPython
+    network_isolation: bool
+    image: Optional[BuildImage]  # the build runs in a container of it; None: on this machine
+    label: str  # the wheel's local version label
+    source_date_epoch: int  # the pinned commit's time
+    # tree/, deps/ (dependency wheels without their build info), bootstrap/, wheelhouse/ +
+    # lock, .archives/<VAR>/. Build info is not an input: it is added to the wheel after the
+    # build, so a rebuild whose output is unchanged changes nothing downstream.
+    inputs: Digest
+    # Set: the tree comes as layers, this fetched pack (an immutable input at SOURCE_PACK,
+    # checked out once per machine into the SOURCE_TREES cache) and the patched files in
+    # `inputs` under TREE_CHANGES/; the build stacks them into tree/.
+    source_pack: Optional[Digest] = None
+    # What the build venv is made of (the Python, the bootstrap and dependency wheels and the
+    # lock, by digest): the name of the machine's copy of it, which builds reuse.
+    venv_key: str = ""
+
+
+@dataclass(frozen=True)
+class PreflightWheelRequest:
+    """The build request of a wheel whose rocm_wheel dependencies are not built yet: the
+    preflight's (upstream_steps.py). Its venv has only the prebuilt dependency wheels."""
+
+    address: Address
+
+
+@dataclass(frozen=True)
+class PreflightBuild:
+    request: WheelBuildRequest  # made by wheel/build.py, as for the build
+
+
+def sandbox_env(request: WheelBuildRequest) -> Dict[str, str]:
+    """Paths inside the sandbox, as `$ROCM_BUILD_SANDBOX/...`: expanded at run time, so the
+    sandbox's location never enters the key."""
+    toolchain = request.toolchain
+    return {
+        "ROCM_PATH": f"{SANDBOX}/{SANDBOX_ROOT}",
+        "ROCM_HOME": f"{SANDBOX}/{SANDBOX_ROOT}",
+        "HIP_DEVICE_LIB_PATH": f"{SANDBOX}/{toolchain.device_lib_dir}",
+        "HIPFLAGS": f"--rocm-device-lib-path={SANDBOX}/{toolchain.device_lib_dir}",
+        "ROCM_BUILD_CLANG": f"{SANDBOX}/{toolchain.clang}",
+        "ROCM_BUILD_DEPS_PREFIX": f"{SANDBOX}/.venv",
+        "PATH": f"{SANDBOX}/.venv/bin:{SANDBOX}/{SANDBOX_ROOT}/bin:/usr/bin:/bin",
+        "HOME": f"{SANDBOX}/.home",
+        "XDG_CACHE_HOME": f"{SANDBOX}/.home/cache",
+        **{var: f"{SANDBOX}/{ARCHIVES_DIR}/{var}" for var, _ in request.spec.archives},
+    }
+
+
+def process_env(request: WheelBuildRequest) -> Dict[str, str]:
+    spec = request.spec
+    sandbox = sandbox_env(request)
+    env = {**sandbox, **spec.env}  # the target's `env` wins
+    # Sandbox paths first: the target's values may refer to them ($ROCM_PATH, ...).
+    expand = [k for k in sandbox if "$" in env[k]] + sorted(k for k in spec.env if "$" in spec.env[k])
+    return {
+        **env,
+        "PIP_CONFIG_FILE": "/dev/null",
+        "ROCM_BUILD_TARGET": spec.owner,
+        "ROCM_BUILD_LABEL": request.label,
+        "ROCM_BUILD_LOG_NAME": log_name(spec.address),
+        "ROCM_BUILD_PYTHON": request.python.in_sandbox,
+        "ROCM_BUILD_PYTHON_VERSION": request.python.identity,
+        "ROCM_BUILD_TOOLCHAIN_IDENTITY": request.toolchain.identity,
+        "ROCM_BUILD_WHEEL_COMMAND": spec.wheel_command,
+        "ROCM_BUILD_LOCK": LOCK_IN_SANDBOX if spec.lock_path else "",
+        "ROCM_BUILD_WHEELHOUSE": WHEELHOUSE_DIR,
+        "ROCM_BUILD_NETWORK": "none" if request.network_isolation else "host",
+        "SOURCE_DATE_EPOCH": str(request.source_date_epoch),
+        "ROCM_BUILD_VENV_KEY": request.venv_key,
+        "ROCM_BUILD_EXPAND_VARS": " ".join(dict.fromkeys(expand)),
+        **({"MAX_JOBS": str(spec.max_jobs)} if spec.max_jobs else {}),
+    }
+
+
+def container_env(request: WheelBuildRequest, env: Dict[str, str]) -> Dict[str, str]:
+    """What in_container.sh needs: the image's toolchain and Python (paths inside the image:
+    its content, not this machine's), and which variables and caches to pass in."""
+    assert request.image
+    inside = {
+        **env,
+        "ROCM_BUILD_IMAGE": request.image.image_id,
+        "ROCM_BUILD_TOOLCHAIN_ROOT": request.toolchain.root_in_image,
+        "ROCM_BUILD_PYTHON_PREFIX": request.python.prefix,
+    }
+    return {
+        **inside,
+        "ROCM_BUILD_CONTAINER_ENV": " ".join(sorted(inside)),
+        "ROCM_BUILD_CONTAINER_CACHES": f"{LOG_CACHE_DIR} {CCACHE_DIR}",
+    }
+
+
+def ccache_name(owner: str, gpu_targets: Tuple[str, ...]) -> str:
+    return "rocm_ccache_" + cache_suffix(f"{owner} {' '.join(gpu_targets)}")
+
+
+def steps_script(spec: WheelBuildSpec) -> str:
+    return "\n".join(["set -x", *spec.steps, "set +x", ""])
+
+
+def self_link_env(request: WheelBuildRequest, search_path: Tuple[str, ...]) -> Dict[str, str]:
+    """What a build needs to link its toolchain and Python itself where the links are missing
+    (a remote-execution worker): what they must say they are, and where to look."""
+    toolchain = request.toolchain
+    return {
+        "ROCM_BUILD_TOOLCHAIN_COMPILER": toolchain.clang[len(SANDBOX_ROOT) + 1 :],
+        "ROCM_BUILD_TOOLCHAIN_COMPILER_VERSION": toolchain.compiler_version,
+        "ROCM_BUILD_TOOLCHAIN_CANDIDATES": " ".join(dict.fromkeys((*toolchain.standard_roots(), *search_path))),
+        "ROCM_BUILD_PYTHON_CANDIDATES": " ".join(search_path),
+    }
+
+
+@rule(desc="Describing a rocm_wheel build process")
+async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTools, settings: RocmBuildSubsystem) -> Process:
+    spec = request.spec
+    scripts = await Get(
+        Digest,
+        CreateDigest(
+            [
+                FileContent(f"{SCRIPTS_DIR}/build_wheel.sh", script_bytes("build_wheel.sh")),
+                *([FileContent(f"{SCRIPTS_DIR}/in_container.sh", script_bytes("in_container.sh"))] if request.image else []),
+                FileContent(f"{SCRIPTS_DIR}/machine_caches.sh", script_bytes("machine_caches.sh")),
+                FileContent(f"{SCRIPTS_DIR}/wheel_files.py", script_bytes("wheel_files.py")),
+                FileContent(f"{SCRIPTS_DIR}/ccache_remote.py", script_bytes("ccache_remote.py")),
+                *([FileContent(f"{SCRIPTS_DIR}/source_pack.py", script_bytes("source_pack.py"))] if request.source_pack else []),
+                FileContent(f"{SCRIPTS_DIR}/steps.sh", steps_script(spec).encode()),
+            ]
+        ),
+    )
+    caches = {
+        LOG_CACHE: LOG_CACHE_DIR,
+        # Compiler cache per component and arch: shared by rebuilds, never in a key.
+        ccache_name(spec.owner, spec.gpu_targets): CCACHE_DIR,
+        # Where ccache's remote storage is configured, if it is (see ccache_remote.py).
+        CCACHE_REMOTE_CACHE: CCACHE_REMOTE_DIR,
+    }
+    argv: Tuple[str, ...] = (tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh")
+    env = process_env(request)
+    if request.source_pack and not request.image:
+        # Its checkout, made by the build with the host's git, is named by the pack's commits
+        # and that git's version: machines with another git share wheels, not checkouts.
+        # (A container's tree is checked out into its sandbox: in_container.sh.)
+        caches[SOURCE_TREES_CACHE] = SOURCE_TREES_DIR
+    if request.image:
+        # The image id, not its name, in argv: the key holds what the build runs in.
+        argv = (tools.bash.path, f"{SCRIPTS_DIR}/in_container.sh", request.image.engine, request.image.image_id, "bash", *argv[1:])
+        env = container_env(request, env)
+    else:
+        caches = {request.toolchain.cache_name: ".rocm", request.python.cache_name: PYTHON_LINK, VENV_CACHE: VENV_CACHE_DIR, **caches}
+        env = {**env, **self_link_env(request, tuple(settings.worker_search_path))}
+    return Process(
+        argv=argv,
+        env=env,
+        input_digest=await Get(Digest, MergeDigests([request.inputs, scripts])),
+        immutable_input_digests={SOURCE_PACK: request.source_pack} if request.source_pack else None,
+        output_directories=("out",),
+        append_only_caches=caches,
+        remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
+        description=f"Building rocm_wheel {spec.owner}",
+        level=LogLevel.INFO,
+        timeout_seconds=spec.timeout,
+    )
+
+
+def describe_commands(spec: WheelBuildSpec, locked: int) -> Tuple[str, ...]:
+    """The commands the build runs in the patched tree, for people (rocm-plan)."""
+    install = (
+        f"python -m pip install --no-index --no-deps --require-hashes --no-compile --find-links {WHEELHOUSE_DIR} "
+        f"-r {spec.lock_path}  # {locked} locked distribution(s)"
+    )
+    return (*([install] if spec.lock_path else []), *spec.steps, spec.wheel_command)
+
+
+def quote_env(env: Dict[str, str]) -> Tuple[str, ...]:
+    return tuple(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
+
+
+def rules():
+    return collect_rules()

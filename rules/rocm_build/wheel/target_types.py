@@ -1,0 +1,299 @@
+"""Target type of the wheel stage: rocm_wheel (its run-time fields are in install/target_types.py)."""
+
+from __future__ import annotations
+
+from pants.core.util_rules.environments import EnvironmentField
+from pants.engine.target import (
+    COMMON_TARGET_FIELDS,
+    BoolField,
+    Dependencies,
+    DictStringToStringField,
+    IntField,
+    StringField,
+    StringSequenceField,
+    Target,
+    ValidNumbers,
+)
+from pants.util.strutil import help_text, softwrap
+
+from rocm_build.install.target_types import WheelRuntimeEnvField, WheelRuntimeRequirementsField
+
+
+class WheelSourceField(StringField):
+    alias = "source"
+    required = True
+    help = "Address of the `upstream_repo` whose patched tree is built, e.g. `:src`."
+
+
+class WheelToolchainField(StringField):
+    alias = "toolchain"
+    required = True
+    help = "Address of the `rocm_toolchain` to build with, e.g. `//components:therock`."
+
+
+class GpuTargetsField(StringSequenceField):
+    alias = "gpu_targets"
+    default = ("gfx1151",)
+    help = "AMD GPU architectures to compile for, e.g. `[\"gfx1151\"]`. Checked against known gfx names."
+
+
+class SupportedGpuTargetsField(StringSequenceField):
+    alias = "supported_gpu_targets"
+    help = help_text(
+        lambda: f"""
+        The GPU architectures this component's upstream builds at the pinned commit, read from
+        the upstream's own list (give its link in `{SupportedGpuTargetsSourceField.alias}`).
+        Empty means no list is known. A `{GpuTargetsField.alias}` entry outside it stops
+        `package` and `rocm-plan --check` before any work, naming both lists; an `optional`
+        component is skipped instead, with a line saying why.
+        """
+    )
+
+
+class SupportedGpuTargetsSourceField(StringField):
+    alias = "supported_gpu_targets_source"
+    help = help_text(
+        lambda: f"""
+        Where `{SupportedGpuTargetsField.alias}` comes from: a link to the upstream file at
+        the pinned commit (e.g. `https://github.com/ROCm/aiter/blob/<commit>/<path>#L10`).
+        Required with `{SupportedGpuTargetsField.alias}`, so the list can be checked again
+        when the pin moves.
+        """
+    )
+
+
+class AllowMissingGpuTargetsField(StringSequenceField):
+    alias = "allow_missing_gpu_targets"
+    help = help_text(
+        lambda: f"""
+        Targets of `{GpuTargetsField.alias}` that libraries of the wheel may lack. After each
+        build every library in the wheel that carries AMDGPU code (code objects, and offload
+        bundles in shared objects) is read, and the build fails when one lacks a requested
+        target: a wheel like that fails at run time with `hipErrorInvalidImage` ("device
+        kernel image is invalid") on that GPU. List a target here only when its absence is
+        known and accepted (e.g. an upstream library that is not used on it); it is recorded
+        in `rocm_build_info.json`, with the arches found in each library.
+        """
+    )
+
+
+class WheelPythonField(StringField):
+    alias = "python"
+    help = softwrap(
+        """
+        The Python the wheel is built with (and for): `"3.12"`, or an interpreter constraint
+        such as `"CPython==3.12.*"`; default `[rocm-build].python` in pants.toml. The first
+        matching interpreter on `[python-bootstrap].search_path` (pyenv, PATH) is used; its
+        implementation and full version are in the build's key and in `rocm_build_info.json`,
+        its location is not. `python=parametrize("3.11", "3.12")` gives one target per
+        Python, and dependencies follow: each variant builds against the same Python's
+        dependency wheels. Locks are per Python minor version: `3rdparty/build/py3.12/<pin>.lock`.
+        """
+    )
+
+
+class WheelDependenciesField(Dependencies):
+    help = softwrap(
+        """
+        Other `rocm_wheel` (or `prebuilt_wheel`) targets whose wheels are installed into this
+        build's environment (e.g. torch for vllm). A change in any of them rebuilds this wheel.
+        """
+    )
+
+
+class WheelEnvField(DictStringToStringField):
+    alias = "env"
+    help = softwrap(
+        """
+        Extra environment variables for the build, on top of the ROCm environment the rule
+        sets (they win over it). Values may refer to `$ROCM_PATH`, `$HIP_DEVICE_LIB_PATH` and
+        `$ROCM_BUILD_DEPS_PREFIX` (the build venv), expanded inside the sandbox. Nothing from
+        the host environment reaches the build; every value here is part of the cache key.
+        """
+    )
+
+
+class WheelKindField(StringField):
+    alias = "kind"
+    default = "generic"
+    help = softwrap(
+        """
+        Which component's environment extras apply (see rules/rocm_build/wheel/env.py):
+        generic, aotriton, torch, triton, flash_attention, vllm, aiter.
+        """
+    )
+
+
+class WheelBuildCommandField(StringSequenceField):
+    alias = "build_command"
+    help = softwrap(
+        """
+        Shell commands run in order in the source tree before the wheel build, e.g.
+        `["python use_existing_torch.py"]`. `python` is the build venv's interpreter.
+        """
+    )
+
+
+class WheelCommandField(StringField):
+    alias = "wheel_command"
+    default = "python -m pip wheel . --no-deps --no-build-isolation --no-index -w \"$WHEEL_OUT\""
+    help = "The command that builds the wheel into `$WHEEL_OUT`."
+
+
+class WheelBuildRequirementsField(StringSequenceField):
+    alias = "build_requirements"
+    help = softwrap(
+        """
+        Python build requirements, as pip requirement lines: names with version specifiers
+        (`setuptools-scm>=8,<9`) and `-r FILE` for requirement files in the patched tree
+        (`-r requirements/build.txt`). They are the input of this wheel's lock (see `lock`):
+        `pants lock-build-requirements <this target>` resolves them once and pins every
+        distribution by sha256; the build installs exactly the lock, from a wheelhouse that a
+        separate cached process downloads, with `--no-index --require-hashes`. `cmake` is
+        left out of locks: builds use the toolchain's system cmake (seed 000).
+        """
+    )
+
+
+class WheelLockField(StringField):
+    alias = "lock"
+    help = softwrap(
+        """
+        Path (from the build root) of the lockfile made from `build_requirements`.
+        Default: `3rdparty/build/py<3.X>/<pin>.lock`, `<pin>` being the pin of `source` and `3.X` the Python minor version of `python`. The lock names
+        the pin commit, the Python and the requirement files it was made from; a build whose
+        inputs moved since fails and says how to regenerate it.
+        """
+    )
+
+
+class WheelArchivesField(DictStringToStringField):
+    alias = "archives"
+    help = softwrap(
+        """
+        `upstream_archive` targets unpacked into the build's sandbox, keyed by the environment
+        variable that receives the unpacked directory, e.g.
+        `{"LLVM_SYSPATH": "components/triton:llvm"}`. The variable is set inside the sandbox at
+        run time; only the archive's sha256 and content are part of the cache key.
+        """
+    )
+
+
+class WheelVersionEnvField(StringSequenceField):
+    alias = "version_env"
+    help = help_text(
+        lambda: f"""
+        Environment variables through which the upstream takes its version when its tree has no
+        `.git` (a build's tree never has): each is set to the pin's version, e.g.
+        `["SETUPTOOLS_SCM_PRETEND_VERSION", "VLLM_VERSION_OVERRIDE"]`. The version is the pin's
+        `version` key in the pins file if it has one, else the release its `track` names
+        (`v0.31.0` gives `0.31.0`), else `0.0.0+g<first 12 digits of the commit>`. The values
+        are part of the cache key; a variable also in `{WheelEnvField.alias}` keeps that value.
+        The preflight runs the upstream's metadata hook with them and says when one is missing.
+        """
+    )
+
+
+class WheelDownloadsCoveredField(DictStringToStringField):
+    alias = "downloads_covered"
+    help = help_text(
+        lambda: f"""
+        Files of the patched tree that would download at configure or build time, each mapped
+        to the upstream's own variable that makes it use a local copy instead, e.g.
+        `{{"cmake/external_projects/triton_kernels.cmake": "TRITON_KERNELS_SRC_DIR"}}`. The
+        variable must be set by this recipe: a key of `{WheelArchivesField.alias}` (a pinned
+        archive unpacked in the sandbox) or of `{WheelEnvField.alias}`, and the file must name
+        it. A file this build never reaches says why instead, as `"not run: <why>"` (e.g.
+        `{{"cmake/external_projects/flashmla.cmake": "not run: CUDA only"}}`). The preflight scans the tree (CMake `FetchContent_Declare`, `ExternalProject_Add`,
+        `file(DOWNLOAD`, `git clone`; `urllib`, `requests`, `git clone`, `curl`/`wget` in
+        setup scripts) and reports every download in a file not listed here (a `pip install`
+        is not one: every build's pip finds only the lock's wheelhouse).
+        """
+    )
+
+
+class WheelOptionalField(BoolField):
+    alias = "optional"
+    default = False
+    help = softwrap(
+        """
+        If true (AITER), a failed build is reported as a warning and dependents are built
+        without this wheel.
+        """
+    )
+
+
+class WheelTimeoutField(IntField):
+    alias = "timeout"
+    default = 6 * 3600
+    valid_numbers = ValidNumbers.positive_only
+    help = "Seconds after which the build is killed and fails."
+
+
+class WheelMaxJobsField(IntField):
+    alias = "max_jobs"
+    valid_numbers = ValidNumbers.positive_only
+    help = "MAX_JOBS for the build. Default: fits the machine (cores, and 4 GiB of memory per job)."
+
+
+class RocmWheelTarget(Target):
+    alias = "rocm_wheel"
+    core_fields = (
+        *COMMON_TARGET_FIELDS,
+        WheelSourceField,
+        WheelToolchainField,
+        GpuTargetsField,
+        SupportedGpuTargetsField,
+        SupportedGpuTargetsSourceField,
+        AllowMissingGpuTargetsField,
+        WheelPythonField,
+        WheelDependenciesField,
+        WheelEnvField,
+        WheelKindField,
+        WheelBuildCommandField,
+        WheelCommandField,
+        WheelBuildRequirementsField,
+        WheelLockField,
+        WheelArchivesField,
+        WheelVersionEnvField,
+        WheelDownloadsCoveredField,
+        WheelOptionalField,
+        WheelTimeoutField,
+        WheelMaxJobsField,
+        WheelRuntimeEnvField,
+        WheelRuntimeRequirementsField,
+        # Pants' own `environment` field: a name from [environments-preview.names]. A
+        # docker_environment there makes the build run inside its image (container.py).
+        EnvironmentField,
+    )
+    help = help_text(
+        lambda: f"""
+        A wheel built from an `upstream_repo` in a sandbox with the ROCm environment for
+        `{GpuTargetsField.alias}`, with the wheels of its `rocm_wheel` dependencies and its
+        locked `{WheelBuildRequirementsField.alias}` installed, and no network. The wheel gets a
+        local label naming toolchain and arch (e.g. `+rocm7.10gfx1151`) and a
+        `rocm_build_info.json` listing pins, patch digests, toolchain, interpreter, lock,
+        archives and dependency wheels. `pants rocm-plan <target>` shows the exact process.
+
+        With `environment` naming a `docker_environment` (a name from
+        `[environments-preview.names]`), the build runs in a fresh container of that image,
+        keyed by the image id: no network, a read-only image, nothing of the host but the
+        sandbox and its caches; the toolchain and Python are the image's.
+
+        Example (components/vllm/BUILD):
+
+            upstream_repo(name="src", pin="vllm", patches=["patches/vllm:gfx1151"])
+
+            rocm_wheel(
+                name="wheel",
+                source=":src",
+                toolchain="components:rocm",
+                gpu_targets=["gfx1151"],
+                kind="vllm",
+                dependencies=["components/torch:wheel"],
+                build_requirements=["-r requirements/build.txt"],  # lock: 3rdparty/build/py3.12/vllm.lock
+                build_command=["python use_existing_torch.py"],
+                environment="rocm-build-box",  # components/BUILD sets it for the chain
+            )
+        """
+    )
