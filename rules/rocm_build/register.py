@@ -5,7 +5,7 @@ from pants.core.util_rules.environments import DockerEnvironmentTarget
 
 from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, package, plan, verify_reproducible
 from rocm_build.install import runtime_lock, runtime_set
-from rocm_build.subsystems import host_tools
+from rocm_build.subsystems import host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
 from rocm_build.toolchain.target_types import ImageRecipeField
 from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk
@@ -32,6 +32,7 @@ def rules():
     return [
         # Subsystems
         *host_tools.rules(),
+        *sccache.rules(),
         # Upstream sources: pins, fetch, patches, archives, prebuilt wheels
         *mirrors.rules(),
         *download.rules(),

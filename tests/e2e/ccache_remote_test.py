@@ -10,30 +10,11 @@ from pathlib import Path
 from typing import Dict
 
 from e2e.redis_server import redis_cli, redis_server
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.c_demo import UNITS, WHEEL, c_component, demo_upstream, machine
+from e2e.workspace import Workspace, require_success
 from mini import make_upstreams
 
-UNITS = 12
 PASSWORD = "s3cret-for-this-test"
-WHEEL = "ccache_demo:wheel"
-
-
-def c_component(variant: int) -> Dict[str, str]:
-    files = {f"csrc/u{i}.c": f"int u{i}(int x) {{ return x * {i + 1} + {variant if i == 0 else 0}; }}\n" for i in range(UNITS)}
-    sources = ", ".join(f"'csrc/u{i}.c'" for i in range(UNITS))
-    files["setup.py"] = f"from setuptools import Extension, setup\nsetup(name='demo', version='1.0', ext_modules=[Extension('demo', [{sources}])])\n"
-    return files
-
-
-def machine(tmp_path: Path, upstreams, name: str, repo: Path, sha: str, address: str, fields: str = "") -> Workspace:
-    # Its own checkout, local store and named caches (ccache's among them): another machine.
-    ws = Workspace(tmp_path / name / "checkout", upstreams, tmp_path / name / "store", tmp_path / name / "named")
-    ws.pin_extra("demo", repo, sha)
-    ws.path("ccache_demo").mkdir()
-    ws.write("ccache_demo/BUILD", 'upstream_repo(name="src", pin="demo", pins_file="tests/mini/pins.toml")\n'
-             'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"]' + fields + ')\n')  # fmt: skip
-    ws.pants_env_extra = {"PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE": address}
-    return ws
 
 
 def ccache_stats(ws: Workspace) -> Dict[str, int]:
@@ -43,14 +24,6 @@ def ccache_stats(ws: Workspace) -> Dict[str, int]:
 
 def everything_written(ws: Workspace) -> str:
     return "".join(p.read_text(errors="replace") for p in ws.path("dist").rglob("*") if p.is_file() and p.suffix != ".whl")
-
-
-def demo_upstream(tmp_path: Path):
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    repo = tmp_path / "upstreams" / "demo"
-    repo.mkdir()
-    make_upstreams.git(repo, "init", "-q", "-b", "main")
-    return upstreams, repo, make_upstreams.commit(repo, c_component(0), "12 units")
 
 
 def test_a_second_machine_reuses_the_first_machines_objects(tmp_path: Path) -> None:

@@ -149,6 +149,38 @@ refuse_pip_cmake() {
 # not part of the wheel, so this costs no reproducibility).
 phase_start="$(date +%s%N)"
 phase_times=()
+# sccache's server, for this build only: a child of the build (it dies with it), listening on
+# a Unix socket in the sandbox (two builds on one machine never meet), stopped at the end.
+start_sccache() {
+  local sccache="$top/$ROCM_BUILD_SCCACHE"
+  export SCCACHE_DIR="$top/.sccache" SCCACHE_SERVER_UDS="$top/.sccache-server.sock" SCCACHE_IDLE_TIMEOUT=0
+  SCCACHE_NO_DAEMON=1 "$sccache" --start-server >"$top/.sccache-server.log" 2>&1 &
+  sccache_server=$!
+  trap stop_sccache EXIT
+  local i
+  for i in $(seq 100); do [[ -S "$SCCACHE_SERVER_UDS" ]] && break; sleep 0.1; done
+  if [[ ! -S "$SCCACHE_SERVER_UDS" ]]; then
+    echo "rocm_build: sccache's server did not start for $ROCM_BUILD_TARGET:" >&2
+    cat "$top/.sccache-server.log" >&2
+    exit 46
+  fi
+  export CC="$sccache ${CC:-cc}" CXX="$sccache ${CXX:-c++}"
+  export CMAKE_C_COMPILER_LAUNCHER="$sccache" CMAKE_CXX_COMPILER_LAUNCHER="$sccache" CMAKE_HIP_COMPILER_LAUNCHER="$sccache"
+  echo "== compiler launcher: sccache ($("$sccache" --version)), server on .sccache-server.sock"
+}
+sccache_stats() {  # one line for the log, from sccache's JSON
+  "$top/$ROCM_BUILD_SCCACHE" --show-stats --stats-format=json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["stats"]
+count = lambda k: sum(s.get(k, {}).get("counts", {}).values())
+print("hits=%d misses=%d errors=%d" % (count("cache_hits"), count("cache_misses"), count("cache_errors")))'
+}
+stop_sccache() {
+  [[ -n "${sccache_server:-}" ]] || return 0
+  "$top/$ROCM_BUILD_SCCACHE" --stop-server >/dev/null 2>&1 || kill "$sccache_server" 2>/dev/null
+  wait "$sccache_server" 2>/dev/null
+  sccache_server=""
+}
 phase_done() {
   local now ms
   now="$(date +%s%N)"
@@ -211,11 +243,14 @@ build() {
   for var in $ROCM_BUILD_EXPAND_VARS; do
     export "$var=$(eval "printf '%s' \"${!var}\"")"
   done
-  # ccache's store is a named cache (per component and arch), outside every cache key.
-  # Builds run at the fixed path, so ccache may hash the working directory (Python builds
-  # with -g): an object is reused only where its debug info names the same directory.
+  # The compiler launcher ([rocm-build] compiler_launcher). Its store is a named cache (per
+  # component and arch), outside every cache key. Builds run at the fixed path, so a launcher
+  # may hash the working directory (Python builds with -g): an object is reused only where its
+  # debug info names the same directory.
   export CCACHE_DIR="$top/.ccache" CCACHE_BASEDIR="$top"
-  if command -v ccache >/dev/null && [[ -z "${CCACHE_DISABLE:-}" ]]; then
+  if [[ "${ROCM_BUILD_LAUNCHER:-ccache}" == sccache ]]; then
+    start_sccache
+  elif command -v ccache >/dev/null && [[ -z "${CCACHE_DISABLE:-}" ]]; then
     export CC="ccache ${CC:-cc}" CXX="ccache ${CXX:-c++}"
     export CMAKE_C_COMPILER_LAUNCHER=ccache CMAKE_CXX_COMPILER_LAUNCHER=ccache
     ccache --zero-stats >/dev/null  # so the log's figures are this build's
@@ -272,7 +307,10 @@ build() {
   python "$top/__rocm_build/wheel_files.py" label "${wheels[0]}" out "$ROCM_BUILD_LABEL"
   phase_done "labelling"
   rm -rf out/raw
-  if [[ "${CC:-}" == ccache* ]]; then
+  if [[ -n "${sccache_server:-}" ]]; then
+    echo "== sccache: $(sccache_stats)"
+    stop_sccache
+  elif [[ "${CC:-}" == ccache* ]]; then
     echo "== ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '/^(direct_cache_hit|preprocessed_cache_hit|cache_miss|remote_storage_(hit|miss|error|timeout))\t/ {printf "%s=%s ", $1, $2}')"
   fi
   local IFS=,

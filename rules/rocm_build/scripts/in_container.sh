@@ -18,6 +18,12 @@ for cache in $ROCM_BUILD_CONTAINER_CACHES; do
   rm "$cache" && mkdir "$cache"
   args+=(-v "$real:$fixed/$cache")
 done
+# The pinned sccache (build_process.py) is a link into this machine's store: mounted read-only.
+if [[ -L .sccache-bin ]]; then
+  real="$(readlink -f .sccache-bin)"
+  rm .sccache-bin && mkdir .sccache-bin
+  args+=(-v "$real:$fixed/.sccache-bin:ro")
+fi
 # The source tree as the fetched pack and the patched files (build_wheel.sh): the image need
 # not have git, and the pack is a link into this machine's store, so the tree is checked out
 # here, with the git the rules use, into the sandbox the container gets.

@@ -96,6 +96,19 @@ class RocmBuildSubsystem(Subsystem):
             """
         ),
     )
+    compiler_launcher = StrOption(
+        default="ccache",
+        help=softwrap(
+            """
+            What launches the builds' C, C++ and HIP compiles: `ccache` (the host's or the
+            image's, as it is found on PATH; nothing if there is none) or `sccache` (Mozilla's,
+            pinned by `[sccache]`: its server lives inside each build, on a Unix socket in the
+            sandbox, and stops with it). Either keeps its store in a named cache per component
+            and arch. The sccache binary is an input of the build, so its digest is in every
+            build's key: wheels built with one launcher are not cache hits for the other.
+            """
+        ),
+    )
     ccache_remote_storage = StrOption(
         default="",
         advanced=True,
@@ -113,6 +126,16 @@ class RocmBuildSubsystem(Subsystem):
             """
         ),
     )
+
+    LAUNCHERS = ("ccache", "sccache")
+
+    def launcher(self) -> str:
+        if self.compiler_launcher not in self.LAUNCHERS:
+            raise RocmBuildError(
+                f"[rocm-build] compiler_launcher: `{self.compiler_launcher}` is not one of "
+                f"{', '.join(self.LAUNCHERS)}. Set it in pants.toml or PANTS_ROCM_BUILD_COMPILER_LAUNCHER."
+            )
+        return self.compiler_launcher
 
     def pip_index_args(self) -> Tuple[str, ...]:
         """pip's index arguments; they are in lock and download processes' keys, so no URL

@@ -17,6 +17,7 @@ from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.process import Process
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from rocm_build.wheel.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR
@@ -24,6 +25,7 @@ from rocm_build.toolchain.container import BuildImage
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
+from rocm_build.subsystems.sccache import SccacheBinary
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.wheel.build_spec import WheelBuildSpec, log_name
 from rocm_build.wheel.ccache import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
@@ -32,6 +34,8 @@ from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTool
 LOG_CACHE = "rocm_build_logs"
 LOG_CACHE_DIR = ".logs"
 CCACHE_DIR = ".ccache"
+SCCACHE_DIR = ".sccache"
+SCCACHE_BIN_DIR = ".sccache-bin"  # the pinned binary (subsystems/sccache.py), an immutable input
 SOURCE_PACK = ".source-pack"
 # Checkouts of fetched packs, one per source (build_wheel.sh): a build's lower tree layer.
 SOURCE_TREES_CACHE = "rocm_source_trees"
@@ -131,7 +135,7 @@ def process_env(request: WheelBuildRequest) -> Dict[str, str]:
     }
 
 
-def container_env(request: WheelBuildRequest, env: Dict[str, str]) -> Dict[str, str]:
+def container_env(request: WheelBuildRequest, env: Dict[str, str], cache_dirs: Tuple[str, ...]) -> Dict[str, str]:
     """What in_container.sh needs: the image's toolchain and Python (paths inside the image:
     its content, not this machine's), and which variables and caches to pass in."""
     assert request.image
@@ -144,12 +148,39 @@ def container_env(request: WheelBuildRequest, env: Dict[str, str]) -> Dict[str, 
     return {
         **inside,
         "ROCM_BUILD_CONTAINER_ENV": " ".join(sorted(inside)),
-        "ROCM_BUILD_CONTAINER_CACHES": f"{LOG_CACHE_DIR} {CCACHE_DIR}",
+        "ROCM_BUILD_CONTAINER_CACHES": " ".join(cache_dirs),
     }
 
 
-def ccache_name(owner: str, gpu_targets: Tuple[str, ...]) -> str:
-    return "rocm_ccache_" + cache_suffix(f"{owner} {' '.join(gpu_targets)}")
+def compiler_cache_name(launcher: str, owner: str, gpu_targets: Tuple[str, ...]) -> str:
+    return f"rocm_{launcher}_" + cache_suffix(f"{owner} {' '.join(gpu_targets)}")
+
+
+@dataclass(frozen=True)
+class LauncherRequest:
+    launcher: str  # [rocm-build] compiler_launcher
+    owner: str
+    gpu_targets: Tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Launcher:
+    env: FrozenDict[str, str]
+    caches: FrozenDict[str, str]  # its store: shared by rebuilds, never in a key
+    inputs: FrozenDict[str, Digest]  # immutable inputs: the pinned sccache binary
+
+
+@rule(desc="Setting up the compiler launcher")
+async def set_up_launcher(request: LauncherRequest) -> Launcher:
+    if request.launcher == "ccache":
+        cache = compiler_cache_name("ccache", request.owner, request.gpu_targets)
+        return Launcher(FrozenDict(), FrozenDict({cache: CCACHE_DIR}), FrozenDict())
+    sccache = await Get(SccacheBinary)
+    return Launcher(
+        FrozenDict({"ROCM_BUILD_LAUNCHER": "sccache", "ROCM_BUILD_SCCACHE": f"{SCCACHE_BIN_DIR}/{sccache.exe}"}),
+        FrozenDict({compiler_cache_name("sccache", request.owner, request.gpu_targets): SCCACHE_DIR}),
+        FrozenDict({SCCACHE_BIN_DIR: sccache.digest}),
+    )
 
 
 def steps_script(spec: WheelBuildSpec) -> str:
@@ -185,15 +216,15 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
             ]
         ),
     )
+    launcher = await Get(Launcher, LauncherRequest(settings.launcher(), spec.owner, spec.gpu_targets))
     caches = {
         LOG_CACHE: LOG_CACHE_DIR,
-        # Compiler cache per component and arch: shared by rebuilds, never in a key.
-        ccache_name(spec.owner, spec.gpu_targets): CCACHE_DIR,
+        **launcher.caches,
         # Where ccache's remote storage is configured, if it is (see ccache_remote.py).
         CCACHE_REMOTE_CACHE: CCACHE_REMOTE_DIR,
     }
     argv: Tuple[str, ...] = (tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh")
-    env = process_env(request)
+    env = {**process_env(request), **launcher.env}
     if request.source_pack and not request.image:
         # Its checkout, made by the build with the host's git, is named by the pack's commits
         # and that git's version: machines with another git share wheels, not checkouts.
@@ -202,7 +233,7 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
     if request.image:
         # The image id, not its name, in argv: the key holds what the build runs in.
         argv = (tools.bash.path, f"{SCRIPTS_DIR}/in_container.sh", request.image.engine, request.image.image_id, "bash", *argv[1:])
-        env = container_env(request, env)
+        env = container_env(request, env, (LOG_CACHE_DIR, *launcher.caches.values()))
     else:
         caches = {request.toolchain.cache_name: ".rocm", request.python.cache_name: PYTHON_LINK, VENV_CACHE: VENV_CACHE_DIR, **caches}
         env = {**env, **self_link_env(request, tuple(settings.worker_search_path))}
@@ -210,7 +241,7 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
         argv=argv,
         env=env,
         input_digest=await Get(Digest, MergeDigests([request.inputs, scripts])),
-        immutable_input_digests={SOURCE_PACK: request.source_pack} if request.source_pack else None,
+        immutable_input_digests={**({SOURCE_PACK: request.source_pack} if request.source_pack else {}), **launcher.inputs},
         output_directories=("out",),
         append_only_caches=caches,
         remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,

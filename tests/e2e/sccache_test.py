@@ -1,0 +1,79 @@
+"""sccache as the compiler launcher (`[rocm-build] compiler_launcher = "sccache"`), on the
+C component of ccache_remote_test: its local cache in a named cache makes a one-unit change
+one compile; its server lives inside the build process (a Unix socket in the sandbox, so two
+builds never share one) and is gone when the build is; the objects are the ones ccache's
+build makes."""
+
+from __future__ import annotations
+
+import os
+import re
+import zipfile
+from pathlib import Path
+from typing import Dict, List
+
+from e2e.c_demo import UNITS, WHEEL, demo_upstream, machine
+from e2e.workspace import Workspace, require_success
+from mini import make_upstreams
+
+
+def sccache_stats(ws: Workspace) -> Dict[str, int]:
+    log = next(ws.path("dist/ccache_demo").glob("*.build.log")).read_text()
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", re.findall(r"^== sccache: (.*)$", log, re.M)[-1])}
+
+
+def sccache_processes() -> List[str]:
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            exe = os.readlink(f"/proc/{pid}/exe")
+        except OSError:
+            continue
+        if os.path.basename(exe) == "sccache":
+            found.append(f"{pid} {exe}")
+    return found
+
+
+def extension_bytes(ws: Workspace) -> Dict[str, bytes]:
+    (wheel,) = ws.path("dist/ccache_demo").glob("*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        return {n: z.read(n) for n in z.namelist() if n.endswith(".so")}
+
+
+def launcher(ws: Workspace, name: str) -> Workspace:
+    ws.pants_env_extra = {"PANTS_ROCM_BUILD_COMPILER_LAUNCHER": name}
+    return ws
+
+
+def test_sccache_caches_objects_and_leaves_no_server(tmp_path: Path) -> None:
+    upstreams, repo, first = demo_upstream(tmp_path)
+    before = sccache_processes()
+    a = launcher(machine(tmp_path, upstreams, "a", repo, first, ""), "sccache")
+    c = launcher(machine(tmp_path, upstreams, "c", repo, first, ""), "ccache")
+    try:
+        require_success(a.package(WHEEL), "with sccache")
+        assert sccache_stats(a) == {"hits": 0, "misses": UNITS, "errors": 0}, sccache_stats(a)
+        assert sccache_processes() == before
+        # The same objects as a ccache build of the same inputs.
+        require_success(c.package(WHEEL), "with ccache")
+        assert extension_bytes(a) == extension_bytes(c) and extension_bytes(a)
+
+        a.pin_extra("demo", repo, make_upstreams.commit(repo, {"csrc/u0.c": "int u0(int x) { return x - 1; }\n"}, "one unit"))
+        require_success(a.package(WHEEL), "one unit changed")
+        assert sccache_stats(a) == {"hits": UNITS - 1, "misses": 1, "errors": 0}, sccache_stats(a)
+        assert sccache_processes() == before
+    finally:
+        for ws in (a, c):
+            ws.stop()
+
+
+def test_sccache_in_a_build_image(tmp_path: Path) -> None:
+    # The pinned binary is a link into this machine's store: mounted read-only in the
+    # container, as its named cache is.
+    upstreams, repo, first = demo_upstream(tmp_path)
+    ws = launcher(machine(tmp_path, upstreams, "box", repo, first, "", ', python="3.11", environment="mini-box"'), "sccache")
+    try:
+        require_success(ws.package(WHEEL), "with sccache in mini-box")
+    finally:
+        ws.stop()
+    assert sccache_stats(ws) == {"hits": 0, "misses": UNITS, "errors": 0}, sccache_stats(ws)
