@@ -159,7 +159,7 @@ async def _describe(
         root_in_image="<in the image>" if image else "",
     )
     request = WheelBuildRequest(
-        spec, toolchain, python, isolation.enabled or bool(image), image,
+        spec, toolchain, python, isolation.isolated(bool(image)), image,
         local_version_label(toolchain, spec), 0, EMPTY_DIGEST,
     )  # fmt: skip
     process = await Get(Process, WheelBuildRequest, request)
@@ -174,7 +174,7 @@ async def _describe(
         f"  toolchain {spec.toolchain.spec} ({toolchain.provider})",
         f"  python    {python_line}",
         f"  environment {environment_line}",
-        f"  network   {'none (container, --network=none)' if image else isolation.describe()}",
+        f"  network   {isolation.describe(in_image=bool(image))}",
         f"  lock      {lock}",
         *[f"  prebuilt  {line}" for line in await _prebuilt_lines(spec)],
         f"  rebuild   {await _rebuild(spec, python, image, dist, rebuilding)}",

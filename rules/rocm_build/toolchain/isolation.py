@@ -44,8 +44,14 @@ HOW_TO_ALLOW = (
 class NetworkIsolation:
     enabled: bool
 
-    def describe(self) -> str:
+    def describe(self, in_image: bool = False) -> str:
+        if in_image:
+            return "none (container, --network=none)"
         return "none (own network namespace)" if self.enabled else "host (network_isolation = false)"
+
+    def isolated(self, in_image: bool) -> bool:
+        """A container has no network whatever the setting says."""
+        return self.enabled or in_image
 
 
 @rule

@@ -221,10 +221,10 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
         ),
     )
     label = local_version_label(toolchain, spec)
-    network = "none (container, --network=none)" if image else isolation.describe()
+    network = isolation.describe(in_image=bool(image))
     info = build_info_json(spec, upstream, toolchain, python, label, network, environment, locked, archives, usable)
     request = WheelBuildRequest(
-        spec, toolchain, python, isolation.enabled or bool(image), image, label, upstream.commit_time, inputs,
+        spec, toolchain, python, isolation.isolated(bool(image)), image, label, upstream.commit_time, inputs,
         source_pack=source_pack,
         venv_key=venv_key(python, bootstrap, dep_wheels, locked),
     )  # fmt: skip
