@@ -12,7 +12,8 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List
 
-from e2e.c_demo import UNITS, WHEEL, demo_upstream, machine
+from e2e.c_demo import UNITS, WHEEL, c_component, demo_upstream, machine
+from e2e.redis_server import redis_cli, redis_server
 from e2e.workspace import Workspace, require_success
 from mini import make_upstreams
 
@@ -41,7 +42,7 @@ def extension_bytes(ws: Workspace) -> Dict[str, bytes]:
 
 
 def launcher(ws: Workspace, name: str) -> Workspace:
-    ws.pants_env_extra = {"PANTS_ROCM_BUILD_COMPILER_LAUNCHER": name}
+    ws.pants_env_extra = {**ws.pants_env_extra, "PANTS_ROCM_BUILD_COMPILER_LAUNCHER": name}
     return ws
 
 
@@ -77,3 +78,32 @@ def test_sccache_in_a_build_image(tmp_path: Path) -> None:
     finally:
         ws.stop()
     assert sccache_stats(ws) == {"hits": 0, "misses": UNITS, "errors": 0}, sccache_stats(ws)
+
+
+def test_a_second_machine_reuses_objects_through_redis(tmp_path: Path) -> None:
+    # The same Redis server as ccache's remote storage ([rocm-build] ccache_remote_storage),
+    # reached from builds that have no network through the forwarder's socket and a relay on
+    # the build's own loopback.
+    password = "sccache-s3cret"
+    upstreams, repo, first = demo_upstream(tmp_path)
+    second = make_upstreams.commit(repo, {"csrc/u0.c": c_component(1)["csrc/u0.c"]}, "one unit changed")
+    a = b = None
+    before = sccache_processes()
+    try:
+        with redis_server(tmp_path / "redis", password) as port:
+            address = f"redis://:{password}@127.0.0.1:{port}"
+            a = launcher(machine(tmp_path, upstreams, "a", repo, first, address), "sccache")
+            b = launcher(machine(tmp_path, upstreams, "b", repo, second, address), "sccache")
+            run_a = require_success(a.package(WHEEL), "machine a")
+            assert sccache_stats(a) == {"hits": 0, "misses": UNITS, "errors": 0}, sccache_stats(a)
+            assert int(redis_cli(port, password, "DBSIZE")) >= UNITS
+            run_b = require_success(b.package(WHEEL), "machine b, its own empty sccache store")
+            assert sccache_stats(b) == {"hits": UNITS - 1, "misses": 1, "errors": 0}, sccache_stats(b)
+            for ws, run in ((a, run_a), (b, run_b)):
+                written = "".join(f.read_text(errors="replace") for f in ws.path("dist").rglob("*") if f.suffix != ".whl" and f.is_file())
+                assert password not in run.stdout + run.stderr + written
+        assert sccache_processes() == before
+    finally:
+        for ws in (a, b):
+            if ws:
+                ws.stop()

@@ -149,11 +149,29 @@ refuse_pip_cmake() {
 # not part of the wheel, so this costs no reproducibility).
 phase_start="$(date +%s%N)"
 phase_times=()
+bring_up_loopback() {  # a new network namespace has `lo` down: only this build is on it
+  [[ -n "${ROCM_BUILD_IN_NAMESPACE:-}" ]] || return 0
+  local ip
+  for ip in /usr/sbin/ip /sbin/ip /usr/bin/ip /bin/ip; do
+    [[ -x "$ip" ]] && { "$ip" link set lo up; return; }
+  done
+  echo "rocm_build: no \`ip\` to bring up the loopback of $ROCM_BUILD_TARGET's namespace (sccache's shared cache)" >&2
+}
 # sccache's server, for this build only: a child of the build (it dies with it), listening on
 # a Unix socket in the sandbox (two builds on one machine never meet), stopped at the end.
 start_sccache() {
   local sccache="$top/$ROCM_BUILD_SCCACHE"
   export SCCACHE_DIR="$top/.sccache" SCCACHE_SERVER_UDS="$top/.sccache-server.sock" SCCACHE_IDLE_TIMEOUT=0
+  if [[ -s "$top/.ccache-forward/redis.json" ]]; then
+    # The shared cache: the Redis server of [rocm-build] ccache_remote_storage, through the
+    # forwarder's socket. sccache's Redis client takes no Unix socket, so a relay listens on
+    # this build's own loopback (no route out of its namespace) and passes to the socket.
+    bring_up_loopback
+    local setting
+    while IFS= read -r setting; do export "${setting?}"; done \
+      < <(python3 "$top/__rocm_build/ccache_remote.py" sccache-relay "$top/.ccache-forward" $$)
+    echo "== sccache shared cache: through .ccache-forward/redis.sock, relayed on ${SCCACHE_REDIS_ENDPOINT:-nothing}"
+  fi
   SCCACHE_NO_DAEMON=1 "$sccache" --start-server >"$top/.sccache-server.log" 2>&1 &
   sccache_server=$!
   trap stop_sccache EXIT

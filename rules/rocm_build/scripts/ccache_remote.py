@@ -18,6 +18,10 @@ Usage:
       Starts the forwarder in the background and returns once it listens; it writes the URL
       for ccache to SOCKET_DIR/url (with @SOCKET@ for the socket's path as the build sees
       it) and stops when process WATCH_PID (the build) has ended.
+  ccache_remote.py sccache-relay SOCKET_DIR WATCH_PID
+      Inside the build: sccache's Redis client takes no Unix socket, so this listens on
+      127.0.0.1 (the build's own loopback) and relays to the forwarder's socket; prints the
+      SCCACHE_REDIS_* settings for sccache's server, one NAME=VALUE a line.
 """
 
 import json
@@ -67,7 +71,7 @@ def parse(address):
         raise BadAddress(f"the scheme `{parts.scheme}` is not redis or redis+unix" if parts.scheme else "no scheme")
     ccache_url = f"redis+unix://{userinfo + '@localhost' if userinfo else ''}@SOCKET@"
     ccache_url += (f"?db={db}" if db else "") + bar + attributes
-    return {"target": target, "shown": shown, "url": ccache_url, "auth": userinfo}
+    return {"target": target, "shown": shown, "url": ccache_url, "auth": userinfo, "db": db}
 
 
 def connect(target, timeout):
@@ -210,6 +214,14 @@ def start_forwarder(cache_dir, socket_dir, watch_pid):
     listener.listen(64)
     with open(os.path.join(socket_dir, "url"), "w") as f:
         f.write(config["url"])
+    # For sccache's relay (sccache_relay): credentials and database, readable by the build only.
+    fd = os.open(os.path.join(socket_dir, "redis.json"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        json.dump({"auth": config["auth"], "db": config.get("db", "")}, f)
+    return serve_in_background(listener, config["target"], watch_pid)
+
+
+def serve_in_background(listener, target, watch_pid):
     if os.fork():
         return 0  # the build goes on; the child serves
     os.setsid()
@@ -218,8 +230,21 @@ def start_forwarder(cache_dir, socket_dir, watch_pid):
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     threading.Thread(target=watch, args=(watch_pid,), daemon=True).start()
-    serve(listener, config["target"])
+    serve(listener, target)
     return 0
+
+
+def sccache_relay(socket_dir, watch_pid):
+    with open(os.path.join(socket_dir, "redis.json")) as f:
+        redis = json.load(f)
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(64)
+    user, _, password = redis["auth"].rpartition(":") if ":" in redis["auth"] else ("", "", redis["auth"])
+    settings = {"SCCACHE_REDIS_ENDPOINT": f"tcp://127.0.0.1:{listener.getsockname()[1]}",
+                "SCCACHE_REDIS_USERNAME": user, "SCCACHE_REDIS_PASSWORD": password, "SCCACHE_REDIS_DB": redis["db"]}
+    print("\n".join(f"{k}={v}" for k, v in settings.items() if v), flush=True)
+    return serve_in_background(listener, ["unix", os.path.abspath(os.path.join(socket_dir, SOCKET))], watch_pid)
 
 
 def main(argv):
@@ -227,6 +252,8 @@ def main(argv):
         return probe_stored(argv[2])
     if argv[1] == "forward":
         return forward(argv[2], argv[3], int(argv[4]))
+    if argv[1] == "sccache-relay":
+        return sccache_relay(argv[2], int(argv[3]))
     print(__doc__, file=sys.stderr)
     return 2
 

@@ -4,6 +4,8 @@ every key, and a server that does not answer is a warning."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import re
 import socket
 import stat
@@ -109,3 +111,41 @@ def test_a_bad_address_names_the_option(rule_runner: RuleRunner, tmp_path: Path)
         "[rocm-build] ccache_remote_storage (PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE): the scheme `memcached` is "
         "not redis or redis+unix; expected redis://[[USER:]PASSWORD@]HOST[:PORT][/DB] or redis+unix:/PATH/TO/SOCKET"
     ) in str(e.value)
+
+
+@pytest.mark.parametrize(
+    "auth, db, expected",
+    [
+        ("alice:s3cret", "2", {"SCCACHE_REDIS_USERNAME": "alice", "SCCACHE_REDIS_PASSWORD": "s3cret", "SCCACHE_REDIS_DB": "2"}),
+        ("pw", "", {"SCCACHE_REDIS_PASSWORD": "pw"}),
+        ("", "", {}),
+    ],
+)
+def test_sccache_reaches_the_forwarders_socket_through_a_loopback_relay(tmp_path: Path, auth, db, expected) -> None:
+    # A stand-in for the forwarder's socket that answers what it is sent, upper-cased.
+    forward_dir = tmp_path / "fwd"
+    forward_dir.mkdir()
+    (forward_dir / "redis.json").write_text(json.dumps({"auth": auth, "db": db}))
+    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    server.bind(str(forward_dir / "redis.sock"))
+    server.listen(1)
+    (tmp_path / "ccache_remote.py").write_bytes(script_bytes("ccache_remote.py"))
+    sleeper = subprocess.Popen(["sleep", "30"])  # the build: the relay stops when it has ended
+    try:
+        out = subprocess.run(
+            [sys.executable, str(tmp_path / "ccache_remote.py"), "sccache-relay", str(forward_dir), str(sleeper.pid)],
+            capture_output=True, text=True, check=True, timeout=30,
+        ).stdout
+        settings = dict(line.split("=", 1) for line in out.splitlines())
+        endpoint = settings.pop("SCCACHE_REDIS_ENDPOINT")
+        assert settings == expected
+        host, port = re.fullmatch(r"tcp://(127\.0\.0\.1):(\d+)", endpoint).groups()
+        with socket.create_connection((host, int(port)), timeout=10) as client:
+            conn, _ = server.accept()
+            client.sendall(b"ping")
+            conn.sendall(conn.recv(4).upper())
+            assert client.recv(4) == b"PING"
+            conn.close()
+    finally:
+        sleeper.kill()
+        server.close()
