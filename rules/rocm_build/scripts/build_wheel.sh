@@ -160,19 +160,20 @@ bring_up_loopback() {  # a new network namespace has `lo` down: only this build 
 # sccache's server, for this build only: a child of the build (it dies with it), listening on
 # a Unix socket in the sandbox (two builds on one machine never meet), stopped at the end.
 start_sccache() {
-  local sccache="$top/$ROCM_BUILD_SCCACHE"
+  local sccache="$top/$ROCM_BUILD_SCCACHE" redis_settings=()
   export SCCACHE_DIR="$top/.sccache" SCCACHE_SERVER_UDS="$top/.sccache-server.sock" SCCACHE_IDLE_TIMEOUT=0
   if [[ -s "$top/.ccache-forward/redis.json" ]]; then
     # The shared cache: the Redis server of [rocm-build] ccache_remote_storage, through the
     # forwarder's socket. sccache's Redis client takes no Unix socket, so a relay listens on
     # this build's own loopback (no route out of its namespace) and passes to the socket.
+    # Its settings (a password among them) go to sccache's server only, not to the build's env.
     bring_up_loopback
     local setting
-    while IFS= read -r setting; do export "${setting?}"; done \
+    while IFS= read -r setting; do redis_settings+=("$setting"); done \
       < <(python3 "$top/__rocm_build/ccache_remote.py" sccache-relay "$top/.ccache-forward" $$)
-    echo "== sccache shared cache: through .ccache-forward/redis.sock, relayed on ${SCCACHE_REDIS_ENDPOINT:-nothing}"
+    echo "== sccache shared cache: through .ccache-forward/redis.sock, relayed on this build's loopback"
   fi
-  SCCACHE_NO_DAEMON=1 "$sccache" --start-server >"$top/.sccache-server.log" 2>&1 &
+  env "${redis_settings[@]}" SCCACHE_NO_DAEMON=1 "$sccache" --start-server >"$top/.sccache-server.log" 2>&1 &
   sccache_server=$!
   trap stop_sccache EXIT
   local i
