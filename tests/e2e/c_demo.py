@@ -3,6 +3,7 @@ compiler-cache tests (ccache_remote_test, sccache_test): each machine a checkout
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Dict
 
@@ -37,3 +38,14 @@ def demo_upstream(tmp_path: Path):
     repo.mkdir()
     make_upstreams.git(repo, "init", "-q", "-b", "main")
     return upstreams, repo, make_upstreams.commit(repo, c_component(0), "12 units")
+
+
+def launcher_stats(ws: Workspace, launcher: str) -> Dict[str, int]:
+    """The counts on the build log's `== ccache: ...` or `== sccache: ...` line."""
+    log = next(ws.path("dist/ccache_demo").glob("*.build.log")).read_text()
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", re.findall(rf"^== {launcher}: (.*)$", log, re.M)[-1])}
+
+
+def everything_written(ws: Workspace) -> str:
+    """What the builds left in dist/ besides the wheels: logs, build info, the install set."""
+    return "".join(p.read_text(errors="replace") for p in ws.path("dist").rglob("*") if p.is_file() and p.suffix != ".whl")

@@ -5,25 +5,14 @@ answer costs a warning, not the build."""
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
-from typing import Dict
 
 from e2e.redis_server import redis_cli, redis_server
-from e2e.c_demo import UNITS, WHEEL, c_component, demo_upstream, machine
-from e2e.workspace import Workspace, require_success
+from e2e.c_demo import UNITS, WHEEL, c_component, demo_upstream, everything_written, launcher_stats, machine
+from e2e.workspace import require_success
 from mini import make_upstreams
 
 PASSWORD = "s3cret-for-this-test"
-
-
-def ccache_stats(ws: Workspace) -> Dict[str, int]:
-    log = next(ws.path("dist/ccache_demo").glob("*.build.log")).read_text()
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", re.findall(r"^== ccache: (.*)$", log, re.M)[-1])}
-
-
-def everything_written(ws: Workspace) -> str:
-    return "".join(p.read_text(errors="replace") for p in ws.path("dist").rglob("*") if p.is_file() and p.suffix != ".whl")
 
 
 def test_a_second_machine_reuses_the_first_machines_objects(tmp_path: Path) -> None:
@@ -36,12 +25,12 @@ def test_a_second_machine_reuses_the_first_machines_objects(tmp_path: Path) -> N
             a = machine(tmp_path, upstreams, "a", repo, first, address)
             b = machine(tmp_path, upstreams, "b", repo, second, address)
             run_a = require_success(a.package(WHEEL), "machine a")
-            stats_a = ccache_stats(a)
+            stats_a = launcher_stats(a, "ccache")
             assert (stats_a["cache_miss"], stats_a["remote_storage_hit"]) == (UNITS, 0), stats_a
             assert int(redis_cli(port, PASSWORD, "DBSIZE")) >= UNITS
             # Machine b: an empty compiler cache, one unit changed since a's build.
             run_b = require_success(b.package(WHEEL), "machine b")
-            stats_b = ccache_stats(b)
+            stats_b = launcher_stats(b, "ccache")
             assert (stats_b["cache_miss"], stats_b["remote_storage_hit"]) == (1, UNITS - 1), stats_b
             for ws, run in ((a, run_a), (b, run_b)):
                 assert PASSWORD not in run.stderr + run.stdout + everything_written(ws)
@@ -50,7 +39,7 @@ def test_a_second_machine_reuses_the_first_machines_objects(tmp_path: Path) -> N
         run = require_success(b.package(WHEEL), "machine b, server down")
         assert f"ccache remote storage redis://127.0.0.1:{port} ([rocm-build] ccache_remote_storage" in run.stderr
         assert "does not answer: cannot connect" in run.stderr
-        stats = ccache_stats(b)
+        stats = launcher_stats(b, "ccache")
         assert stats["cache_miss"] == 1 and stats["remote_storage_error"] >= 1, stats
     finally:
         for ws in (a, b):
@@ -68,6 +57,6 @@ def test_a_build_in_a_container_reaches_the_server_through_its_sandbox(tmp_path:
             require_success(ws.package(WHEEL), "in mini-box")
         finally:
             ws.stop()
-        stats = ccache_stats(ws)
+        stats = launcher_stats(ws, "ccache")
         assert stats["remote_storage_error"] == 0 and stats["remote_storage_miss"] == UNITS, stats
         assert int(redis_cli(port, "", "DBSIZE")) >= UNITS

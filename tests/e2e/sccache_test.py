@@ -7,20 +7,14 @@ build makes."""
 from __future__ import annotations
 
 import os
-import re
 import zipfile
 from pathlib import Path
 from typing import Dict, List
 
-from e2e.c_demo import UNITS, WHEEL, c_component, demo_upstream, machine
+from e2e.c_demo import UNITS, WHEEL, c_component, demo_upstream, everything_written, launcher_stats, machine
 from e2e.redis_server import redis_cli, redis_server
 from e2e.workspace import Workspace, require_success
 from mini import make_upstreams
-
-
-def sccache_stats(ws: Workspace) -> Dict[str, int]:
-    log = next(ws.path("dist/ccache_demo").glob("*.build.log")).read_text()
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", re.findall(r"^== sccache: (.*)$", log, re.M)[-1])}
 
 
 def sccache_processes() -> List[str]:
@@ -53,7 +47,7 @@ def test_sccache_caches_objects_and_leaves_no_server(tmp_path: Path) -> None:
     c = launcher(machine(tmp_path, upstreams, "c", repo, first, ""), "ccache")
     try:
         require_success(a.package(WHEEL), "with sccache")
-        assert sccache_stats(a) == {"hits": 0, "misses": UNITS, "errors": 0}, sccache_stats(a)
+        assert launcher_stats(a, "sccache") == {"hits": 0, "misses": UNITS, "errors": 0}, launcher_stats(a, "sccache")
         assert sccache_processes() == before
         # The same objects as a ccache build of the same inputs.
         require_success(c.package(WHEEL), "with ccache")
@@ -61,7 +55,7 @@ def test_sccache_caches_objects_and_leaves_no_server(tmp_path: Path) -> None:
 
         a.pin_extra("demo", repo, make_upstreams.commit(repo, {"csrc/u0.c": "int u0(int x) { return x - 1; }\n"}, "one unit"))
         require_success(a.package(WHEEL), "one unit changed")
-        assert sccache_stats(a) == {"hits": UNITS - 1, "misses": 1, "errors": 0}, sccache_stats(a)
+        assert launcher_stats(a, "sccache") == {"hits": UNITS - 1, "misses": 1, "errors": 0}, launcher_stats(a, "sccache")
         assert sccache_processes() == before
     finally:
         for ws in (a, c):
@@ -77,7 +71,7 @@ def test_sccache_in_a_build_image(tmp_path: Path) -> None:
         require_success(ws.package(WHEEL), "with sccache in mini-box")
     finally:
         ws.stop()
-    assert sccache_stats(ws) == {"hits": 0, "misses": UNITS, "errors": 0}, sccache_stats(ws)
+    assert launcher_stats(ws, "sccache") == {"hits": 0, "misses": UNITS, "errors": 0}, launcher_stats(ws, "sccache")
 
 
 def test_a_second_machine_reuses_objects_through_redis(tmp_path: Path) -> None:
@@ -95,13 +89,12 @@ def test_a_second_machine_reuses_objects_through_redis(tmp_path: Path) -> None:
             a = launcher(machine(tmp_path, upstreams, "a", repo, first, address), "sccache")
             b = launcher(machine(tmp_path, upstreams, "b", repo, second, address), "sccache")
             run_a = require_success(a.package(WHEEL), "machine a")
-            assert sccache_stats(a) == {"hits": 0, "misses": UNITS, "errors": 0}, sccache_stats(a)
+            assert launcher_stats(a, "sccache") == {"hits": 0, "misses": UNITS, "errors": 0}, launcher_stats(a, "sccache")
             assert int(redis_cli(port, password, "DBSIZE")) >= UNITS
             run_b = require_success(b.package(WHEEL), "machine b, its own empty sccache store")
-            assert sccache_stats(b) == {"hits": UNITS - 1, "misses": 1, "errors": 0}, sccache_stats(b)
+            assert launcher_stats(b, "sccache") == {"hits": UNITS - 1, "misses": 1, "errors": 0}, launcher_stats(b, "sccache")
             for ws, run in ((a, run_a), (b, run_b)):
-                written = "".join(f.read_text(errors="replace") for f in ws.path("dist").rglob("*") if f.suffix != ".whl" and f.is_file())
-                assert password not in run.stdout + run.stderr + written
+                assert password not in run.stdout + run.stderr + everything_written(ws)
         assert sccache_processes() == before
     finally:
         for ws in (a, b):

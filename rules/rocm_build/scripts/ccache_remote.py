@@ -240,7 +240,7 @@ def sccache_relay(socket_dir, watch_pid):
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)
-    user, _, password = redis["auth"].rpartition(":") if ":" in redis["auth"] else ("", "", redis["auth"])
+    user, _, password = redis["auth"].rpartition(":")  # `PASSWORD` alone: no user
     settings = {"SCCACHE_REDIS_ENDPOINT": f"tcp://127.0.0.1:{listener.getsockname()[1]}",
                 "SCCACHE_REDIS_USERNAME": user, "SCCACHE_REDIS_PASSWORD": password, "SCCACHE_REDIS_DB": redis["db"]}
     print("\n".join(f"{k}={v}" for k, v in settings.items() if v), flush=True)
