@@ -33,7 +33,7 @@ from rocm_build.upstream.target_types import (
 from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.pins import SHA256
-from rocm_build.upstream.upstream_repo import load_pins
+from rocm_build.upstream.pins_file import load_pins
 
 # Its exit codes say why a download failed; it unpacks into FETCH_ARCHIVE.OUT.
 FETCH_ARCHIVE = load_script("fetch_archive.py")

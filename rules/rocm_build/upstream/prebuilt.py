@@ -36,7 +36,7 @@ from rocm_build.upstream.target_types import (
     PrebuiltWheelTarget,
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
-from rocm_build.upstream.upstream_repo import load_pins
+from rocm_build.upstream.pins_file import load_pins
 
 # Its exit codes say why a download failed; `fetch` writes the file into WHEEL_DIR/.
 SIMPLE_INDEX = load_script("simple_index.py")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Tuple
+from typing import Tuple
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.core.util_rules.archive import CreateArchive
@@ -14,9 +14,7 @@ from pants.engine.fs import (
     AddPrefix,
     Digest,
     DigestContents,
-    GlobMatchErrorBehavior,
     MergeDigests,
-    PathGlobs,
     RemovePrefix,
     Snapshot,
 )
@@ -30,7 +28,8 @@ from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.upstream.patching import PatchedTree, PatchRequest
-from rocm_build.upstream.pins import Pin, PinsError, lookup_pin, parse_pins
+from rocm_build.upstream.pins import Pin, PinsError, lookup_pin
+from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.target_types import (
@@ -64,29 +63,6 @@ class ResolvedUpstream:
     source: SourceTree  # the patched tree, as the fetched pack and the files the patches wrote
     patch_log: str
     commit_time: int  # of the pinned commit: the builds' SOURCE_DATE_EPOCH
-
-
-@dataclass(frozen=True)
-class LoadedPins:
-    path: str
-    pins: Tuple[Tuple[str, Any], ...]  # (name, Pin or ArchivePin), sorted by name
-
-
-async def load_pins(path: str, owner: str, parse: Callable[[str, str], Mapping[str, Any]] = parse_pins) -> LoadedPins:
-    """The pins file at `path` (git pins by default; `parse_archive_pins` for archive pins)."""
-    contents = await Get(
-        DigestContents,
-        PathGlobs(
-            [path],
-            glob_match_error_behavior=GlobMatchErrorBehavior.error,
-            description_of_origin=f"the `pins_file` field of {owner}",
-        ),
-    )
-    try:
-        pins = parse(path, contents[0].content.decode())
-    except PinsError as e:
-        raise RocmBuildError(f"{owner}: {e}") from None
-    return LoadedPins(path, tuple(sorted(pins.items())))
 
 
 @dataclass(frozen=True)

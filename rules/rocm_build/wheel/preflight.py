@@ -32,18 +32,16 @@ from rocm_build.upstream.source_tree import source_files
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainVersionField
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
-from rocm_build.wheel import upstream_steps
+from rocm_build.wheel import chain_versions, upstream_steps
+from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, version_findings
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel.upstream_steps import (
-    ChainVersions,
-    ChainVersionsRequest,
     MetadataHook,
     MetadataHookRequest,
     TreeScan,
     TreeScanRequest,
     download_findings,
     hook_findings,
-    version_findings,
 )
 
 PIP_INSTALLS_CMAKE = re.compile(r"\bpip3?\b.*\binstall\b.*(?<![\w.-])cmake(?![\w.-])")
@@ -253,4 +251,4 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
 
 
 def rules():
-    return [*collect_rules(), *upstream_steps.rules()]
+    return [*collect_rules(), *upstream_steps.rules(), *chain_versions.rules()]

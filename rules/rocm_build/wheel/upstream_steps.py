@@ -11,9 +11,8 @@ Three checks of a rocm_wheel's patched tree that the file checks (preflight.py) 
 - a scan of the tree for configure-time downloads (scripts/tree_scan.py, a process keyed by the
   tree alone): each hit is in a file `downloads_covered` maps to an override variable the
   recipe sets, or it is a problem naming file and line.
-- the torch/triton versions the upstream names (vLLM's `TORCH_SUPPORTED_VERSION_ROCM`,
-  `torch==X` in its requirement files) against the chain's: a prebuilt dependency's pinned
-  version, or a from-source dependency's PYTORCH_BUILD_VERSION / pin version.
+- the torch/triton versions the upstream names, found by the same scan, against the chain's
+  (chain_versions.py).
 
 The rocm_wheel dependencies are not built yet when this runs: a module or build requirement
 that one of them provides (by pin name or `kind`) is a note, not a problem.
@@ -22,21 +21,19 @@ that one of them provides (by pin name or `kind`) is a note, not a problem.
 from __future__ import annotations
 
 import posixpath
-import re
 from dataclasses import dataclass, replace
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestSubset, FileContent, MergeDigests, PathGlobs
 from pants.engine.process import FallibleProcessResult, Process
-from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.wheel.build_process import PreflightBuild, PreflightWheelRequest, WheelBuildRequest
-from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
-from rocm_build.wheel.recipe_paths import named_paths
+from rocm_build.wheel.chain_versions import module_name
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes, script_digest
 from rocm_build.upstream.source_tree import PACK_ROOT, SourceTree
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
@@ -45,15 +42,7 @@ from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTool
 HOOK_OUT = "out/preflight.json"
 TOUCHED = ".touched"
 TAIL_LINES = 4
-# Versions a chain's torch and triton come as: the dependency's kind, and the variable its
-# recipe may set the version with.
-CHAIN_PACKAGES = {"torch": "PYTORCH_BUILD_VERSION", "triton": "TRITON_WHEEL_VERSION"}
-TRITON_WHEELS = {"triton", "pytorch_triton_rocm", "pytorch_triton"}
 TREE_SCAN = load_script("tree_scan.py")
-
-
-def module_name(name: str) -> str:
-    return re.sub(r"[-.]+", "_", name).lower()
 
 
 # ------------------------------------------------------------------------- the metadata hook
@@ -248,81 +237,6 @@ def download_findings(spec: WheelBuildSpec, where: str, scan: dict, project: str
     for file in sorted(set(spec.downloads_covered) - set(by_file)):
         notes.append(f"`downloads_covered` names {file}, which downloads nothing at {where}: drop it")
     return problems, notes
-
-
-# ------------------------------------------------------------------------ version agreement
-
-
-@dataclass(frozen=True)
-class ChainVersionsRequest:
-    address: Address
-
-
-@dataclass(frozen=True)
-class ChainVersions:
-    # (package, version, where the chain says it): torch and triton of the dependencies
-    versions: Tuple[Tuple[str, str, str], ...]
-    # module name -> the rocm_wheel dependency that provides it once built
-    provided: Tuple[Tuple[str, str], ...]
-
-
-@rule(desc="Reading the torch and triton a rocm_wheel chain builds or pins")
-async def chain_versions(request: ChainVersionsRequest) -> ChainVersions:
-    seen: Dict[Address, WheelBuildSpec] = {}
-    queue = [request.address]
-    prebuilt: List[Address] = []
-    while queue:
-        spec = await Get(WheelBuildSpec, WheelRequest(queue.pop()))
-        for dep in spec.dependencies:
-            if dep not in seen:
-                seen[dep] = await Get(WheelBuildSpec, WheelRequest(dep))
-                queue.append(dep)
-        prebuilt += [p for p in spec.prebuilt if p not in prebuilt]
-    versions: List[Tuple[str, str, str]] = []
-    provided: Dict[str, str] = {}
-    for dep in seen.values():
-        kind = dep.kind
-        for name in (dep.upstream.pin_name, kind):
-            if name != "generic":
-                provided.setdefault(module_name(name), dep.owner)
-        if kind in CHAIN_PACKAGES:
-            var = CHAIN_PACKAGES[kind]
-            if var in dep.env:
-                versions.append((kind, dep.env[var], f"{dep.owner} (`env` {var})"))
-            elif not dep.version.startswith("0.0.0+"):
-                versions.append((kind, dep.version, f"{dep.owner} (pin {dep.upstream.pin_name})"))
-    pins = await MultiGet(Get(PrebuiltSpec, PrebuiltRequest(a, "the `dependencies` of a rocm_wheel")) for a in prebuilt)
-    for pin in pins:
-        name = module_name(pin.pin.project)
-        package = "triton" if name in TRITON_WHEELS else name
-        if package in CHAIN_PACKAGES and pin.pin.version:
-            versions.append((package, pin.pin.version, f"prebuilt_wheel {pin.owner} ({pin.where})"))
-    return ChainVersions(tuple(versions), tuple(sorted(provided.items())))
-
-
-def release(version: str) -> str:
-    """2.13.0+rocm7.14.0 -> 2.13.0, 2.13.0a0+gitabc -> 2.13.0: what must agree."""
-    match = re.match(r"\d+(?:\.\d+)*", version)
-    return match.group(0) if match else version
-
-
-def version_findings(spec: WheelBuildSpec, where: str, scan: dict, chain: Sequence[Tuple[str, str, str]]) -> List[str]:
-    """A requirement file counts when the recipe's `build_requirements` read it (`-r`); CMake,
-    pyproject.toml and setup.py always do."""
-    read = {p.path for p in named_paths(spec.requirements, (), "") if p.named_by.startswith("build_requirements")}
-    problems = []
-    for named in scan["versions"]:
-        requirement_file = named["file"].endswith(".txt") and not named["file"].endswith("CMakeLists.txt")
-        if requirement_file and named["file"] not in read:
-            continue
-        for package, version, said_by in chain:
-            if package == named["name"] and release(named["version"]) != release(version):
-                problems.append(
-                    f"{spec.owner}: {named['file']} line {named['line']} ({where}) names {package} {named['version']} "
-                    f"(`{named['text']}`), but the chain's {package} is {version} ({said_by}). Fix: move one of the "
-                    "pins so they agree, or patch the line if upstream's is wrong."
-                )
-    return problems
 
 
 def rules():

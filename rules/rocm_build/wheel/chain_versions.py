@@ -1,0 +1,106 @@
+"""The preflight's third check: do the torch and triton an upstream names agree with the chain's?
+
+The chain's versions are what its rocm_wheel dependencies build (a recipe's
+PYTORCH_BUILD_VERSION / TRITON_WHEEL_VERSION, else the pin's version) and what its prebuilt
+wheels pin; the upstream's are what scripts/tree_scan.py found in its CMake, pyproject.toml,
+setup.py and the requirement files its recipe reads (vLLM's `TORCH_SUPPORTED_VERSION_ROCM`,
+`torch==X`). Only releases are compared: 2.13.0+rocm10.0.0 agrees with 2.13.0.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Dict, List, Sequence, Tuple
+
+from pants.engine.addresses import Address
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+
+from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.recipe_paths import named_paths
+
+# Versions a chain's torch and triton come as: the dependency's kind, and the variable its
+# recipe may set the version with.
+CHAIN_PACKAGES = {"torch": "PYTORCH_BUILD_VERSION", "triton": "TRITON_WHEEL_VERSION"}
+TRITON_WHEELS = {"triton", "pytorch_triton_rocm", "pytorch_triton"}
+
+
+def module_name(name: str) -> str:
+    return re.sub(r"[-.]+", "_", name).lower()
+
+
+@dataclass(frozen=True)
+class ChainVersionsRequest:
+    address: Address
+
+
+@dataclass(frozen=True)
+class ChainVersions:
+    # (package, version, where the chain says it): torch and triton of the dependencies
+    versions: Tuple[Tuple[str, str, str], ...]
+    # module name -> the rocm_wheel dependency that provides it once built
+    provided: Tuple[Tuple[str, str], ...]
+
+
+@rule(desc="Reading the torch and triton a rocm_wheel chain builds or pins")
+async def chain_versions(request: ChainVersionsRequest) -> ChainVersions:
+    seen: Dict[Address, WheelBuildSpec] = {}
+    queue = [request.address]
+    prebuilt: List[Address] = []
+    while queue:
+        spec = await Get(WheelBuildSpec, WheelRequest(queue.pop()))
+        for dep in spec.dependencies:
+            if dep not in seen:
+                seen[dep] = await Get(WheelBuildSpec, WheelRequest(dep))
+                queue.append(dep)
+        prebuilt += [p for p in spec.prebuilt if p not in prebuilt]
+    versions: List[Tuple[str, str, str]] = []
+    provided: Dict[str, str] = {}
+    for dep in seen.values():
+        kind = dep.kind
+        for name in (dep.upstream.pin_name, kind):
+            if name != "generic":
+                provided.setdefault(module_name(name), dep.owner)
+        if kind in CHAIN_PACKAGES:
+            var = CHAIN_PACKAGES[kind]
+            if var in dep.env:
+                versions.append((kind, dep.env[var], f"{dep.owner} (`env` {var})"))
+            elif not dep.version.startswith("0.0.0+"):
+                versions.append((kind, dep.version, f"{dep.owner} (pin {dep.upstream.pin_name})"))
+    pins = await MultiGet(Get(PrebuiltSpec, PrebuiltRequest(a, "the `dependencies` of a rocm_wheel")) for a in prebuilt)
+    for pin in pins:
+        name = module_name(pin.pin.project)
+        package = "triton" if name in TRITON_WHEELS else name
+        if package in CHAIN_PACKAGES and pin.pin.version:
+            versions.append((package, pin.pin.version, f"prebuilt_wheel {pin.owner} ({pin.where})"))
+    return ChainVersions(tuple(versions), tuple(sorted(provided.items())))
+
+
+def release(version: str) -> str:
+    """2.13.0+rocm7.14.0 -> 2.13.0, 2.13.0a0+gitabc -> 2.13.0: what must agree."""
+    match = re.match(r"\d+(?:\.\d+)*", version)
+    return match.group(0) if match else version
+
+
+def version_findings(spec: WheelBuildSpec, where: str, scan: dict, chain: Sequence[Tuple[str, str, str]]) -> List[str]:
+    """A requirement file counts when the recipe's `build_requirements` read it (`-r`); CMake,
+    pyproject.toml and setup.py always do."""
+    read = {p.path for p in named_paths(spec.requirements, (), "") if p.named_by.startswith("build_requirements")}
+    problems = []
+    for named in scan["versions"]:
+        requirement_file = named["file"].endswith(".txt") and not named["file"].endswith("CMakeLists.txt")
+        if requirement_file and named["file"] not in read:
+            continue
+        for package, version, said_by in chain:
+            if package == named["name"] and release(named["version"]) != release(version):
+                problems.append(
+                    f"{spec.owner}: {named['file']} line {named['line']} ({where}) names {package} {named['version']} "
+                    f"(`{named['text']}`), but the chain's {package} is {version} ({said_by}). Fix: move one of the "
+                    "pins so they agree, or patch the line if upstream's is wrong."
+                )
+    return problems
+
+
+def rules():
+    return collect_rules()
