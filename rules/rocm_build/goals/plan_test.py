@@ -2,20 +2,13 @@
 
 from __future__ import annotations
 
-from pants.core.util_rules import system_binaries
-from pants.testutil.rule_runner import RuleRunner
-
-from rocm_build import register
+from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.goals.plan import RocmPlan
 
 
 def test_plan_shows_chain_lock_archive_and_the_build_process() -> None:
-    rule_runner = RuleRunner(
-        rules=[*register.rules(), *system_binaries.rules()],
-        target_types=register.target_types(),
-        isolated_local_store=True,
-    )
+    rule_runner = plugin_rule_runner()
     rule_runner.write_files(
         {
             # Unreachable URLs: the plan must not fetch anything.

@@ -6,12 +6,11 @@ from __future__ import annotations
 import subprocess
 
 import pytest
-from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build import register
+from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.install import runtime_lock
 from rocm_build.errors import RocmBuildError
 from rocm_build.testutil.git_fixtures import pins_toml
@@ -108,11 +107,7 @@ def test_run_time_lock_format_and_staleness() -> None:
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = RuleRunner(
-        rules=[*register.rules(), *system_binaries.rules(), QueryRule(RuntimeSet, [RuntimeSetRequest])],
-        target_types=register.target_types(),
-        isolated_local_store=True,
-    )
+    runner = plugin_rule_runner(QueryRule(RuntimeSet, [RuntimeSetRequest]))
     commit = {"url": "file:///nowhere", "track": "main", "commit": "a" * 40}
     runner.write_files(
         {

@@ -2,26 +2,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from rocm_build.testutil.git_fixtures import commit_files, git, init_repo
+from rocm_build.testutil.git_fixtures import ARCHS_PATCH, ARCHS_SETUP, commit_files, git, init_repo
 from rocm_build.programs.patch_workspace import main
-
-PATCH = """\
---- a/setup.py
-+++ b/setup.py
-@@ -1 +1 @@
--ARCHS = ['gfx90a']
-+ARCHS = ['gfx90a', 'gfx1151']
-"""
 
 
 def test_checkout_edit_save_roundtrip(tmp_path: Path, capsys) -> None:
     upstream = init_repo(tmp_path / "up")
-    sha = commit_files(upstream, {"setup.py": "ARCHS = ['gfx90a']\n", "lib.py": "x = 1\n"})
+    sha = commit_files(upstream, {"setup.py": ARCHS_SETUP, "lib.py": "x = 1\n"})
     pins = tmp_path / "pins.toml"
     pins.write_text(f'[mini]\nurl = "file://{upstream}"\ntrack = "main"\ncommit = "{sha}"\n')
     patches = tmp_path / "patches"
     (patches / "mini").mkdir(parents=True)
-    (patches / "mini" / "0001-archs.patch").write_text(PATCH)
+    (patches / "mini" / "0001-archs.patch").write_text(ARCHS_PATCH)
     work = tmp_path / "work"
     common = ["--pins-file", str(pins), "--patches-dir", str(patches), "--dest", str(work)]
 

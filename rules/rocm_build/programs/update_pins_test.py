@@ -8,17 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.testutil.git_fixtures import commit_files, init_repo
+from rocm_build.testutil.git_fixtures import ARCHS_PATCH, ARCHS_SETUP, commit_files, init_repo
 from rocm_build.wheel.lockfile import BuildLock, render
 from rocm_build.programs.update_pins import main
-
-PATCH = """\
---- a/setup.py
-+++ b/setup.py
-@@ -1 +1 @@
--ARCHS = ['gfx90a']
-+ARCHS = ['gfx90a', 'gfx1151']
-"""
 
 
 @pytest.fixture
@@ -28,7 +20,7 @@ def world(tmp_path: Path):
     aot_1 = commit_files(aot, {"x": "1"})
     aot_2 = commit_files(aot, {"x": "2"})
     torch_1 = commit_files(torch, {
-        "setup.py": "ARCHS = ['gfx90a']\n",
+        "setup.py": ARCHS_SETUP,
         "cmake/External/aotriton.cmake": f'  set(__AOTRITON_CI_COMMIT "{aot_1}")\n',
     })  # fmt: skip
     pins = tmp_path / "pins.toml"
@@ -38,7 +30,7 @@ def world(tmp_path: Path):
         'derived_from = "torch:cmake/External/aotriton.cmake"\n'
     )
     (tmp_path / "patches/torch").mkdir(parents=True)
-    (tmp_path / "patches/torch/0001-archs.patch").write_text(PATCH)
+    (tmp_path / "patches/torch/0001-archs.patch").write_text(ARCHS_PATCH)
     return tmp_path, torch, aot, pins, (torch_1, aot_1, aot_2)
 
 

@@ -43,6 +43,17 @@ def commit_files(repo: Path, files: Mapping[str, str], message: str = "update") 
     return git(repo, "rev-parse", "HEAD")
 
 
+# An upstream's setup.py and a patch to it as a patch set holds one (`git diff`'s form).
+ARCHS_SETUP = "ARCHS = ['gfx90a']\n"
+ARCHS_PATCH = """\
+--- a/setup.py
++++ b/setup.py
+@@ -1 +1 @@
+-ARCHS = ['gfx90a']
++ARCHS = ['gfx90a', 'gfx1151']
+"""
+
+
 def pins_toml(**pins: Mapping[str, object]) -> str:
     out = []
     for name, fields in pins.items():

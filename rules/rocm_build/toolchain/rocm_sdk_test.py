@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pytest
-from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build import register
+from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 
 LLVM = Address("tc", target_name="llvm")
@@ -16,11 +15,7 @@ LLVM = Address("tc", target_name="llvm")
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return RuleRunner(
-        rules=[*register.rules(), *system_binaries.rules(), QueryRule(ResolvedToolchain, [ToolchainRequest])],
-        target_types=register.target_types(),
-        isolated_local_store=True,
-    )
+    return plugin_rule_runner(QueryRule(ResolvedToolchain, [ToolchainRequest]))
 
 
 def resolve(rule_runner: RuleRunner, path: str) -> ResolvedToolchain:

@@ -11,13 +11,12 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build import register
+from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 
 ARCHIVE = Address("third_party", target_name="llvm")
@@ -53,11 +52,7 @@ def server(tmp_path: Path):
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return RuleRunner(
-        rules=[*register.rules(), *system_binaries.rules(), QueryRule(FetchedArchive, [ArchiveRequest]), QueryRule(DigestContents, [Digest])],
-        target_types=register.target_types(),
-        isolated_local_store=True,
-    )
+    return plugin_rule_runner(QueryRule(FetchedArchive, [ArchiveRequest]), QueryRule(DigestContents, [Digest]))
 
 
 def fetch(rule_runner: RuleRunner, url: str, sha256: str, mirrors: str = "[]") -> FetchedArchive:

@@ -2,6 +2,7 @@ import pytest
 
 from rocm_build.upstream.pins import PinsError, parse_pins, parse_prebuilt_pins
 from rocm_build.upstream.pins_text import set_commit_in_text
+from rocm_build.testutil.git_fixtures import pins_toml
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
 GOOD = f"""
@@ -48,30 +49,16 @@ def test_rewrite_keeps_comments_and_layout() -> None:
     assert parse_pins("p", out)["vllm"].commit == new
 
 
-PREBUILT_SET = """
-[prebuilt]
-index_url = "https://stable.repo.amd.com/rocm/whl-next"   # one index for every table
-python = "3.12"
-
-[prebuilt.therock-torch]
-project = "torch"
-track = "==2.13.0+rocm10.0.0"
-version = "2.13.0+rocm10.0.0"
-
-[prebuilt.therock-torch-gfx1151]
-device_of = "therock-torch"
-project = "amd-torch-device-gfx1151"
-version = "2.13.0+rocm10.0.0"
-
-[prebuilt.mirror-torch]
-index_url = "file:///srv/mirror"
-project = "torch"
-track = ">=2.13"
-
-[prebuilt.mirror-torch-gfx115x]
-device_of = "mirror-torch"
-project = "amd-torch-device-gfx115x"
-"""
+TORCH = "2.13.0+rocm10.0.0"
+PREBUILT_SET = pins_toml(
+    prebuilt={"index_url": "https://stable.repo.amd.com/rocm/whl-next", "python": "3.12"},  # every table's defaults
+    **{
+        "prebuilt.therock-torch": {"project": "torch", "track": f"=={TORCH}", "version": TORCH},
+        "prebuilt.therock-torch-gfx1151": {"device_of": "therock-torch", "project": "amd-torch-device-gfx1151", "version": TORCH},
+        "prebuilt.mirror-torch": {"index_url": "file:///srv/mirror", "project": "torch", "track": ">=2.13"},
+        "prebuilt.mirror-torch-gfx115x": {"device_of": "mirror-torch", "project": "amd-torch-device-gfx115x"},
+    },
+)  # fmt: skip
 
 
 def test_prebuilt_device_pins_take_index_and_python_from_host_or_prebuilt_table() -> None:

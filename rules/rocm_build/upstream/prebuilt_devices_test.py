@@ -12,12 +12,11 @@ from pathlib import Path
 from typing import Dict, Iterator
 
 import pytest
-from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build import register
+from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec, missing_device_wheels
@@ -31,7 +30,7 @@ VISION = "0.28.0+rocm10.0.0"
 def host_metadata(name: str, version: str, rocm: str, devices: Dict[str, list]) -> str:
     """A host wheel's METADATA as TheRock's splitter leaves it (wheel_splitter.py,
     _rewrite_host_metadata): extras per target, then device-all."""
-    lines = [f"Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", "Requires-Dist: filelock",
+    lines = ["Metadata-Version: 2.1", f"Name: {name}", f"Version: {version}", "Requires-Dist: filelock",
              f"Requires-Dist: rocm[libraries]=={rocm}", 'Requires-Dist: opt-einsum>=3.3; extra == "opt-einsum"',
              "Provides-Extra: opt-einsum", "Requires-Dist: rocm-bootstrap"]  # fmt: skip
     for gfx, dists in devices.items():
@@ -44,7 +43,7 @@ def host_metadata(name: str, version: str, rocm: str, devices: Dict[str, list]) 
 
 def device_metadata(name: str, version: str, host: str, host_version: str, *requires: str) -> str:
     """generate_device_metadata's shape: the exact host, the SDK's device wheel, the family."""
-    lines = [f"Metadata-Version: 2.4", f"Name: {name}", f"Version: {version}",
+    lines = ["Metadata-Version: 2.4", f"Name: {name}", f"Version: {version}",
              f"Summary: AMD device kernels for {host}", f"Requires-Dist: {host} == {host_version}"]  # fmt: skip
     return "\n".join([*lines, *(f"Requires-Dist: {r}" for r in requires)]) + "\n\n"
 
@@ -105,39 +104,24 @@ def index(tmp_path: Path) -> Iterator[Path]:
     server.shutdown()
 
 
-PINS = """\
-[prebuilt]
-index_url = "{url}"
-python = "3.12"
+def unresolved_pins(url: str) -> str:
+    """The set before update-pins: hosts tracking the stable versions, device pins naming only
+    their host and project; update-pins must keep the comment on torch's `track`."""
 
-[prebuilt.therock-torch]
-project = "torch"
-track = "=={torch}"  # the stable set
-version = ""
-file = ""
-sha256 = ""
-requires_rocm = ""
+    def device(host: str, project: str) -> Dict[str, str]:
+        return {"device_of": host, "project": project, "version": ""}
 
-[prebuilt.therock-torch-gfx1151]
-device_of = "therock-torch"
-project = "amd-torch-device-gfx1151"
-version = ""
-
-[prebuilt.therock-torch-gfx115x]
-device_of = "therock-torch"
-project = "amd-torch-device-gfx115x"
-version = ""
-
-[prebuilt.therock-vision]
-project = "torchvision"
-track = "=={vision}"
-version = ""
-
-[prebuilt.therock-vision-gfx1151]
-device_of = "therock-vision"
-project = "amd-torchvision-device-gfx1151"
-version = ""
-"""
+    text = pins_toml(
+        prebuilt={"index_url": url, "python": "3.12"},
+        **{
+            "prebuilt.therock-torch": {"project": "torch", "track": f"=={TORCH}", "version": "", "file": "", "sha256": "", "requires_rocm": ""},
+            "prebuilt.therock-torch-gfx1151": device("therock-torch", "amd-torch-device-gfx1151"),
+            "prebuilt.therock-torch-gfx115x": device("therock-torch", "amd-torch-device-gfx115x"),
+            "prebuilt.therock-vision": {"project": "torchvision", "track": f"=={VISION}", "version": ""},
+            "prebuilt.therock-vision-gfx1151": device("therock-vision", "amd-torchvision-device-gfx1151"),
+        },
+    )  # fmt: skip
+    return text.replace(f'track = "=={TORCH}"', f'track = "=={TORCH}"  # the stable set', 1)
 
 
 def update_pins(tmp_path: Path, text: str, *only: str) -> int:
@@ -149,7 +133,7 @@ def update_pins(tmp_path: Path, text: str, *only: str) -> int:
 
 
 def pins_text(tmp_path: Path) -> str:
-    return PINS.format(url=(tmp_path / "url").read_text(), torch=TORCH, vision=VISION)
+    return unresolved_pins((tmp_path / "url").read_text())
 
 
 def table(text: str, name: str) -> str:
@@ -236,16 +220,7 @@ def test_requires_rocm_reads_requirements_and_markers_as_packaging_does() -> Non
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = RuleRunner(
-        rules=[
-            *register.rules(),
-            *system_binaries.rules(),
-            QueryRule(WheelBuildSpec, [WheelRequest]),
-            QueryRule(PrebuiltSpec, [PrebuiltRequest]),
-        ],
-        target_types=register.target_types(),
-        isolated_local_store=True,
-    )
+    runner = plugin_rule_runner(QueryRule(WheelBuildSpec, [WheelRequest]), QueryRule(PrebuiltSpec, [PrebuiltRequest]))
     tables = {
         "therock-torch": {"project": "torch", "track": f"=={TORCH}"},
         "therock-torch-gfx1151": {"device_of": "therock-torch", "project": "amd-torch-device-gfx1151", "requires_devices": "amd-torch-device-gfx115x"},
@@ -326,7 +301,7 @@ def test_a_device_wheel_target_must_depend_on_the_family_it_requires(rule_runner
 
 
 def test_an_unreachable_index_names_the_pin_and_changes_nothing(tmp_path, capsys) -> None:
-    text = PINS.format(url="http://127.0.0.1:9/whl-next/", torch=TORCH, vision=VISION)
+    text = unresolved_pins("http://127.0.0.1:9/whl-next/")
     assert update_pins(tmp_path, text, "therock-torch") == 1
     assert (tmp_path / "pins.toml").read_text() == text
     err = capsys.readouterr().err

@@ -6,14 +6,13 @@ import os
 from typing import Optional
 
 import pytest
-from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address
 from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, FileContent
 from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.process import Process
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build import register
+from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.wheel.build_process import WheelBuildRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.toolchain.container import BuildImage
@@ -26,16 +25,10 @@ WHEEL = Address("components/mini", target_name="wheel")
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = RuleRunner(
-        rules=[
-            *register.rules(),
-            *system_binaries.rules(),
-            QueryRule(WheelBuildSpec, [WheelRequest]),
-            QueryRule(Process, [WheelBuildRequest]),
-            QueryRule(Digest, [CreateDigest]),
-        ],
-        target_types=register.target_types(),
-        isolated_local_store=True,
+    runner = plugin_rule_runner(
+        QueryRule(WheelBuildSpec, [WheelRequest]),
+        QueryRule(Process, [WheelBuildRequest]),
+        QueryRule(Digest, [CreateDigest]),
         # PyPI traffic here passes an intercepting proxy (pants.toml's `ca_certs_path`).
         ca_certs_path="/etc/ssl/certs/ca-certificates.crt",
     )
@@ -108,13 +101,12 @@ def test_a_build_in_an_image_runs_in_a_container_keyed_by_the_image_id(rule_runn
     assert container_process_for(rule_runner, spec, "sha256:" + "e" * 64) != process
 
 
+# An archive in the sandbox and an env value that refers to the sandbox's ROCm.
+ARCHIVE_AND_ENV = {"archives": "{'LLVM_SYSPATH': 'components:llvm-tree'}", "env": "{'EXTRA': '$ROCM_PATH/extra'}"}
+
+
 def test_spec_reads_the_target_without_fetching(rule_runner) -> None:
-    spec = wheel_build(
-        rule_runner,
-        build_requirements="['-r', 'requirements/build.txt', 'six>=1']",
-        archives="{'LLVM_SYSPATH': 'components:llvm-tree'}",
-        env="{'EXTRA': '$ROCM_PATH/extra'}",
-    )
+    spec = wheel_build(rule_runner, build_requirements="['-r', 'requirements/build.txt', 'six>=1']", **ARCHIVE_AND_ENV)
     assert spec.gpu_targets == ("gfx1100", "gfx1151")
     assert spec.requirements == ("-r requirements/build.txt", "six>=1")
     assert spec.python == "3.11"  # [rocm-build].python's default
@@ -125,14 +117,7 @@ def test_spec_reads_the_target_without_fetching(rule_runner) -> None:
 
 
 def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) -> None:
-    spec = wheel_build(
-        rule_runner,
-        build_requirements="['six>=1']",
-        archives="{'LLVM_SYSPATH': 'components:llvm-tree'}",
-        env="{'EXTRA': '$ROCM_PATH/extra'}",
-        max_jobs="3",
-        timeout="60",
-    )
+    spec = wheel_build(rule_runner, build_requirements="['six>=1']", **ARCHIVE_AND_ENV, max_jobs="3", timeout="60")
     process = process_for(rule_runner, spec)
     env = dict(process.env)
     assert process.argv == ("/usr/bin/bash", "__rocm_build/build_wheel.sh")

@@ -13,11 +13,10 @@ import types
 from pathlib import Path
 
 import pytest
-from pants.core.util_rules import system_binaries
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build import register
+from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.wheel.ccache import CCACHE_REMOTE_CACHE, CcacheRemote
 from rocm_build.sandbox_scripts import script_bytes
 
@@ -73,12 +72,7 @@ def closed_port() -> int:
 
 @pytest.fixture
 def rule_runner(tmp_path: Path) -> RuleRunner:
-    return RuleRunner(
-        rules=[*register.rules(), *system_binaries.rules(), QueryRule(CcacheRemote, [])],
-        target_types=register.target_types(),
-        bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
-        isolated_local_store=True,
-    )
+    return plugin_rule_runner(QueryRule(CcacheRemote, []), bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"])
 
 
 def test_the_address_goes_to_a_private_file_in_a_named_cache_and_a_silent_server_is_a_warning(
