@@ -18,7 +18,6 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from pants.engine.addresses import Address
 from pants.engine.rules import Get, _uncacheable_rule, collect_rules
 
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec, pin_problem
@@ -47,14 +46,12 @@ from rocm_build.wheel.upstream_steps import (
 PIP_INSTALLS_CMAKE = re.compile(r"\bpip3?\b.*\binstall\b.*(?<![\w.-])cmake(?![\w.-])")
 
 
-@dataclass(frozen=True)
-class QuickCheck:
-    address: Address
+class QuickCheck(WheelRequest):
+    """A rocm_wheel's checks that need no tree: its fields, toolchain, lock and dependencies."""
 
 
-@dataclass(frozen=True)
-class TreeCheck:
-    address: Address
+class TreeCheck(WheelRequest):
+    """A rocm_wheel's checks of its patched tree: recipe paths and the upstream's own steps."""
 
 
 @dataclass(frozen=True)
