@@ -8,7 +8,7 @@ from rocm_build.install import runtime_lock, runtime_set
 from rocm_build.subsystems import host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
 from rocm_build.toolchain.target_types import ImageRecipeField
-from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk
+from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk, rust
 from rocm_build.upstream import archives, download, fetch, mirrors, patching, prebuilt, source_tree, upstream_repo
 from rocm_build.wheel import (
     build,
@@ -16,6 +16,7 @@ from rocm_build.wheel import (
     build_process,
     build_requirements,
     build_spec,
+    cargo,
     ccache,
     chain,
     gpu_audit,
@@ -42,8 +43,9 @@ def rules():
         *upstream_repo.rules(),
         *archives.rules(),
         *prebuilt.rules(),
-        # Toolchains: the ROCm SDK, the Python, the image, the sandbox's network
+        # Toolchains: the ROCm SDK, Rust, the Python, the image, the sandbox's network
         *rocm_sdk.rules(),
+        *rust.rules(),
         *interpreters.rules(),
         *container.rules(),
         DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
@@ -53,6 +55,7 @@ def rules():
         *ccache.rules(),
         *build_spec.rules(),
         *build_process.rules(),
+        *cargo.rules(),
         *preflight.rules(),
         *chain.rules(),
         *build.rules(),

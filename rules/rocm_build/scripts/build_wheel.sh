@@ -43,6 +43,14 @@ if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" && -z "${ROCM_BUILD_IMAGE:-}" ]]; then
   link_root .rocm "$ROCM_BUILD_TOOLCHAIN_COMPILER_VERSION" compiler_of $ROCM_BUILD_TOOLCHAIN_CANDIDATES
   link_root .python "$ROCM_BUILD_PYTHON_VERSION" python_of $ROCM_BUILD_PYTHON_CANDIDATES
 fi
+# A Rust build (`cargo_vendor`, wheel/cargo.py): the cargo and rustc on PATH must be the ones
+# its key names; a worker with another Rust builds nothing.
+if [[ -n "${ROCM_BUILD_RUST:-}" && "$(rustc -V 2>&1); $(cargo -V 2>&1)" != "$ROCM_BUILD_RUST" ]]; then
+  echo "rocm_build: cannot build $ROCM_BUILD_TARGET here: its key holds \"$ROCM_BUILD_RUST\", but PATH gives" \
+    "\"$(rustc -V 2>&1 | head -n 1); $(cargo -V 2>&1 | head -n 1)\". Install that Rust in /usr/bin (apt-get install" \
+    "-t bookworm-security cargo-web rustc-web)." >&2
+  exit 47
+fi
 if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" && -s .ccache-remote/storage.json ]]; then
   # Still outside the build's namespaces: relay ccache's remote storage (ccache_remote.py).
   python3 __rocm_build/ccache_remote.py forward .ccache-remote .ccache-forward $$

@@ -9,7 +9,9 @@ What it reads, to stay fast on a 100k-file tree (the listing is one `git ls-tree
 one `git cat-file --batch`): every CMakeLists.txt and *.cmake, every setup.py, the *.py at
 the top level and in top-level build directories (tools/, build_tools/, cmake/, scripts/,
 build/, setup/), pyproject.toml and requirements*.txt at the top and requirements/**/*.txt;
-nothing under docs/, examples/, docker/ or CI directories (no build runs them).
+nothing under docs/, examples/, docker/ or CI directories (no build runs them). Cargo: every
+Cargo.lock is read, and every Cargo.toml is listed (crates vendored in the tree, beside a
+.cargo-checksum.json, are not builds).
 
 It reports (JSON): `downloads`, each {"file", "line", "what", "text"}: CMake
 FetchContent_Declare / ExternalProject_Add with a URL or repository, file(DOWNLOAD, git clone,
@@ -18,10 +20,14 @@ wget. `env_vars`: for each file with a download, the environment variables it re
 upstream's override switches). `versions`, each {"file", "line", "name", "version", "text"}:
 vLLM-style `TORCH_SUPPORTED_VERSION_ROCM "X"` and `torch==X` / `triton==X` pins in
 requirement files, pyproject.toml and setup.py (files named for another device left out).
+`cargo`: {"locks": [{"file", "registries": {source: crates}, "git": [{"line", "source"}]}],
+"unlocked": [Cargo.toml with no Cargo.lock in its directory or above]}: what cargo would fetch
+at build time (each git source once, at its first line).
 """
 
 import json
 import os
+import posixpath
 import re
 import subprocess
 import shutil
@@ -50,6 +56,9 @@ PYTHON_LINES = [
 ENV_VARS = re.compile(r"ENV\{(\w+)\}|environ(?:\.get)?\s*[\(\[]\s*[\"'](\w+)[\"']|getenv\s*\(\s*[\"'](\w+)[\"']")
 TORCH_CMAKE = re.compile(r"\bTORCH_SUPPORTED_VERSION_ROCM\s+\"([^\"]+)\"")
 PINNED = re.compile(r"(?<![\w.-])(torch|triton)\s*==\s*([0-9][^\s\"',;]*)")
+# A [[package]]'s origin in a Cargo.lock, as cargo writes it (workspace members have none).
+CARGO_SOURCE = re.compile(r'^source = "((?:registry|sparse|git)\+[^"]+)"$')
+CARGO_LOCK, CARGO_MANIFEST, VENDORED_CRATE = "Cargo.lock", "Cargo.toml", ".cargo-checksum.json"
 
 
 def kind(path):
@@ -57,6 +66,8 @@ def kind(path):
     if SKIP_DIRS.intersection(parts[:-1]):
         return None
     name = parts[-1]
+    if name == CARGO_LOCK:
+        return "cargo"
     if name == "CMakeLists.txt" or name.endswith(".cmake"):
         return "cmake"
     if name == "setup.py" or (name.endswith(".py") and (len(parts) == 1 or (len(parts) == 2 and parts[0] in BUILD_DIRS))):
@@ -127,6 +138,43 @@ def versions(path, how, text):
     return [{"file": path, "line": n, "name": name, "version": v, "text": line.strip()[:200]} for n, name, v, line in found]
 
 
+def cargo_lock(path, text):
+    """What a Cargo.lock has cargo fetch: crates per registry, and each git source at its first line."""
+    registries, git = {}, {}
+    for n, line in enumerate(lines_of(text), 1):
+        m = CARGO_SOURCE.match(line.strip())
+        if not m:
+            continue
+        source = m.group(1)
+        if source.startswith("git+"):
+            git.setdefault(source, n)
+        else:
+            registries[source] = registries.get(source, 0) + 1
+    return {"file": path, "registries": registries, "git": [{"line": n, "source": s} for s, n in git.items()]}
+
+
+def vendored(path, paths):
+    """A file of a crate vendored into the tree (`cargo vendor` writes a .cargo-checksum.json beside its Cargo.toml)."""
+    return posixpath.join(posixpath.dirname(path), VENDORED_CRATE) in paths
+
+
+def unlocked_manifests(paths):
+    """Cargo.toml files with no Cargo.lock in their directory or any above it (a workspace
+    member's lock is at the workspace root), vendored crates left out."""
+    def skipped(path):
+        return SKIP_DIRS.intersection(path.split("/")[:-1]) or vendored(path, paths)
+
+    locked = {posixpath.dirname(p) for p in paths if posixpath.basename(p) == CARGO_LOCK and not skipped(p)}
+    found = []
+    for path in sorted(p for p in paths if posixpath.basename(p) == CARGO_MANIFEST and not skipped(p)):
+        directory = posixpath.dirname(path)
+        while directory not in locked and directory:
+            directory = posixpath.dirname(directory)
+        if directory not in locked:
+            found.append(path)
+    return found
+
+
 def blobs(git_dir, shas):
     """The content of each blob, by one `git cat-file --batch`."""
     run = subprocess.run(["git", "--git-dir", git_dir, "cat-file", "--batch"], input="".join(f"{s}\n" for s in shas).encode(),
@@ -141,7 +189,7 @@ def blobs(git_dir, shas):
 
 
 def tree_files(pack, changes, touched):
-    """{path: bytes} of the files worth scanning in the patched tree."""
+    """({path: bytes} of the files worth scanning in the patched tree, every path of it)."""
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import source_pack  # beside this script in the sandbox
 
@@ -153,23 +201,30 @@ def tree_files(pack, changes, touched):
     finally:
         shutil.rmtree(git_dir)
     files = {p: contents[sha] for p, sha in wanted.items()}
+    paths = {p for p in entries if p not in touched}
     for root, _, names in os.walk(changes):
         for name in names:
             path = os.path.relpath(os.path.join(root, name), changes)
+            paths.add(path)
             if kind(path):
                 with open(os.path.join(root, name), "rb") as f:
                     files[path] = f.read()
-    return files
+    return files, paths
 
 
 def main(pack, changes, touched_file):
     with open(touched_file) as f:
         touched = set(f.read().splitlines())
-    files = tree_files(pack, changes, touched)
-    result = {"files_scanned": len(files), "downloads": [], "env_vars": {}, "versions": []}
+    files, paths = tree_files(pack, changes, touched)
+    cargo = {"locks": [], "unlocked": unlocked_manifests(paths)}
+    result = {"files_scanned": len(files), "downloads": [], "env_vars": {}, "versions": [], "cargo": cargo}
     for path in sorted(files):
         how = kind(path)
         text = files[path].decode(errors="replace")
+        if how == "cargo":
+            if not vendored(path, paths):
+                cargo["locks"].append(cargo_lock(path, text))
+            continue
         hits = downloads(path, how, text)
         if hits:
             result["downloads"] += hits

@@ -41,6 +41,7 @@ from rocm_build.wheel.build_process import (
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request, log_name
 from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.wheel.built_wheel import BuiltWheel
+from rocm_build.wheel.cargo import CargoBuild, CargoBuildRequest
 from rocm_build.wheel.ccache import CcacheRemote
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
 from rocm_build.errors import RocmBuildError
@@ -94,6 +95,7 @@ def build_info_json(
     locked: Optional[LockedRequirements],
     archives: Tuple[FetchedArchive, ...],
     deps: Tuple[BuiltRocmWheel, ...],
+    cargo: Optional[CargoBuild] = None,
 ) -> str:
     return json.dumps(
         {
@@ -122,6 +124,12 @@ def build_info_json(
                 var: {"target": a.address.spec, "url": a.url, "sha256": a.sha256}
                 for (var, _), a in zip(spec.archives, archives)
             },
+            **(
+                {"cargo_vendor": {"target": cargo.archive.address.spec, "url": cargo.archive.url, "sha256": cargo.archive.sha256,
+                                  "rust": cargo.rust.identity}}  # fmt: skip
+                if cargo
+                else {}
+            ),
             "source_date_epoch": upstream.commit_time,
             "dependencies": [
                 {
@@ -196,6 +204,8 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
     archives = await MultiGet(
         Get(FetchedArchive, ArchiveRequest(a, f"the `archives` field of {owner}")) for _, a in spec.archives
     )
+    # A Rust build: its crates, the cargo config that keeps it offline, the Rust toolchain (cargo.py).
+    cargo = await Get(CargoBuild, CargoBuildRequest(spec, upstream.source, image)) if spec.cargo_vendor else None
     locked = None
     if spec.lock_path:
         locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, host_python))
@@ -217,16 +227,18 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
                 await Get(Digest, AddPrefix(bootstrap, "bootstrap")),
                 *([locked.inputs] if locked else []),
                 *archive_trees,
+                *([cargo.inputs] if cargo else []),
             ]
         ),
     )
     label = local_version_label(toolchain, spec)
     network = isolation.describe(in_image=bool(image))
-    info = build_info_json(spec, upstream, toolchain, python, label, network, environment, locked, archives, usable)
+    info = build_info_json(spec, upstream, toolchain, python, label, network, environment, locked, archives, usable, cargo)
     request = WheelBuildRequest(
         spec, toolchain, python, isolation.isolated(bool(image)), image, label, upstream.commit_time, inputs,
         source_pack=source_pack,
         venv_key=venv_key(python, bootstrap, dep_wheels, locked),
+        rust=cargo.rust.identity if cargo else "",
     )  # fmt: skip
     return PreparedWheelBuild(request, info, usable)
 

@@ -36,6 +36,7 @@ from rocm_build.wheel.target_types import (
     WheelArchivesField,
     WheelBuildCommandField,
     WheelBuildRequirementsField,
+    WheelCargoVendorField,
     WheelCommandField,
     WheelDependenciesField,
     WheelDownloadsCoveredField,
@@ -91,6 +92,7 @@ class WheelBuildSpec:
     version: str = ""  # the pin's version (version_env.py)
     downloads_covered: FrozenDict[str, str] = FrozenDict()  # tree file -> the variable that stops its download
     kind: str = "generic"  # which component: torch, triton, vllm, ... (env.py)
+    cargo_vendor: Optional[Address] = None  # the upstream_archive of `cargo vendor` output (cargo.py)
 
     @property
     def owner(self) -> str:
@@ -120,6 +122,10 @@ async def _single(target: RocmWheelTarget, field) -> Address:
         ),
     )
     return addresses[0]
+
+
+async def _optional_single(target: RocmWheelTarget, field) -> Optional[Address]:
+    return await _single(target, field) if target[field].value else None
 
 
 async def _archives(target: RocmWheelTarget) -> Tuple[Tuple[str, Address], ...]:
@@ -220,6 +226,7 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
         version=version,
         downloads_covered=FrozenDict(covered),
         kind=target[WheelKindField].value,
+        cargo_vendor=await _optional_single(target, WheelCargoVendorField),
     )
 
 

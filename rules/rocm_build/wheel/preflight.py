@@ -2,7 +2,8 @@
 
 A torch build takes hours; everything that can be known in minutes is checked first, in two
 stages: `QuickCheck` reads only BUILD files, pins, the toolchain and the interpreter (gpu
-targets against upstream's list, toolchain and Python present, archives resolved); `TreeCheck` fetches and patches the
+targets against upstream's list, toolchain and Python present, archives resolved, cargo and
+rustc present for a Rust build); `TreeCheck` fetches and patches the
 pinned tree, then looks for every file the recipe names, checks the lock against the tree
 (downloading its wheelhouse) and that pip's cmake cannot end up on PATH. `package` runs
 both stages for the whole chain (chain.py), `rocm-plan --check` prints what they found.
@@ -31,6 +32,7 @@ from rocm_build.upstream.source_tree import source_files
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainVersionField
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
+from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
 from rocm_build.wheel import chain_versions, upstream_steps
 from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, version_findings
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
@@ -166,10 +168,17 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
             await Get(BuildPython, BuildPythonRequest(spec.python, owner, image))
         except Exception as e:
             problems.append(problem_text(e))
+        if spec.cargo_vendor:
+            try:
+                await Get(RustToolchain, RustToolchainRequest(owner, image))
+            except Exception as e:
+                problems.append(problem_text(e))
     problems += await _prebuilt_problems(spec)
-    for _, address in spec.archives:
+    archives = [(address, f"the `archives` field of {owner}") for _, address in spec.archives]
+    archives += [(spec.cargo_vendor, f"the `cargo_vendor` field of {owner}")] if spec.cargo_vendor else []
+    for address, origin in archives:
         try:
-            archive = await Get(ArchiveSpec, ArchiveRequest(address, f"the `archives` field of {owner}"))
+            archive = await Get(ArchiveSpec, ArchiveRequest(address, origin))
         except Exception as e:
             problems.append(problem_text(e))
             continue

@@ -34,6 +34,7 @@ class Inputs:
     archives: Dict[str, str]  # env var -> sha256
     image: str = ""  # the build image's id; "" when the build runs on this machine
     prebuilt: Dict[str, str] = field(default_factory=dict)  # prebuilt_wheel target -> pinned sha256
+    cargo_vendor: str = ""  # its sha256; "" without one
 
 
 def last_build_info(dist_folder: Path) -> Optional[Dict[str, Any]]:
@@ -86,6 +87,9 @@ def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
     for var in sorted(set(archives_before) | set(now.archives)):
         if archives_before.get(var) != now.archives.get(var):
             found.append(f"archive {var} changed")
+    cargo_before = (previous.get("cargo_vendor") or {}).get("sha256", "")
+    if cargo_before != now.cargo_vendor:
+        found.append(f"cargo_vendor {cargo_before[:12] or 'none'} -> {now.cargo_vendor[:12] or 'none'}")
     return found
 
 

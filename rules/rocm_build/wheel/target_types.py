@@ -212,6 +212,22 @@ class WheelDownloadsCoveredField(DictStringToStringField):
     )
 
 
+class WheelCargoVendorField(StringField):
+    alias = "cargo_vendor"
+    help = help_text(
+        lambda: f"""
+        Address of an `upstream_archive` holding the crates the tree's `Cargo.lock` names, as
+        `cargo vendor --locked --versioned-dirs` writes them (one directory per crate, each with
+        its `.cargo-checksum.json`), e.g. `":crates"`. The build gets it unpacked, with an empty
+        `CARGO_HOME` in the sandbox whose `config.toml` replaces crates.io and every git source
+        of the lock with it and sets cargo offline; `cargo` and `rustc` come from /usr/bin, and
+        `rustc -V` is part of the cache key. Without it the preflight reports each `Cargo.lock`
+        of the tree (and each `Cargo.toml` with no lock) as a download, unless
+        `{WheelDownloadsCoveredField.alias}` maps the file to `"not run: <why>"`.
+        """
+    )
+
+
 class WheelOptionalField(BoolField):
     alias = "optional"
     default = False
@@ -257,6 +273,7 @@ class RocmWheelTarget(Target):
         WheelArchivesField,
         WheelVersionEnvField,
         WheelDownloadsCoveredField,
+        WheelCargoVendorField,
         WheelOptionalField,
         WheelTimeoutField,
         WheelMaxJobsField,

@@ -10,7 +10,9 @@ Three checks of a rocm_wheel's patched tree that the file checks (preflight.py) 
   requirement the lock lacks.
 - a scan of the tree for configure-time downloads (scripts/tree_scan.py, a process keyed by the
   tree alone): each hit is in a file `downloads_covered` maps to an override variable the
-  recipe sets, or it is a problem naming file and line.
+  recipe sets, or it is a problem naming file and line. A Cargo.lock is a download too (cargo
+  fetches its crates) unless the recipe's `cargo_vendor` brings them (cargo.py); a Cargo.toml
+  with no lock is unpinned.
 - the torch/triton versions the upstream names, found by the same scan, against the chain's
   (chain_versions.py).
 
@@ -197,7 +199,8 @@ def runs_in_build(file: str, project: str) -> bool:
 
 
 def download_findings(spec: WheelBuildSpec, where: str, scan: dict, project: str = "") -> Tuple[List[str], List[str]]:
-    """(problems, notes): each download in a file `downloads_covered` does not cover."""
+    """(problems, notes): each download in a file `downloads_covered` does not cover, and each
+    Cargo.lock whose crates `cargo_vendor` does not bring."""
     owner, build_file = spec.owner, f"{spec.address.spec_path}/BUILD"
     set_by_recipe = {*spec.env, *(var for var, _ in spec.archives)}
     problems: List[str] = []
@@ -234,9 +237,52 @@ def download_findings(spec: WheelBuildSpec, where: str, scan: dict, project: str
                 f"{owner}: `downloads_covered` maps {file} to {var}, but {file} ({where}) does not read {var}; "
                 f"its downloads stay: {lines}. Fix the variable in {build_file}, or patch the download out."
             )
-    for file in sorted(set(spec.downloads_covered) - set(by_file)):
+    cargo_problems, cargo_notes, cargo_files = cargo_findings(spec, where, scan.get("cargo", {}))
+    problems += cargo_problems
+    notes += cargo_notes
+    for file in sorted(set(spec.downloads_covered) - set(by_file) - cargo_files):
         notes.append(f"`downloads_covered` names {file}, which downloads nothing at {where}: drop it")
     return problems, notes
+
+
+def cargo_findings(spec: WheelBuildSpec, where: str, cargo: dict) -> Tuple[List[str], List[str], set]:
+    """(problems, notes, the Cargo files seen): each Cargo.lock's crates come from `cargo_vendor`,
+    and no Cargo.toml is without a lock, unless `downloads_covered` says cargo never runs there."""
+    owner, build_file = spec.owner, f"{spec.address.spec_path}/BUILD"
+    problems: List[str] = []
+    notes: List[str] = []
+    locks, unlocked = cargo.get("locks", []), cargo.get("unlocked", [])
+    seen = {lock["file"] for lock in locks} | set(unlocked)
+    not_run = {f for f in seen if spec.downloads_covered.get(f, "").startswith(NOT_RUN)}
+    not_run_fix = f'(or `"{NOT_RUN} <why>"` for the file in `downloads_covered` where this build never runs cargo)'
+    for lock in locks:
+        if lock["file"] in not_run:
+            continue
+        crates = sum(lock["registries"].values())
+        git = lock["git"]
+        what = f"{crates} registry crate(s)" + (f" and {len(git)} git source(s)" if git else "")
+        if spec.cargo_vendor:
+            notes.append(f"{lock['file']}: {what}, from `cargo_vendor` {spec.cargo_vendor.spec} (cargo offline)")
+            continue
+        sources = "".join(f"; line {g['line']} `{g['source']}`" for g in git)
+        problems.append(
+            f"{owner}: {lock['file']} ({where}) has cargo fetch {what} at build time, which a build cannot "
+            f"(no network){sources}. Fix: vendor them where crates.io{' and the git hosts' if git else ''} are reachable "
+            f"(`cargo vendor --locked --versioned-dirs` in {posixpath.dirname(lock['file']) or 'the tree root'} at the pin), "
+            f"pin the result as an upstream_archive and name it in `cargo_vendor` in {build_file} {not_run_fix}."
+        )
+    for manifest in unlocked:
+        if manifest in not_run:
+            continue
+        problems.append(
+            f"{owner}: {manifest} ({where}) is a Cargo manifest with no Cargo.lock in its directory or above: cargo "
+            "would resolve its crates at build time, unpinned (and, with no network, fail). Fix: add the lock to the "
+            f"tree with a patch (`cargo generate-lockfile` where crates.io is reachable) and vendor it into "
+            f"`cargo_vendor` in {build_file} {not_run_fix}."
+        )
+    if spec.cargo_vendor and not locks:
+        notes.append(f"`cargo_vendor` is set, but {where} has no Cargo.lock: drop it")
+    return problems, notes, seen
 
 
 def rules():

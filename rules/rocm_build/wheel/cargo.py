@@ -1,0 +1,100 @@
+"""A rocm_wheel's Rust build, offline: its `cargo_vendor` archive unpacked in the sandbox, an
+empty CARGO_HOME whose config.toml sends every source the tree's Cargo.lock files name to that
+archive, and the Rust toolchain's identity in the key.
+
+The config is made here, from the preflight's scan of the same tree (scripts/tree_scan.py
+reads the locks), so it is an input of the build and part of its key. Cargo resolves a
+relative `directory` in `$CARGO_HOME/config.toml` against the parent of CARGO_HOME: the
+sandbox root.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Iterable, List, Optional
+from urllib.parse import parse_qsl
+
+from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
+from pants.engine.rules import Get, collect_rules, rule
+
+from rocm_build.toolchain.container import BuildImage
+from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
+from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
+from rocm_build.upstream.source_tree import SourceTree
+from rocm_build.wheel.build_process import CARGO_HOME_DIR, CARGO_VENDOR_DIR
+from rocm_build.wheel.build_spec import WheelBuildSpec
+from rocm_build.wheel.upstream_steps import TreeScan, TreeScanRequest
+
+VENDORED = "vendored-sources"
+# crates.io as a Cargo.lock names it (the git index; lock files name the sparse one the same way).
+CRATES_IO = ("registry+https://github.com/rust-lang/crates.io-index", "sparse+https://index.crates.io/")
+GIT_REFS = ("rev", "tag", "branch")
+
+
+@dataclass(frozen=True)
+class CargoBuildRequest:
+    spec: WheelBuildSpec  # with `cargo_vendor` set
+    source: SourceTree
+    image: Optional[BuildImage]
+
+
+@dataclass(frozen=True)
+class CargoBuild:
+    inputs: Digest  # CARGO_VENDOR_DIR/ (the archive) and CARGO_HOME_DIR/config.toml
+    archive: FetchedArchive
+    rust: RustToolchain
+    config: str
+
+
+def toml_string(text: str) -> str:
+    return json.dumps(text)  # a TOML basic string: the same escapes as JSON's for these URLs
+
+
+def cargo_config(locks: Iterable[dict]) -> str:
+    """$CARGO_HOME/config.toml replacing each source of the locks (tree_scan.py's `cargo.locks`)."""
+    locks = list(locks)
+    registries = sorted({r for lock in locks for r in lock["registries"]} - set(CRATES_IO))
+    gits = sorted({g["source"].split("#", 1)[0] for lock in locks for g in lock["git"]})
+    lines: List[str] = [
+        "# Written by rocm_build (wheel/cargo.py) from the tree's Cargo.lock files: every source they",
+        "# name comes from `cargo_vendor`, unpacked beside CARGO_HOME; cargo never goes online.",
+        "[source.crates-io]",
+        f'replace-with = "{VENDORED}"',
+    ]
+    for registry in registries:
+        kind, _, url = registry.partition("+")
+        lines += ["", f"[source.{toml_string(registry)}]", f"registry = {toml_string(url if kind == 'registry' else registry)}",
+                  f'replace-with = "{VENDORED}"']  # fmt: skip
+    for source in gits:
+        url, _, query = source[len("git+") :].partition("?")
+        refs = [(k, v) for k, v in parse_qsl(query) if k in GIT_REFS]
+        lines += ["", f"[source.{toml_string(source)}]", f"git = {toml_string(url)}",
+                  *(f"{k} = {toml_string(v)}" for k, v in refs), f'replace-with = "{VENDORED}"']  # fmt: skip
+    lines += ["", f"[source.{VENDORED}]", f"directory = {toml_string(CARGO_VENDOR_DIR)}", "", "[net]", "offline = true", ""]
+    return "\n".join(lines)
+
+
+@rule(desc="Preparing a rocm_wheel's offline cargo")
+async def prepare_cargo_build(request: CargoBuildRequest) -> CargoBuild:
+    spec = request.spec
+    assert spec.cargo_vendor
+    owner = spec.owner
+    rust = await Get(RustToolchain, RustToolchainRequest(owner, request.image))
+    archive = await Get(FetchedArchive, ArchiveRequest(spec.cargo_vendor, f"the `cargo_vendor` field of {owner}"))
+    scan = json.loads((await Get(TreeScan, TreeScanRequest(request.source, owner))).result)
+    config = cargo_config(scan["cargo"]["locks"])
+    inputs = await Get(
+        Digest,
+        MergeDigests(
+            [
+                await Get(Digest, AddPrefix(archive.tree, CARGO_VENDOR_DIR)),
+                await Get(Digest, CreateDigest([FileContent(f"{CARGO_HOME_DIR}/config.toml", config.encode())])),
+            ]
+        ),
+    )
+    return CargoBuild(inputs, archive, rust, config)
+
+
+def rules():
+    return collect_rules()
