@@ -22,6 +22,7 @@ from rocm_build.wheel import (
     gpu_audit,
     portable,
     preflight,
+    sccache_dist,
 )
 
 
@@ -53,6 +54,7 @@ def rules():
         # The wheel build: requirements, compiler cache, spec and process, checks, build, audits
         *build_requirements.rules(),
         *ccache.rules(),
+        *sccache_dist.rules(),
         *build_spec.rules(),
         *build_process.rules(),
         *cargo.rules(),

@@ -55,6 +55,10 @@ if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" && -s .ccache-remote/storage.json ]]; th
   # Still outside the build's namespaces: relay ccache's remote storage (ccache_remote.py).
   python3 __rocm_build/ccache_remote.py forward .ccache-remote .ccache-forward $$
 fi
+if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" && -n "${ROCM_BUILD_SCCACHE_TOOLCHAIN:-}" && -s .sccache-dist-conf/dist.json ]]; then
+  # And sccache-dist's farm: its scheduler and the servers it names (dist_relay.py).
+  python3 __rocm_build/dist_relay.py forward .sccache-dist-conf .sccache-dist $$
+fi
 if [[ "${ROCM_BUILD_NETWORK:-}" == "none" && -z "${ROCM_BUILD_IN_NAMESPACE:-}" ]]; then
   unshare_args=(--net --mount --uts)
   [[ "$(id -u)" -eq 0 ]] || unshare_args+=(--map-root-user)
@@ -168,7 +172,7 @@ bring_up_loopback() {  # a new network namespace has `lo` down: only this build 
 # sccache's server, for this build only: a child of the build (it dies with it), listening on
 # a Unix socket in the sandbox (two builds on one machine never meet), stopped at the end.
 start_sccache() {
-  local sccache="$top/$ROCM_BUILD_SCCACHE" redis_settings=()
+  local sccache="$top/$ROCM_BUILD_SCCACHE" server_settings=() setting
   export SCCACHE_DIR="$top/.sccache" SCCACHE_SERVER_UDS="$top/.sccache-server.sock" SCCACHE_IDLE_TIMEOUT=0
   if [[ -s "$top/.ccache-forward/redis.json" ]]; then
     # The shared cache: the Redis server of [rocm-build] ccache_remote_storage, through the
@@ -176,20 +180,40 @@ start_sccache() {
     # this build's own loopback (no route out of its namespace) and passes to the socket.
     # Its settings (a password among them) go to sccache's server only, not to the build's env.
     bring_up_loopback
-    local setting
-    while IFS= read -r setting; do redis_settings+=("$setting"); done \
+    while IFS= read -r setting; do server_settings+=("$setting"); done \
       < <(python3 "$top/__rocm_build/ccache_remote.py" sccache-relay "$top/.ccache-forward" $$)
     echo "== sccache shared cache: through .ccache-forward/redis.sock, relayed on this build's loopback"
   fi
-  env "${redis_settings[@]}" SCCACHE_NO_DAEMON=1 "$sccache" --start-server >"$top/.sccache-server.log" 2>&1 &
+  if [[ -s "$top/.sccache-dist/dist.json" ]]; then
+    # The farm: sccache's server (only it) gets a proxy on this build's loopback that passes to
+    # the relay's socket, and a client configuration naming our toolchain archive.
+    bring_up_loopback
+    while IFS= read -r setting; do server_settings+=("$setting"); done \
+      < <(python3 "$top/__rocm_build/dist_relay.py" proxy "$top/.sccache-dist" $$ "$top/.sccache-dist.toml" \
+          "$top/$ROCM_BUILD_SCCACHE_TOOLCHAIN")
+    local proxy="$(printf '%s\n' "${server_settings[@]}" | sed -n 's/^HTTP_PROXY=.*:\([0-9]*\)$/\1/p')"
+    echo "== sccache-dist: $(python3 "$top/__rocm_build/dist_relay.py" status "$top/.sccache-dist" "$proxy")"
+  fi
+  env "${server_settings[@]}" SCCACHE_NO_DAEMON=1 "$sccache" --start-server >"$top/.sccache-server.log" 2>&1 &
   sccache_server=$!
   trap stop_sccache EXIT
+  # Listening, not only bound: with a farm the server asks the scheduler first, and a compile
+  # that finds the socket not yet listening would start a server of its own.
   local i
-  for i in $(seq 100); do [[ -S "$SCCACHE_SERVER_UDS" ]] && break; sleep 0.1; done
-  if [[ ! -S "$SCCACHE_SERVER_UDS" ]]; then
+  for i in $(seq 600); do grep -q "Listening on address" "$top/.sccache-server.log" && break; sleep 0.1; done
+  if ! grep -q "Listening on address" "$top/.sccache-server.log"; then
     echo "rocm_build: sccache's server did not start for $ROCM_BUILD_TARGET:" >&2
     cat "$top/.sccache-server.log" >&2
     exit 46
+  fi
+  if [[ -n "${ROCM_BUILD_SCCACHE_TOOLCHAIN:-}" ]]; then
+    # A farm compiles preprocessed input, and with DWARF 5 clang then writes one more entry in
+    # the line table's directories than a compile of the source does: the object would depend
+    # on where it was compiled. DWARF 4 objects are the same bytes either way (and this only
+    # picks the version where the build asks for debug info). Farm or not, so one key, one wheel.
+    [[ "$(basename "${CC:-cc}")" == clang* ]] && export CFLAGS="${CFLAGS:+$CFLAGS }-fdebug-default-version=4"
+    [[ "$(basename "${CXX:-c++}")" == clang* ]] && export CXXFLAGS="${CXXFLAGS:+$CXXFLAGS }-fdebug-default-version=4"
+    export HIPFLAGS="${HIPFLAGS:+$HIPFLAGS }-fdebug-default-version=4"
   fi
   export CC="$sccache ${CC:-cc}" CXX="$sccache ${CXX:-c++}"
   export CMAKE_C_COMPILER_LAUNCHER="$sccache" CMAKE_CXX_COMPILER_LAUNCHER="$sccache" CMAKE_HIP_COMPILER_LAUNCHER="$sccache"
@@ -201,6 +225,14 @@ import json, sys
 s = json.load(sys.stdin)["stats"]
 count = lambda k: sum(s.get(k, {}).get("counts", {}).values())
 print("hits=%d misses=%d errors=%d" % (count("cache_hits"), count("cache_misses"), count("cache_errors")))'
+}
+sccache_dist_stats() {  # where the misses compiled: on each farm server, or here
+  "$top/$ROCM_BUILD_SCCACHE" --show-stats --stats-format=json | python3 -c '
+import json, sys
+s = json.load(sys.stdin)["stats"]
+remote = s.get("dist_compiles", {})
+misses = sum(s.get("cache_misses", {}).get("counts", {}).values())
+print(" ".join("%s=%d" % kv for kv in sorted(remote.items())), "local=%d fallbacks=%d" % (misses - sum(remote.values()), s.get("dist_errors", 0)))'
 }
 stop_sccache() {
   [[ -n "${sccache_server:-}" ]] || return 0
@@ -336,12 +368,19 @@ build() {
   rm -rf out/raw
   if [[ -n "${sccache_server:-}" ]]; then
     echo "== sccache: $(sccache_stats)"
+    if [[ -s "$top/.sccache-dist/dist.json" ]]; then
+      echo "== sccache-dist compiles: $(sccache_dist_stats)"
+    fi
     stop_sccache
   elif [[ "${CC:-}" == ccache* ]]; then
     echo "== ccache: $(ccache --print-stats 2>/dev/null | awk -F'\t' '/^(direct_cache_hit|preprocessed_cache_hit|cache_miss|remote_storage_(hit|miss|error|timeout))\t/ {printf "%s=%s ", $1, $2}')"
   fi
   local IFS=,
   echo "== phase times: ${phase_times[*]}" | sed 's/,/, /g'
+  # This machine's CPU: the build and what it waited for (compiles here, sccache's server with
+  # its preprocessing and packing), not a farm's. `times`: user and system, self then children.
+  times >"$top/.times"  # not in a $( ) subshell: that would report the subshell's own times
+  echo "== cpu: $(tr '\n' ' ' <"$top/.times")"
   echo "== done: $(cd out && ls *.whl)"
 }
 

@@ -202,16 +202,22 @@ def forward(cache_dir, socket_dir, watch_pid):
         return 0
 
 
-def start_forwarder(cache_dir, socket_dir, watch_pid):
-    with open(os.path.join(cache_dir, STORAGE)) as f:
-        config = json.load(f)
+def listen_unix(socket_dir, name):
+    """A listening socket at SOCKET_DIR/NAME, where the build (in its own namespaces) reaches it."""
     os.makedirs(socket_dir, exist_ok=True)
-    path = os.path.join(socket_dir, SOCKET)
+    path = os.path.join(socket_dir, name)
     if os.path.exists(path):
         os.remove(path)
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(path)
     listener.listen(64)
+    return listener
+
+
+def start_forwarder(cache_dir, socket_dir, watch_pid):
+    with open(os.path.join(cache_dir, STORAGE)) as f:
+        config = json.load(f)
+    listener = listen_unix(socket_dir, SOCKET)
     with open(os.path.join(socket_dir, "url"), "w") as f:
         f.write(config["url"])
     # For sccache's relay (sccache_relay): credentials and database, readable by the build only.
@@ -221,7 +227,9 @@ def start_forwarder(cache_dir, socket_dir, watch_pid):
     return serve_in_background(listener, config["target"], watch_pid)
 
 
-def serve_in_background(listener, target, watch_pid):
+def serve_in_background(listener, target, watch_pid, handle=None):
+    """Relays each connection to `target`, or hands it to `handle` (dist_relay.py's forwarder),
+    in a child process that ends with process `watch_pid`."""
     if os.fork():
         return 0  # the build goes on; the child serves
     os.setsid()
@@ -230,8 +238,10 @@ def serve_in_background(listener, target, watch_pid):
     for fd in (0, 1, 2):
         os.dup2(null, fd)
     threading.Thread(target=watch, args=(watch_pid,), daemon=True).start()
-    serve(listener, target)
-    return 0
+    if handle is None:
+        serve(listener, target)
+    while True:
+        handle(listener.accept()[0])
 
 
 def sccache_relay(socket_dir, watch_pid):

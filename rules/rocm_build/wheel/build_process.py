@@ -26,6 +26,7 @@ from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.sccache import SccacheBinary
+from rocm_build.wheel.sccache_dist import FARM_CACHE, FARM_DIR, TOOLCHAIN_DIR, DistToolchain, DistToolchainRequest, SccacheFarm
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.wheel.build_spec import WheelBuildSpec, log_name
 from rocm_build.wheel.ccache import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
@@ -166,13 +167,14 @@ class LauncherRequest:
     launcher: str  # [rocm-build] compiler_launcher
     owner: str
     gpu_targets: Tuple[str, ...]
+    toolchain: Optional[ResolvedToolchain] = None  # on this machine (not in a build image): a farm may compile
 
 
 @dataclass(frozen=True)
 class Launcher:
     env: FrozenDict[str, str]
     caches: FrozenDict[str, str]  # its store: shared by rebuilds, never in a key
-    inputs: FrozenDict[str, Digest]  # immutable inputs: the pinned sccache binary
+    inputs: FrozenDict[str, Digest]  # immutable inputs: the pinned sccache binary, the toolchain archive
 
 
 @rule(desc="Setting up the compiler launcher")
@@ -181,11 +183,18 @@ async def set_up_launcher(request: LauncherRequest) -> Launcher:
         cache = compiler_cache_name("ccache", request.owner, request.gpu_targets)
         return Launcher(FrozenDict(), FrozenDict({cache: CCACHE_DIR}), FrozenDict())
     sccache = await Get(SccacheBinary)
-    return Launcher(
-        FrozenDict({"ROCM_BUILD_LAUNCHER": "sccache", "ROCM_BUILD_SCCACHE": f"{SCCACHE_BIN_DIR}/{sccache.exe}"}),
-        FrozenDict({compiler_cache_name("sccache", request.owner, request.gpu_targets): SCCACHE_DIR}),
-        FrozenDict({SCCACHE_BIN_DIR: sccache.digest}),
-    )
+    env = {"ROCM_BUILD_LAUNCHER": "sccache", "ROCM_BUILD_SCCACHE": f"{SCCACHE_BIN_DIR}/{sccache.exe}"}
+    caches = {compiler_cache_name("sccache", request.owner, request.gpu_targets): SCCACHE_DIR}
+    inputs = {SCCACHE_BIN_DIR: sccache.digest}
+    if request.toolchain:
+        # Farm or not, the same inputs: the archive a farm's servers would compile with, and
+        # the named cache where the farm's settings are, if there is a farm (sccache_dist.py).
+        await Get(SccacheFarm)  # says once per run whether the farm can be used
+        toolchain = await Get(DistToolchain, DistToolchainRequest(request.toolchain))
+        env["ROCM_BUILD_SCCACHE_TOOLCHAIN"] = f"{TOOLCHAIN_DIR}/toolchain.json"
+        caches[FARM_CACHE] = FARM_DIR
+        inputs[TOOLCHAIN_DIR] = toolchain.digest
+    return Launcher(FrozenDict(env), FrozenDict(caches), FrozenDict(inputs))
 
 
 def steps_script(spec: WheelBuildSpec) -> str:
@@ -207,6 +216,8 @@ def self_link_env(request: WheelBuildRequest, search_path: Tuple[str, ...]) -> D
 @rule(desc="Describing a rocm_wheel build process")
 async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTools, settings: RocmBuildSubsystem) -> Process:
     spec = request.spec
+    on_host = None if request.image else request.toolchain
+    launcher = await Get(Launcher, LauncherRequest(settings.launcher(), spec.owner, spec.gpu_targets, on_host))
     scripts = await Get(
         Digest,
         CreateDigest(
@@ -216,12 +227,12 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
                 FileContent(f"{SCRIPTS_DIR}/machine_caches.sh", script_bytes("machine_caches.sh")),
                 FileContent(f"{SCRIPTS_DIR}/wheel_files.py", script_bytes("wheel_files.py")),
                 FileContent(f"{SCRIPTS_DIR}/ccache_remote.py", script_bytes("ccache_remote.py")),
+                *([FileContent(f"{SCRIPTS_DIR}/dist_relay.py", script_bytes("dist_relay.py"))] if FARM_CACHE in launcher.caches else []),
                 *([FileContent(f"{SCRIPTS_DIR}/source_pack.py", script_bytes("source_pack.py"))] if request.source_pack else []),
                 FileContent(f"{SCRIPTS_DIR}/steps.sh", steps_script(spec).encode()),
             ]
         ),
     )
-    launcher = await Get(Launcher, LauncherRequest(settings.launcher(), spec.owner, spec.gpu_targets))
     caches = {
         LOG_CACHE: LOG_CACHE_DIR,
         **launcher.caches,

