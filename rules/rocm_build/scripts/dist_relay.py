@@ -276,7 +276,11 @@ def client_config(conf, toolchain, archive):
     def quoted(s):
         return json.dumps(s)  # a TOML basic string is a JSON string for these characters
 
-    lines = ["[dist]", f"scheduler_url = {quoted(conf['scheduler'])}", "", "[dist.auth]", 'type = "token"',
+    # rewrite_includes_only: the farm gets the source with its includes inlined (clang's
+    # -frewrite-includes), not macro-expanded output: a HIP kernel compiled from clang's
+    # preprocessed output lost its kernel symbol here (clang 19).
+    lines = ["[dist]", f"scheduler_url = {quoted(conf['scheduler'])}", "rewrite_includes_only = true", "",
+             "[dist.auth]", 'type = "token"',
              f"token = {quoted(conf['token'])}"]
     for local, in_archive in sorted(toolchain["compilers"].items()):
         lines += ["", "[[dist.toolchains]]", 'type = "path_override"', f"compiler_executable = {quoted(local)}",

@@ -113,7 +113,7 @@ def test_inside_the_build_a_proxy_and_a_client_configuration(farm) -> None:
     config = Path(settings["SCCACHE_CONF"])
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     assert config.read_text() == (
-        f'[dist]\nscheduler_url = "{farm["url"]}"\n\n[dist.auth]\ntype = "token"\ntoken = "{TOKEN}"\n\n'
+        f'[dist]\nscheduler_url = "{farm["url"]}"\nrewrite_includes_only = true\n\n[dist.auth]\ntype = "token"\ntoken = "{TOKEN}"\n\n'
         '[[dist.toolchains]]\ntype = "path_override"\ncompiler_executable = "/mnt/rocm-build/.rocm/root/bin/clang"\n'
         f'archive = "{tmp}/toolchain.tar.gz"\narchive_compiler_executable = "/toolchain/bin/clang"\n'
     )

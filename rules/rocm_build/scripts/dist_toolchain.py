@@ -95,6 +95,11 @@ def write_archive(members, out):
     """A gzipped tar with fixed times, owners and order; returns its size."""
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        # The compile's own sandbox on a server has only what the archive holds: clang puts a
+        # HIP compile's intermediate files in /tmp ("unable to make temporary file" without it).
+        tmp = tarfile.TarInfo("tmp")
+        tmp.type, tmp.mode, tmp.mtime = tarfile.DIRTYPE, 0o1777, 0
+        tar.addfile(tmp)
         for name in sorted(members):
             source, link = members[name]
             info = tarfile.TarInfo(name.lstrip("/"))
