@@ -189,10 +189,10 @@ start_sccache() {
     # the relay's socket, and a client configuration naming our toolchain archive.
     bring_up_loopback
     while IFS= read -r setting; do server_settings+=("$setting"); done \
-      < <(python3 "$top/__rocm_build/dist_relay.py" proxy "$top/.sccache-dist" $$ "$top/.sccache-dist.toml" \
+      < <(python3 "$top/__rocm_build/dist_proxy.py" proxy "$top/.sccache-dist" $$ "$top/.sccache-dist.toml" \
           "$top/$ROCM_BUILD_SCCACHE_TOOLCHAIN")
     local proxy="$(printf '%s\n' "${server_settings[@]}" | sed -n 's/^HTTP_PROXY=.*:\([0-9]*\)$/\1/p')"
-    echo "== sccache-dist: $(python3 "$top/__rocm_build/dist_relay.py" status "$top/.sccache-dist" "$proxy")"
+    echo "== sccache-dist: $(python3 "$top/__rocm_build/dist_proxy.py" status "$top/.sccache-dist" "$proxy")"
   fi
   env "${server_settings[@]}" SCCACHE_NO_DAEMON=1 "$sccache" --start-server >"$top/.sccache-server.log" 2>&1 &
   sccache_server=$!

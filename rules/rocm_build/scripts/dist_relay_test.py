@@ -1,5 +1,5 @@
-"""dist_relay.py as the builds run it, on real sockets: a scheduler and a build server on
-127.0.0.1 stand in for a farm (the e2e test, tests/e2e/sccache_dist_test.py, has the real one)."""
+"""dist_relay.py and dist_proxy.py as the builds run them, on real sockets: a scheduler and a
+build server on 127.0.0.1 stand in for a farm (tests/e2e/sccache_dist_test.py has the real one)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ def scheduler(vouched: str) -> ThreadingHTTPServer:
 
 @pytest.fixture
 def farm(tmp_path: Path) -> Iterator[dict]:
-    for name in ("dist_relay.py", "ccache_remote.py"):
+    for name in ("dist_relay.py", "dist_proxy.py", "ccache_remote.py"):
         (tmp_path / name).write_bytes(script_bytes(name))
     server, server_port = echo_server()
     sched = scheduler(f"127.0.0.1:{server_port}")
@@ -107,7 +107,7 @@ def test_inside_the_build_a_proxy_and_a_client_configuration(farm) -> None:
     (tmp / "toolchain.json").write_text(json.dumps({"archive": "toolchain.tar.gz", "compilers": {"/mnt/rocm-build/.rocm/root/bin/clang": "/toolchain/bin/clang"}}))
     settings = dict(
         line.split("=", 1)
-        for line in farm["run"]("dist_relay.py", "proxy", "sock", str(farm["build"].pid), "client.toml", "toolchain.json").stdout.splitlines()
+        for line in farm["run"]("dist_proxy.py", "proxy", "sock", str(farm["build"].pid), "client.toml", "toolchain.json").stdout.splitlines()
     )
     assert settings["HTTP_PROXY"] == settings["HTTPS_PROXY"] and settings["NO_PROXY"] == ""
     config = Path(settings["SCCACHE_CONF"])
@@ -118,7 +118,7 @@ def test_inside_the_build_a_proxy_and_a_client_configuration(farm) -> None:
         f'archive = "{tmp}/toolchain.tar.gz"\narchive_compiler_executable = "/toolchain/bin/clang"\n'
     )
     port = settings["HTTP_PROXY"].rsplit(":", 1)[1]
-    status = farm["run"]("dist_relay.py", "status", "sock", port).stdout.strip()
+    status = farm["run"]("dist_proxy.py", "status", "sock", port).stdout.strip()
     assert status == f"scheduler {farm['url']}, 1 build server(s), 2 cpu(s)"
 
 

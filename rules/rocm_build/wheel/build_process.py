@@ -227,7 +227,7 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
                 FileContent(f"{SCRIPTS_DIR}/machine_caches.sh", script_bytes("machine_caches.sh")),
                 FileContent(f"{SCRIPTS_DIR}/wheel_files.py", script_bytes("wheel_files.py")),
                 FileContent(f"{SCRIPTS_DIR}/ccache_remote.py", script_bytes("ccache_remote.py")),
-                *([FileContent(f"{SCRIPTS_DIR}/dist_relay.py", script_bytes("dist_relay.py"))] if FARM_CACHE in launcher.caches else []),
+                *[FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in ("dist_relay.py", "dist_proxy.py") if FARM_CACHE in launcher.caches],
                 *([FileContent(f"{SCRIPTS_DIR}/source_pack.py", script_bytes("source_pack.py"))] if request.source_pack else []),
                 FileContent(f"{SCRIPTS_DIR}/steps.sh", steps_script(spec).encode()),
             ]
