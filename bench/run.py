@@ -354,11 +354,26 @@ def incremental(out: Path, n_files: int, n_tus: int) -> None:
     print(f"(clean build's phases: {', '.join(f'{k} {v:.1f} s' for k, v in clean_phases.items())})")
 
 
+def cpu_seconds(pids=None) -> float:
+    """CPU seconds used so far: by the whole machine (/proc/stat), or by processes `pids` and
+    the children they reaped (a build server's compiles)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    if pids is None:
+        fields = Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        return (sum(map(int, fields)) - int(fields[3]) - int(fields[4])) / tick  # less idle and iowait
+    total = 0
+    for pid in pids:
+        stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        total += sum(int(x) for x in stat[11:15])  # utime stime cutime cstime
+    return total / tick
+
+
 def farm_builds(out: Path, n_tus: int) -> None:
     """The n-TU component built clean with sccache: here alone, then on a farm of 1, 2 and 3
     build servers, each a test host of its own on this machine (tests/e2e/sccache_farm.py).
     On one machine the farm shares its cores, so wall time cannot fall below the cores' worth;
-    what carries to real farms is the work each server took and the client's own CPU."""
+    what carries to real farms is the work each server took and the client's own CPU (the
+    machine's CPU during the build less the servers')."""
     from e2e.sccache_farm import Farm
 
     upstream = big_upstream(out, n_tus + 3, n_tus)
@@ -371,28 +386,30 @@ def farm_builds(out: Path, n_tus: int) -> None:
                         "PANTS_SCCACHE_DIST_TOKEN_FILE": str(farm.token_file())})
         ws = big_workspace(out / name, n_tus + 3, n_tus, upstream, env)[0]
         ws.write("bench_big/BUILD", ws.read("bench_big/BUILD").replace('gpu_targets=["gfx1151"])\n', f'gpu_targets=["gfx1151"], {fields})\n', 1))
+        servers = [p.pid for n, p in farm.processes.items() if n.startswith("server")] if farm else []
+        before = (cpu_seconds(), cpu_seconds(servers))
         try:
-            # The toolchain archive first, so the wall time is the build's.
             _, wall = timed(lambda: require_success(ws.package("bench_big:wheel"), name))
         finally:
             ws.stop()
+        machine, on_servers = cpu_seconds() - before[0], cpu_seconds(servers) - before[1]
         log = next(ws.path("dist/bench_big").glob("*.build.log")).read_text()
         where = dict(re.findall(r"(\S+)=(\d+)", (re.findall(r"^== sccache-dist compiles: (.*)$", log, re.M) or [""])[-1]))
-        cpu = [sum(float(m) * 60 + float(s) for m, s in re.findall(r"(\d+)m([\d.]+)s", line)) for line in re.findall(r"^== cpu: (.*)$", log, re.M)]
-        return wall, where, cpu[-1] if cpu else 0.0
+        return wall, where, machine - on_servers, on_servers
 
     rows = []
-    local_wall, _, local_cpu = build("local")
-    rows.append(["0 (here)", f"{local_wall:.1f}", "1.00", f"{n_tus} here", f"{local_cpu:.1f}", f"{local_cpu / n_tus * 1000:.0f}"])
+    local_wall, _, local_cpu, _ = build("local")
+    rows.append(["0 (here)", f"{local_wall:.1f}", "1.00", "-", f"{n_tus}", f"{local_cpu:.0f}", "0", f"{local_cpu / n_tus * 1000:.0f}"])
     with Farm(out / "farm") as farm:
         for n in (1, 2, 3):
             farm.add_server()
-            wall, where, cpu = build(f"farm{n}", farm)
-            servers = " ".join(f"{int(v)}" for k, v in sorted(where.items()) if k not in ("local", "fallbacks"))
-            rows.append([str(n), f"{wall:.1f}", f"{local_wall / wall:.2f}", f"{servers} (+{where.get('local', '?')} here)",
-                         f"{cpu:.1f}", f"{cpu / n_tus * 1000:.0f}"])
+            wall, where, client, servers = build(f"farm{n}", farm)
+            shipped = " + ".join(v for k, v in sorted(where.items()) if k not in ("local", "fallbacks"))
+            rows.append([str(n), f"{wall:.1f}", f"{local_wall / wall:.2f}", shipped, where.get("local", "?"),
+                         f"{client:.0f}", f"{servers:.0f}", f"{client / n_tus * 1000:.0f}"])
     table(f"Distributed compiles (sccache-dist), {n_tus} translation units, clean, on {os.cpu_count()} cores",
-          ["servers", "wall s", "speedup", "compiles per server", "client CPU s", "client CPU ms/TU"], rows)
+          ["servers", "wall s", "speedup", "compiles per server", "compiled here", "client CPU s", "servers' CPU s",
+           "client CPU ms/TU"], rows)
 
 
 def ccache_figures(ws: Workspace) -> str:

@@ -120,7 +120,7 @@ secret_key = "{self.key}"
         name = f"server{number}"
         ns = self.host(str(number), number)
         addr = f"{self.net}.{number}:{SERVER_PORT}"
-        token = run(str(SCCACHE_DIST), "auth", "generate-jwt-hs256-server-token", "--secret-key", self.key, "--server", addr)
+        token = run(str(SCCACHE_DIST), "auth", "generate-jwt-hs256-server-token", f"--secret-key={self.key}", "--server", addr)
         work = self.root / name
         work.mkdir()
         self.spawn(name, ns, "server", f"""

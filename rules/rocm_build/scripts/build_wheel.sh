@@ -379,10 +379,6 @@ build() {
   fi
   local IFS=,
   echo "== phase times: ${phase_times[*]}" | sed 's/,/, /g'
-  # This machine's CPU: the build and what it waited for (compiles here, sccache's server with
-  # its preprocessing and packing), not a farm's. `times`: user and system, self then children.
-  times >"$top/.times"  # not in a $( ) subshell: that would report the subshell's own times
-  echo "== cpu: $(tr '\n' ' ' <"$top/.times")"
   echo "== done: $(cd out && ls *.whl)"
 }
 
