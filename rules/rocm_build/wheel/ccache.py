@@ -13,6 +13,7 @@ import json
 import logging
 import os
 from dataclasses import dataclass
+from typing import Tuple
 
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.option.global_options import NamedCachesDirOption
@@ -37,6 +38,19 @@ class CcacheRemote:
     problem: str  # why it does not answer; "" when it does
 
 
+async def settings_probe(tools: HostTools, scripts: Tuple[str, ...], cache: str, cache_dir: str, description: str) -> Process:
+    """`SCRIPT probe CACHE_DIR`: asks the server whose settings the plugin wrote into the named
+    cache whether it answers, every session (this one, and sccache_dist.py's farm)."""
+    return Process(
+        argv=(tools.python.path, f"{SCRIPTS_DIR}/{scripts[0]}", "probe", cache_dir),
+        env={"PATH": "/usr/bin:/bin"},
+        input_digest=await script_digest(*scripts),
+        append_only_caches={cache: cache_dir},
+        description=description,
+        cache_scope=ProcessCacheScope.PER_SESSION,
+    )
+
+
 @rule(desc="Configuring ccache's remote storage")
 async def configure_ccache_remote(
     settings: RocmBuildSubsystem, tools: HostTools, named_caches: NamedCachesDirOption
@@ -47,18 +61,8 @@ async def configure_ccache_remote(
         SCRIPT.store(os.path.join(named_caches.val, CCACHE_REMOTE_CACHE), settings.ccache_remote_storage)
     except SCRIPT.BadAddress as e:
         raise RocmBuildError(f"{OPTION}: {e}; expected {SCRIPT.ACCEPTED}") from None
-    result = await Get(
-        FallibleProcessResult,
-        Process(
-            argv=(tools.python.path, f"{SCRIPTS_DIR}/ccache_remote.py", "probe", CCACHE_REMOTE_DIR),
-            env={"PATH": "/usr/bin:/bin"},
-            input_digest=await script_digest("ccache_remote.py"),
-            append_only_caches={CCACHE_REMOTE_CACHE: CCACHE_REMOTE_DIR},
-            description="Checking ccache's remote storage",
-            # Every session: whether the server answers now.
-            cache_scope=ProcessCacheScope.PER_SESSION,
-        ),
-    )
+    probe = await settings_probe(tools, ("ccache_remote.py",), CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR, "Checking ccache's remote storage")
+    result = await Get(FallibleProcessResult, Process, probe)
     if result.exit_code != 0:
         raise RocmBuildError(f"{OPTION}: {result.stderr.decode().strip()}")
     status = json.loads(result.stdout)

@@ -14,7 +14,7 @@ import json
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 BUILD_INFO = "rocm_build_info.json"
 
@@ -49,6 +49,11 @@ def last_build_info(dist_folder: Path) -> Optional[Dict[str, Any]]:
     return None
 
 
+def changed_keys(before: Mapping[str, Any], now: Mapping[str, Any]) -> List[str]:
+    """The keys whose values differ, a key only on one side among them, sorted."""
+    return sorted(k for k in set(before) | set(now) if before.get(k) != now.get(k))
+
+
 def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
     """What differs between the last build's inputs and these, for people; empty: nothing."""
     found: List[str] = []
@@ -71,9 +76,8 @@ def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
     if previous.get("toolchain", {}).get("address") != now.toolchain:
         found.append(f"toolchain {previous.get('toolchain', {}).get('address')} -> {now.toolchain}")
     env_before = previous.get("env", {})
-    for key in sorted(set(env_before) | set(now.env)):
-        if env_before.get(key) != now.env.get(key):
-            found.append(f"env {key}: {env_before.get(key)!r} -> {now.env.get(key)!r}")
+    for key in changed_keys(env_before, now.env):
+        found.append(f"env {key}: {env_before.get(key)!r} -> {now.env.get(key)!r}")
     image_before = (previous.get("environment") or {}).get("image_id", "")
     if image_before != now.image:
         found.append(f"build image {image_before[:19] or 'none (this machine)'} -> {now.image[:19] or 'none (this machine)'}")
@@ -84,9 +88,7 @@ def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
     if list(previous.get("gpu_targets", [])) != list(now.gpu_targets):
         found.append(f"gpu targets {', '.join(previous.get('gpu_targets', []))} -> {', '.join(now.gpu_targets)}")
     archives_before = {var: a.get("sha256") for var, a in previous.get("archives", {}).items()}
-    for var in sorted(set(archives_before) | set(now.archives)):
-        if archives_before.get(var) != now.archives.get(var):
-            found.append(f"archive {var} changed")
+    found += [f"archive {var} changed" for var in changed_keys(archives_before, now.archives)]
     cargo_before = (previous.get("cargo_vendor") or {}).get("sha256", "")
     if cargo_before != now.cargo_vendor:
         found.append(f"cargo_vendor {cargo_before[:12] or 'none'} -> {now.cargo_vendor[:12] or 'none'}")

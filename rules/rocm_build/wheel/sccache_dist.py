@@ -17,16 +17,17 @@ import os
 from dataclasses import dataclass
 
 from pants.engine.fs import Digest, RemovePrefix
-from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope, ProcessResult
+from pants.engine.process import FallibleProcessResult, Process, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
 
-from rocm_build.errors import RocmBuildError
+from rocm_build.errors import RocmBuildError, process_failed
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_digest
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.subsystems.sccache import Sccache
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
+from rocm_build.wheel.ccache import settings_probe
 
 logger = logging.getLogger(__name__)
 
@@ -35,13 +36,6 @@ FARM_DIR = ".sccache-dist-conf"
 TOOLCHAIN_DIR = ".sccache-toolchain"
 OPTION = "[sccache] dist_scheduler_url (PANTS_SCCACHE_DIST_SCHEDULER_URL)"
 RELAY = load_script("dist_relay.py")  # the same bytes the build's relay runs
-
-
-@dataclass(frozen=True)
-class SccacheFarm:
-    shown: str  # the scheduler, e.g. http://10.0.0.2:10600; "" when none is configured
-    servers: int
-    problem: str  # why it cannot be used; "" when it can
 
 
 def read_token(sccache: Sccache) -> str:
@@ -54,6 +48,13 @@ def read_token(sccache: Sccache) -> str:
         raise RocmBuildError(f"[sccache] dist_token_file: cannot read {sccache.dist_token_file}: {e.strerror}.") from None
 
 
+@dataclass(frozen=True)
+class SccacheFarm:
+    shown: str  # the scheduler, e.g. http://10.0.0.2:10600; "" when none is configured
+    servers: int
+    problem: str  # why it cannot be used; "" when it can
+
+
 @rule(desc="Configuring the sccache-dist farm")
 async def configure_sccache_farm(sccache: Sccache, tools: HostTools, named_caches: NamedCachesDirOption) -> SccacheFarm:
     # Written here, not by a process: a process's env and argv are keys and are logged at -ldebug.
@@ -62,18 +63,8 @@ async def configure_sccache_farm(sccache: Sccache, tools: HostTools, named_cache
         RELAY.store(os.path.join(named_caches.val, FARM_CACHE), sccache.dist_scheduler_url, token)
     except RELAY.BadSettings as e:
         raise RocmBuildError(f"{OPTION}: {e}.") from None
-    result = await Get(
-        ProcessResult,
-        Process(
-            argv=(tools.python.path, f"{SCRIPTS_DIR}/dist_relay.py", "probe", FARM_DIR),
-            env={"PATH": "/usr/bin:/bin"},
-            input_digest=await script_digest("dist_relay.py", "ccache_remote.py"),
-            append_only_caches={FARM_CACHE: FARM_DIR},
-            description="Asking the sccache-dist scheduler for its servers",
-            # Every session: whether the farm answers now.
-            cache_scope=ProcessCacheScope.PER_SESSION,
-        ),
-    )
+    probe = await settings_probe(tools, ("dist_relay.py", "ccache_remote.py"), FARM_CACHE, FARM_DIR, "Asking the sccache-dist scheduler for its servers")
+    result = await Get(ProcessResult, Process, probe)
     status = json.loads(result.stdout)
     farm = SccacheFarm(status["shown"], status["servers"], status["problem"] or "")
     if farm.problem:
@@ -112,10 +103,8 @@ async def pack_dist_toolchain(request: DistToolchainRequest, tools: HostTools) -
         ),
     )
     if result.exit_code != 0:
-        raise RocmBuildError(
-            f"{toolchain.address.spec}: packing its compiler for sccache-dist's build servers failed:\n"
-            f"{result.stderr.decode(errors='replace')[-2000:]}"
-        )
+        what = f"{toolchain.address.spec}: packing its compiler for sccache-dist's build servers failed"
+        raise process_failed(what, result.exit_code, result.stderr)
     return DistToolchain(await Get(Digest, RemovePrefix(result.output_digest, TOOLCHAIN_DIR)))
 
 

@@ -34,7 +34,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.wheel.build_process import PreflightBuild, PreflightWheelRequest, WheelBuildRequest
 from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec
-from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.errors import RocmBuildError, indent, process_failed, tail
 from rocm_build.wheel.chain_versions import module_name
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes, script_digest
 from rocm_build.upstream.source_tree import PACK_ROOT, SourceTree
@@ -181,10 +181,7 @@ async def scan_tree(request: TreeScanRequest, tools: HostTools) -> TreeScan:
         ),
     )
     if result.exit_code != 0:
-        raise RocmBuildError(
-            f"{request.owner}: scanning the fetched source failed (exit {result.exit_code}):\n"
-            f"{indent(tail(result.stderr.decode(errors='replace'), 8))}"
-        )
+        raise process_failed(f"{request.owner}: scanning the fetched source failed", result.exit_code, result.stderr)
     return TreeScan(result.stdout.decode())
 
 
