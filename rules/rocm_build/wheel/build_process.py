@@ -25,7 +25,8 @@ from rocm_build.toolchain.container import BuildImage
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
-from rocm_build.subsystems.sccache import SccacheBinary
+from rocm_build.errors import RocmBuildError
+from rocm_build.subsystems.sccache import Sccache, SccacheBinary
 from rocm_build.wheel.sccache_dist import FARM_CACHE, FARM_DIR, TOOLCHAIN_DIR, DistToolchain, DistToolchainRequest, SccacheFarm
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.wheel.build_spec import WheelBuildSpec, log_name
@@ -178,8 +179,13 @@ class Launcher:
 
 
 @rule(desc="Setting up the compiler launcher")
-async def set_up_launcher(request: LauncherRequest) -> Launcher:
+async def set_up_launcher(request: LauncherRequest, farm: Sccache) -> Launcher:
     if request.launcher == "ccache":
+        if farm.dist_scheduler_url:
+            raise RocmBuildError(
+                "[sccache] dist_scheduler_url is set, but [rocm-build] compiler_launcher is ccache, which "
+                "compiles everything here. Set compiler_launcher = \"sccache\" to use the farm, or unset the URL."
+            )
         cache = compiler_cache_name("ccache", request.owner, request.gpu_targets)
         return Launcher(FrozenDict(), FrozenDict({cache: CCACHE_DIR}), FrozenDict())
     sccache = await Get(SccacheBinary)

@@ -232,6 +232,10 @@ def test_sccache_is_a_pinned_input_with_its_own_named_cache(rule_runner, tmp_pat
     assert dict(contained.env)["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .sccache"
     assert ".sccache-toolchain" not in contained.immutable_input_digests
 
+    # A farm asks for sccache: with ccache it would be ignored, so it is refused.
+    rule_runner.set_options(["--sccache-dist-scheduler-url=http://127.0.0.1:9"])
+    with pytest.raises(ExecutionError, match='dist_scheduler_url is set, but \\[rocm-build\\] compiler_launcher is ccache.*compiler_launcher = "sccache"'):
+        process_for(rule_runner, spec)
     rule_runner.set_options(["--rocm-build-compiler-launcher=distcc"])
     with pytest.raises(ExecutionError, match="compiler_launcher: `distcc` is not one of ccache, sccache"):
         process_for(rule_runner, spec)
