@@ -17,7 +17,7 @@ import socket
 import sys
 from urllib.parse import urlsplit
 
-from dist_relay import CONF, SOCKET, ask_status, read_all, sockets, status_request
+from dist_relay import CONF, SOCKET, ask_status, read_all, sockets, status_request, write_private
 
 
 def client_config(conf, toolchain, archive):
@@ -46,9 +46,7 @@ def proxy(socket_dir, watch_pid, config_path, toolchain_json):
         toolchain = json.load(f)
     archive = os.path.join(os.path.dirname(os.path.abspath(toolchain_json)), toolchain["archive"])
     config_path = os.path.abspath(config_path)
-    fd = os.open(config_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(client_config(conf, toolchain, archive))
+    write_private(config_path, client_config(conf, toolchain, archive))
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.bind(("127.0.0.1", 0))
     listener.listen(64)

@@ -79,11 +79,16 @@ def store(conf_dir, url, token):
     if not token or any(c in token for c in "\r\n"):
         raise BadSettings("the token file is empty or holds more than one line")
     os.makedirs(conf_dir, exist_ok=True)
+    write_private(path, json.dumps({"scheme": scheme, "host": host, "port": port, "shown": shown, "token": token}))
+    return shown
+
+
+def write_private(path, text):
+    """`text` at `path`, readable by this user only (it holds the token), never half-written."""
     fd = os.open(path + ".tmp", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        json.dump({"scheme": scheme, "host": host, "port": port, "shown": shown, "token": token}, f)
+        f.write(text)
     os.replace(path + ".tmp", path)
-    return shown
 
 
 def load(conf_dir):
@@ -248,9 +253,8 @@ def forward(conf_dir, socket_dir, watch_pid):
     try:
         conf = load(conf_dir)
         listener = sockets().listen_unix(socket_dir, SOCKET)
-        fd = os.open(os.path.join(socket_dir, CONF), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w") as f:
-            json.dump({"scheduler": f"http://{conf['host']}:{conf['port']}", "shown": conf["shown"], "token": conf["token"]}, f)
+        settings = {"scheduler": f"http://{conf['host']}:{conf['port']}", "shown": conf["shown"], "token": conf["token"]}
+        write_private(os.path.join(socket_dir, CONF), json.dumps(settings))
     except (OSError, ValueError) as e:
         print(f"rocm_build: warning: no distributed compilation for this build: {e}", file=sys.stderr)
         return 0
