@@ -4,6 +4,8 @@
   headers, docs, tests) with, among them, a C component of ~2,000 translation units that its
   setup.py compiles (MAX_JOBS at a time, through $CC, so ccache applies) and links into one
   shared library.
+  With `library_bytes`, each unit also carries its share of that many bytes of "device code"
+  (as a HIP unit's object carries its offload bundle), so the shared library is torch-sized.
 - `big_tree_tiny_wheel`: 20,000-odd source-like files and a one-module wheel: what a second
   machine pulls when every wheel is a cache hit.
 - `big_wheel`: a small upstream whose wheel is mostly data, at least 1 GiB of it, generated
@@ -90,6 +92,23 @@ setup(name="big-wheel", version="1.0.0", packages=["big_wheel"], cmdclass={{"bui
 """
 
 
+# A unit's device code: incompressible bytes the assembler generates from the unit's seed (a
+# 64-bit LCG, times 64 odd constants a line: ~0.07 s of CPU for 0.5 MiB), in a section of
+# its own that the link keeps (an exported symbol), as an offload bundle is.
+DEVICE_CODE = """\
+__asm__(".section .rodata.kernels_{i},\\"a\\"\\n.p2align 4\\n.globl big_kernels_{i}\\nbig_kernels_{i}:\\n"
+        ".set x, {seed}\\n.rept {lines}\\n.set x, (x * 6364136223846793005 + 1442695040888963407)\\n"
+        ".quad {values}\\n.endr\\n.text\\n");
+"""
+_MULTIPLIERS = [(0x9E3779B97F4A7C15 * (2 * k + 1)) % (1 << 64) | 1 for k in range(64)]
+LINE_BYTES = 8 * len(_MULTIPLIERS)
+
+
+def device_code(i: int, lines: int) -> str:
+    values = ", ".join(f"x * {m}" for m in _MULTIPLIERS)
+    return DEVICE_CODE.format(i=i, seed=i + 1, lines=lines, values=values)
+
+
 def _filler(i: int) -> bytes:
     # Distinct contents (git would store identical files once), ~1 KB: text, as sources are.
     line = hashlib.sha256(str(i).encode()).hexdigest()
@@ -102,8 +121,9 @@ def source_like(i: int) -> bytes:
     return (f"// third-party file {i}\n" + "".join(f"x = '{line}';\n" for line in lines)).encode()
 
 
-def big_tree_files(n_files: int, n_tus: int, variant: str = "") -> Iterator[Tuple[str, bytes]]:
+def big_tree_files(n_files: int, n_tus: int, variant: str = "", library_bytes: int = 0) -> Iterator[Tuple[str, bytes]]:
     helpers = 12
+    lines = -(-library_bytes // (n_tus * LINE_BYTES))  # per unit, rounded up
     for i in range(n_tus):
         body = "\n".join(
             f"static double h{j}_{i}(double x) {{ double s = 0; for (int k = 0; k < {j + 4}; k++) s += x / (k + {j}.5); return s; }}"
@@ -111,6 +131,8 @@ def big_tree_files(n_files: int, n_tus: int, variant: str = "") -> Iterator[Tupl
         )
         calls = "".join(f" + h{j}_{i}(x)" for j in range(helpers))
         text = TU.format(i=i, n=i % 97 + 3, helpers=body, calls=calls)
+        if lines:
+            text += device_code(i, lines)
         if i == 0 and variant:
             text += f"/* {variant} */\n"
         yield f"csrc/tu{i}.c", text.encode()

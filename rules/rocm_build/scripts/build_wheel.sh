@@ -250,6 +250,23 @@ phase_done() {
   phase_start="$now"
 }
 
+# Where the wheel command's time went, from the files it wrote since $1 (the tree's upper
+# layer holds only what the build wrote): the last object file, the last shared library (a
+# wheel's copy keeps the link's time), the wheel.
+wheel_step_split() {
+  local dir="$top/.tree-upper"
+  [[ -d "$dir" ]] || dir="$top/tree"
+  find "$dir" "$top/out/raw" -type f -newermt "@$1" \( -name '*.o' -o -name '*.obj' -o -name '*.so' -o -name '*.so.*' \
+    -o -name '*.whl' \) -printf '%T@ %f\n' 2>/dev/null | awk -v t0="$1" -v now="$(date +%s.%N)" '
+    { kind = $2 ~ /\.whl$/ ? "wheel" : ($2 ~ /\.(o|obj)$/ ? "objects" : "libraries"); if ($1 > last[kind]) last[kind] = $1 }
+    END {
+      line = ""
+      split("objects libraries wheel", order, " ")
+      for (i = 1; i <= 3; i++) if (order[i] in last) line = line sprintf("%s%s +%.1f s", line ? ", " : "", order[i], last[order[i]] - t0)
+      if (line) printf "== wheel step, last written: %s, of %.1f s\n", line, now - t0
+    }'
+}
+
 make_venv() {
   "$top/$ROCM_BUILD_PYTHON" -m venv --without-pip "$top/.venv"
   local pip_wheel=(bootstrap/pip-*.whl)
@@ -360,12 +377,22 @@ build() {
   export WHEEL_OUT="$top/out/raw"
   mkdir -p "$WHEEL_OUT"
   echo "== wheel: $ROCM_BUILD_WHEEL_COMMAND"
+  # The wheel is rewritten below (labelled, and deflated in chunks the next build reuses:
+  # wheel_zip.py), so setuptools' bdist_wheel only stores its members: deflating a GB of GPU
+  # code twice would cost more than a one-file edit's compile. (Read last, after setup.cfg.)
+  printf '[bdist_wheel]\ncompression = stored\n' >"$top/.bdist-stored.cfg"
+  export DIST_EXTRA_CONFIG="$top/.bdist-stored.cfg"
+  local wheel_start
+  wheel_start="$(date +%s.%N)"
   eval "$ROCM_BUILD_WHEEL_COMMAND"
+  unset DIST_EXTRA_CONFIG
+  wheel_step_split "$wheel_start"
   phase_done "wheel"
   cd "$top"
   local wheels=(out/raw/*.whl)
   [[ -f "${wheels[0]}" ]] || { echo "rocm_build: the wheel command wrote no wheel to \$WHEEL_OUT"; exit 43; }
-  python "$top/__rocm_build/wheel_files.py" label "${wheels[0]}" out "$ROCM_BUILD_LABEL"
+  python "$top/__rocm_build/wheel_files.py" label "${wheels[0]}" out "$ROCM_BUILD_LABEL" \
+    "$([[ -d "$top/.wheel-chunks" ]] && echo "$top/.wheel-chunks")"
   phase_done "labelling"
   rm -rf out/raw
   if [[ -n "${sccache_server:-}" ]]; then

@@ -1,7 +1,8 @@
 """Rewrites built wheels reproducibly: the ROCm label, then the build-info file.
 
 Usage:
-  wheel_files.py label WHEEL OUT_DIR LABEL      version gets `+LABEL` (or `.LABEL` after an
+  wheel_files.py label WHEEL OUT_DIR LABEL [CHUNK_CACHE]
+                                               version gets `+LABEL` (or `.LABEL` after an
                                                existing local part), dist-info renamed
   wheel_files.py add-info WHEEL OUT_DIR INFO [PLATFORM]
                                                adds `rocm_build_info.json` to the dist-info,
@@ -17,42 +18,68 @@ output changes nothing downstream); build info and the exact requirements on the
 wheels, which record inputs, are added afterwards.
 """
 
-import base64
-import hashlib
+import csv
+import io
 import json
 import os
 import re
 import sys
 import zipfile
 
-FIXED_TIME = (1980, 1, 1, 0, 0, 0)
+from wheel_zip import WheelZip, raw_entries
+
 BUILD_INFO = "rocm_build_info.json"
 
 
-def record_line(path, data):
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    return f"{path},sha256={digest},{len(data)}"
+class Stream:
+    """A member read from a zip (inflated as it is written again)."""
+
+    def __init__(self, archive, info):
+        self.archive, self.info = archive, info
 
 
-def read_members(src):
-    with zipfile.ZipFile(src) as wheel:
-        return [(i.filename, wheel.read(i), i.external_attr >> 16) for i in wheel.infolist() if not i.is_dir()]
+class Raw:
+    """A member copied from a zip as it is stored, with its RECORD line from that zip."""
+
+    def __init__(self, entry, record):
+        self.entry, self.record = entry, record
 
 
-def write_wheel(target, info_dir, members):
-    """Members sorted (dist-info last, as the wheel spec recommends), RECORD rewritten."""
+def mode_of(info):
+    return info.external_attr >> 16
+
+
+def write_wheel(target, info_dir, members, chunk_cache=None):
+    """Members (path, content, mode) sorted (dist-info last, as the wheel spec recommends),
+    RECORD rewritten. Content: bytes, a Stream or a Raw. With `chunk_cache`, deflated chunks
+    of earlier wheels are reused (wheel_zip.py): the bytes are the same either way."""
     os.makedirs(os.path.dirname(target) or ".", exist_ok=True)
     members = [m for m in members if m[0] != f"{info_dir}/RECORD"]
     members.sort(key=lambda m: (m[0].startswith(info_dir + "/"), m[0]))
-    record = "\n".join([*(record_line(p, d) for p, d, _ in members), f"{info_dir}/RECORD,,", ""])
-    members.append((f"{info_dir}/RECORD", record.encode(), 0o644))
-    with zipfile.ZipFile(target + ".part", "w", zipfile.ZIP_DEFLATED) as out:
-        for path, data, mode in members:
-            info = zipfile.ZipInfo(path, FIXED_TIME)
-            info.external_attr = (0o100755 if mode & 0o111 else 0o100644) << 16
-            info.compress_type = zipfile.ZIP_DEFLATED
-            out.writestr(info, data)
-    os.replace(target + ".part", target)
+    out = WheelZip(target, chunk_cache)
+    try:
+        lines = []
+        for path, content, mode in members:
+            if isinstance(content, Raw):
+                out.add_raw(path, mode, content.entry)
+                lines.append(content.record)
+            elif isinstance(content, Stream):
+                with content.archive.open(content.info) as stream:
+                    lines.append(out.add(path, mode, stream, content.info.file_size))
+            else:
+                lines.append(out.add_bytes(path, mode, content))
+        out.add_bytes(f"{info_dir}/RECORD", 0o644, "\n".join([*lines, f"{info_dir}/RECORD,,", ""]).encode())
+        out.finish()
+    except BaseException:
+        out.abandon()
+        raise
+
+
+def record_of(src, info_dir):
+    """path -> RECORD line of a wheel we wrote."""
+    with zipfile.ZipFile(src) as wheel:
+        text = wheel.read(f"{info_dir}/RECORD").decode()
+    return {row[0]: ",".join(row) for row in csv.reader(io.StringIO(text)) if row}
 
 
 def _canonical(name):
@@ -78,19 +105,23 @@ def require_built_against(metadata, wheels):
     return b"\n".join([*kept, *pins.values()]) + (sep or b"\n") + body
 
 
-def label(src, out_dir, label):
+def label(src, out_dir, label, chunk_cache=None):
     name, version, rest = os.path.basename(src).split("-", 2)
     new_version = f"{version}{'.' if '+' in version else '+'}{label}"
     old_info, new_info = f"{name}-{version}.dist-info", f"{name}-{new_version}.dist-info"
-    members = []
-    for path, data, mode in read_members(src):
-        if path.startswith(old_info + "/"):
-            path = new_info + path[len(old_info):]
-            if path == f"{new_info}/METADATA":
-                data = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), data, count=1)
-        members.append((path, data, mode))
     target = os.path.join(out_dir, f"{name}-{new_version}-{rest}")
-    write_wheel(target, new_info, members)
+    with zipfile.ZipFile(src) as wheel:
+        members = []
+        for info in wheel.infolist():
+            if info.is_dir():
+                continue
+            path, content = info.filename, Stream(wheel, info)
+            if path.startswith(old_info + "/"):
+                path = new_info + path[len(old_info):]
+                if path == f"{new_info}/METADATA":
+                    content = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), wheel.read(info), count=1)
+            members.append((path, content, mode_of(info)))
+        write_wheel(target, new_info, members, chunk_cache)
     print(f"labelled {os.path.basename(src)} -> {os.path.basename(target)}")
 
 
@@ -103,20 +134,25 @@ def retag(wheel_metadata, file_name, platform):
 
 
 def add_info(src, out_dir, info_path, platform=None):
+    """The members but METADATA, WHEEL and RECORD are copied as they are stored: a GB wheel
+    is not inflated and deflated again for a few lines of text."""
     name, version, _ = os.path.basename(src).split("-", 2)
     info_dir = f"{name}-{version}.dist-info"
     target_name = os.path.basename(src)
     with open(info_path, "rb") as f:
         info = f.read()
     built_against = [d["wheel"] for d in json.loads(info)["dependencies"]]
+    records = record_of(src, info_dir)
     members = []
-    for path, data, mode in read_members(src):
-        if path == f"{info_dir}/METADATA":
-            data = require_built_against(data, built_against)
-        if path == f"{info_dir}/WHEEL" and platform:
-            data, target_name = retag(data, target_name, platform)
-        if path != f"{info_dir}/{BUILD_INFO}":
-            members.append((path, data, mode))
+    with zipfile.ZipFile(src) as wheel:
+        for path, entry in raw_entries(src).items():
+            content = Raw(entry, records[path])
+            if path == f"{info_dir}/METADATA":
+                content = require_built_against(wheel.read(path), built_against)
+            if path == f"{info_dir}/WHEEL" and platform:
+                content, target_name = retag(wheel.read(path), target_name, platform)
+            if path != f"{info_dir}/{BUILD_INFO}":
+                members.append((path, content, mode_of(entry.info)))
     members.append((f"{info_dir}/{BUILD_INFO}", info, 0o644))
     write_wheel(os.path.join(out_dir, target_name), info_dir, members)
 

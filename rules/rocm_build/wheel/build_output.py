@@ -65,7 +65,7 @@ async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> Finis
     # The manylinux policy the wheel meets: recorded, and its tag where it holds.
     policy = await Get(PlatformPolicy, BuiltWheel(request.payload, request.wheel_name))
     build_info = json.dumps({**json.loads(request.build_info), "platform": policy.to_json()}, indent=2, sort_keys=True)
-    scripts = await script_digest("wheel_files.py")
+    scripts = await script_digest("wheel_files.py", "wheel_zip.py")
     info = await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/build_info.json", build_info.encode())]))
     result = await Get(
         ProcessResult,

@@ -45,6 +45,8 @@ SOURCE_TREES_DIR = ".source-trees"
 # Build venvs, one per Python + bootstrap and dependency wheels + lock (build_wheel.sh).
 VENV_CACHE = "rocm_build_venvs"
 VENV_CACHE_DIR = ".build-venvs"
+# Deflated chunks of the component's last wheels, reused by the next (wheel_zip.py).
+WHEEL_CHUNKS_DIR = ".wheel-chunks"
 TREE_CHANGES = ".tree-changes"
 ARCHIVES_DIR = ".archives"
 CARGO_VENDOR_DIR = ".cargo-vendor"  # `cargo_vendor` unpacked (wheel/cargo.py)
@@ -231,7 +233,7 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
                 FileContent(f"{SCRIPTS_DIR}/build_wheel.sh", script_bytes("build_wheel.sh")),
                 *([FileContent(f"{SCRIPTS_DIR}/in_container.sh", script_bytes("in_container.sh"))] if request.image else []),
                 FileContent(f"{SCRIPTS_DIR}/machine_caches.sh", script_bytes("machine_caches.sh")),
-                FileContent(f"{SCRIPTS_DIR}/wheel_files.py", script_bytes("wheel_files.py")),
+                *[FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in ("wheel_files.py", "wheel_zip.py")],
                 FileContent(f"{SCRIPTS_DIR}/ccache_remote.py", script_bytes("ccache_remote.py")),
                 *[FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in ("dist_relay.py", "dist_proxy.py") if FARM_CACHE in launcher.caches],
                 *([FileContent(f"{SCRIPTS_DIR}/source_pack.py", script_bytes("source_pack.py"))] if request.source_pack else []),
@@ -244,6 +246,7 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
         **launcher.caches,
         # Where ccache's remote storage is configured, if it is (see ccache_remote.py).
         CCACHE_REMOTE_CACHE: CCACHE_REMOTE_DIR,
+        compiler_cache_name("wheel_chunks", spec.owner, spec.gpu_targets): WHEEL_CHUNKS_DIR,
     }
     argv: Tuple[str, ...] = (tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh")
     env = {**process_env(request), **launcher.env}
@@ -255,7 +258,7 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
     if request.image:
         # The image id, not its name, in argv: the key holds what the build runs in.
         argv = (tools.bash.path, f"{SCRIPTS_DIR}/in_container.sh", request.image.engine, request.image.image_id, "bash", *argv[1:])
-        env = container_env(request, env, (LOG_CACHE_DIR, *launcher.caches.values()))
+        env = container_env(request, env, (LOG_CACHE_DIR, WHEEL_CHUNKS_DIR, *launcher.caches.values()))
     else:
         caches = {request.toolchain.cache_name: ".rocm", request.python.cache_name: PYTHON_LINK, VENV_CACHE: VENV_CACHE_DIR, **caches}
         env = {**env, **self_link_env(request, tuple(settings.worker_search_path))}

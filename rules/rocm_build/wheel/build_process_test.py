@@ -97,11 +97,11 @@ def test_a_build_in_an_image_runs_in_a_container_keyed_by_the_image_id(rule_runn
     passed = env["ROCM_BUILD_CONTAINER_ENV"].split()
     assert {"ROCM_BUILD_IMAGE", "ROCM_PATH", "PATH", "HOME", "SOURCE_DATE_EPOCH"} <= set(passed)
     assert "ROCM_BUILD_CONTAINER_ENV" not in passed
-    # Only the logs and the compiler cache are mounted: no toolchain or Python of this machine.
-    # (ccache's remote storage is relayed from outside the container.)
+    # Only the logs, the compiler cache and the wheel's deflated chunks are mounted: no
+    # toolchain or Python of this machine. (ccache's remote storage is relayed from outside.)
     caches = dict(process.append_only_caches)
-    assert sorted(caches.values()) == [".ccache", ".ccache-remote", ".logs"]
-    assert env["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .ccache"
+    assert sorted(caches.values()) == [".ccache", ".ccache-remote", ".logs", ".wheel-chunks"]
+    assert env["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .wheel-chunks .ccache"
     # The image's name and tag are in no key: only its id.
     assert not [v for v in (*process.argv, *env.values()) if "mini-box" in v]
     assert container_process_for(rule_runner, spec, "sha256:" + "e" * 64) != process
@@ -229,7 +229,7 @@ def test_sccache_is_a_pinned_input_with_its_own_named_cache(rule_runner, tmp_pat
     assert "t0ken" not in repr(process_for(rule_runner, spec))
     # In a build image the toolchain is the image's: no archive, no farm.
     contained = container_process_for(rule_runner, spec)
-    assert dict(contained.env)["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .sccache"
+    assert dict(contained.env)["ROCM_BUILD_CONTAINER_CACHES"] == ".logs .wheel-chunks .sccache"
     assert ".sccache-toolchain" not in contained.immutable_input_digests
 
     # A farm asks for sccache: with ccache it would be ignored, so it is refused.

@@ -1,5 +1,3 @@
-import types
-
 import pytest
 
 from pants.engine.fs import EMPTY_DIGEST
@@ -9,7 +7,7 @@ from pants.testutil.rule_runner import MockGet, run_rule_with_mocks
 
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.portable import check_platform_policy, policy_tag
-from rocm_build.sandbox_scripts import script_bytes
+from rocm_build.sandbox_scripts import load_script
 
 # What auditwheel 6.8.2 printed for the mini aotriton wheel (it wraps lines), and the ending
 # of its report for a wheel that needs a library outside every policy.
@@ -36,8 +34,7 @@ def test_the_policy_is_read_from_auditwheels_report() -> None:
 
 
 def test_retagging_rewrites_the_wheel_tags_and_the_name() -> None:
-    wheel_files = types.ModuleType("wheel_files")
-    exec(script_bytes("wheel_files.py"), wheel_files.__dict__)
+    wheel_files = load_script("wheel_files.py", "wheel_zip.py")
     data, name = wheel_files.retag(
         b"Wheel-Version: 1.0\nGenerator: setuptools\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
         "mini_aotriton-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl",
