@@ -291,9 +291,9 @@ keep_venv() {
 # layer with overlayfs, as the tree is: what a build installs into it stays in that build.
 build_venv() {
   local entry=".build-venvs/${ROCM_BUILD_VENV_KEY:-}"
-  # (The preflight's venv is not kept: its result is cached by Pants, so it runs once per input.)
-  if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" || -n "${ROCM_BUILD_IMAGE:-}" || ! -d .build-venvs || -z "${ROCM_BUILD_VENV_KEY:-}" ||
-      -n "${ROCM_BUILD_PREFLIGHT:-}" ]]; then
+  # The preflight's venv is kept too (its key has only the prebuilt dependency wheels): it
+  # runs again after every edit of a patch, before the build.
+  if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" || -n "${ROCM_BUILD_IMAGE:-}" || ! -d .build-venvs || -z "${ROCM_BUILD_VENV_KEY:-}" ]]; then
     make_venv
     venv_note="made for this build"
     return 0

@@ -122,6 +122,20 @@ def archs_of(data):
     return found
 
 
+def member_bytes(wheel, info):
+    """A member's bytes, checked against its crc: deflated ones inflated in one call, which
+    for a GB library takes half the time of zipfile's reads in pieces."""
+    if info.compress_type != zipfile.ZIP_DEFLATED:
+        return wheel.read(info)
+    wheel.fp.seek(info.header_offset)
+    name_len, extra_len = struct.unpack("<HH", wheel.fp.read(30)[26:30])
+    wheel.fp.seek(info.header_offset + 30 + name_len + extra_len)
+    data = zlib.decompressobj(-15).decompress(wheel.fp.read(info.compress_size))
+    if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
+        raise zlib.error(f"{info.filename} does not inflate to its recorded size and crc")
+    return data
+
+
 def main():
     found = {"libraries": {}, "code_objects": {}, "unreadable": {}}
     with zipfile.ZipFile(sys.argv[1]) as wheel:
@@ -131,7 +145,7 @@ def main():
             with wheel.open(info) as f:
                 if f.read(4) != ELF_MAGIC:
                     continue
-            data = wheel.read(info)
+            data = member_bytes(wheel, info)
             try:
                 archs = archs_of(data)
             except (Unreadable, struct.error, ValueError, IndexError, zlib.error) as e:

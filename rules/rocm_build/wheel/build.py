@@ -41,6 +41,7 @@ from rocm_build.wheel.build_process import (
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request, log_name
 from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest
 from rocm_build.wheel.built_wheel import BuiltWheel
+from rocm_build.wheel.portable import PlatformPolicy
 from rocm_build.wheel.cargo import CargoBuild, CargoBuildRequest
 from rocm_build.wheel.ccache import CcacheRemote
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
@@ -287,7 +288,11 @@ async def build_rocm_wheel(
         return failed(spec, build_info, explain_build_failure(spec.owner, spec.timeout, result.exit_code, output, log_path))
 
     out = await Get(BuiltPayload, BuildOutput(result.output_digest))
-    code = await Get(GpuCode, BuiltWheel(out.payload, out.wheel_name))
+    # The manylinux policy (auditwheel) is read beside the GPU code, not after it: for a GB
+    # wheel each takes seconds. add_build_info asks for the policy again (memoized).
+    code, _ = await MultiGet(
+        Get(GpuCode, BuiltWheel(out.payload, out.wheel_name)), Get(PlatformPolicy, BuiltWheel(out.payload, out.wheel_name))
+    )
     problems = audit_problems(spec, out.wheel_name, code)
     if problems:
         return failed(spec, build_info, "\n".join(problems))
