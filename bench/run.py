@@ -319,16 +319,22 @@ def source_stage(out: Path, n_files: int) -> None:
     # The build process's time less what its script measured: materializing the sandbox,
     # the tree's checkout (once per machine; this is the first build) and capturing outputs.
     materialize = seconds_of(took, "Building rocm_wheel bench_big:probe") - sum(phases.values())
-    base = out / "baseline"
-    _, clone = timed(lambda: subprocess.run(["git", "-c", "protocol.file.allow=always", "clone", "-q", f"file://{repo}",
-                                             str(base / "clone")], check=True))  # fmt: skip
-    _, copy = timed(lambda: subprocess.run(["cp", "-r", str(base / "clone"), str(base / "build")], check=True))
-    ours = fetch + patch + materialize
-    table(f"Source stage of a {n_files}-file upstream: fetch + patch + materialize in the build sandbox",
-          ["fetch s", "patch s", "materialize s", "ours s", "git clone s", "cp -r s", "baseline s", "ours / baseline",
-           "goal", "probe wall s"],
-          [[f"{fetch:.1f}", f"{patch:.1f}", f"{materialize:.1f}", f"{ours:.1f}", f"{clone:.1f}", f"{copy:.1f}",
-            f"{clone + copy:.1f}", f"{ours / (clone + copy):.2f}", "<= 3", f"{wall:.1f}"]])  # fmt: skip
+    # The preflight runs first, in the build's own sandbox: the tree is checked out there.
+    preflight_log = (ws.named_caches / "rocm_build_logs" / "bench_big@probe.preflight.log").read_text()
+    found = re.search(r"^== source tree: .*checked out of the pack.*, in ([\d.]+) s$", preflight_log, re.M)
+    checkout = float(found.group(1)) if found else 0.0
+    # This VM's disk swings within minutes (README): the clone's median of three.
+    clones = []
+    for i in range(3):
+        clones.append(timed(lambda: subprocess.run(["git", "-c", "protocol.file.allow=always", "clone", "-q", "--depth", "1",
+                                                    f"file://{repo}", str(out / f"clone{i}")], check=True))[1])  # fmt: skip
+    clone = sorted(clones)[1]
+    ours = fetch + patch + checkout + materialize
+    table(f"Source stage of a {n_files}-file upstream: fetch + patch + checkout + materialize in the build sandbox",
+          ["fetch s", "patch s", "checkout s (preflight)", "materialize s", "ours s", "git clone --depth 1 s (median of 3)",
+           "ours / clone", "goal", "probe wall s"],
+          [[f"{fetch:.1f}", f"{patch:.1f}", f"{checkout:.1f}", f"{materialize:.1f}", f"{ours:.1f}",
+            f"{clone:.1f} ({', '.join(f'{c:.1f}' for c in clones)})", f"{ours / clone:.2f}", "<= 1.0", f"{wall:.1f}"]])  # fmt: skip
 
 
 ONE_TU_EDIT = '[[edit]]\npath = "csrc/tu0.c"\npattern = "return acc"\nreplace = "return 2 * acc"\n'
@@ -494,7 +500,7 @@ def shared_ccache(out: Path, n_files: int, n_tus: int) -> None:
     took = process_seconds(run.stderr)
     table(f"Compiler cache shared between machines: {n_tus} units, one changed, on another machine whose compiler cache is empty (Redis on 127.0.0.1)",
           ["A clean s", "B one-file s", "fraction", "goal", "B fetch / patch / build process s", "B ccache"],
-          [[f"{clean:.1f}", f"{second:.1f}", f"{second / clean:.2f}", "<= 0.30",
+          [[f"{clean:.1f}", f"{second:.1f}", f"{second / clean:.3f}", "<= 0.05",
             f"{seconds_of(took, 'Fetching big'):.1f} / {seconds_of(took, 'Applying'):.1f} / {seconds_of(took, 'Building rocm_wheel'):.1f}",
             ccache_figures(b)]])  # fmt: skip
 

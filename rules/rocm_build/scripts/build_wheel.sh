@@ -101,22 +101,27 @@ source_tree() {  # sets $lower to the machine's checkout of the pack, making it 
   fi
   lower="$(readlink -f "$lower")"
 }
+seconds_since() {  # since $1 (date +%s%N), to a tenth
+  local ms=$((($(date +%s%N) - $1) / 1000000))
+  echo "$((ms / 1000)).$(((ms % 1000) / 100))"
+}
 stack_tree() {
   [[ -e .source-pack && ! -e tree ]] || return 0
-  local started="$SECONDS" lower=""
+  local started lower=""
+  started="$(date +%s%N)"
   mkdir -p tree .tree-changes .tree-upper .tree-work
   tree_made="from the machine's cache"
   if [[ -n "${ROCM_BUILD_IN_NAMESPACE:-}" ]]; then
     source_tree
     if mount -t overlay rocm-tree -o \
         "lowerdir=$PWD/.tree-changes:$lower,upperdir=$PWD/.tree-upper,workdir=$PWD/.tree-work" tree 2>/dev/null; then
-      tree_note="the fetched source ($tree_made) and the patched files, stacked (overlayfs), in $((SECONDS - started)) s"
+      tree_note="the fetched source ($tree_made) and the patched files, stacked (overlayfs), in $(seconds_since "$started") s"
       return 0
     fi
   fi
   if [[ -n "$lower" ]]; then cp -R "$lower/." tree/; else checkout_source tree; fi
   cp -R .tree-changes/. tree/ && chmod -R u+w tree  # Pants' inputs may be read-only
-  tree_note="the fetched source and the patched files, copied (no mount namespace for overlayfs), in $((SECONDS - started)) s"
+  tree_note="the fetched source and the patched files, copied (no mount namespace for overlayfs), in $(seconds_since "$started") s"
 }
 tree_note="$(cat .tree-note 2>/dev/null || echo "written by Pants")"  # .tree-note: in_container.sh
 stack_tree
@@ -243,11 +248,8 @@ stop_sccache() {
   sccache_server=""
 }
 phase_done() {
-  local now ms
-  now="$(date +%s%N)"
-  ms=$(( (now - phase_start) / 1000000 ))
-  phase_times+=("$1 $((ms / 1000)).$(((ms % 1000) / 100)) s")
-  phase_start="$now"
+  phase_times+=("$1 $(seconds_since "$phase_start") s")
+  phase_start="$(date +%s%N)"
 }
 
 # Where the wheel command's time went, from the files it wrote since $1 (the tree's upper

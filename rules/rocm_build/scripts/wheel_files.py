@@ -19,7 +19,6 @@ wheels, which record inputs, are added afterwards.
 """
 
 import csv
-import io
 import json
 import os
 import re
@@ -79,7 +78,7 @@ def record_of(src, info_dir):
     """path -> RECORD line of a wheel we wrote."""
     with zipfile.ZipFile(src) as wheel:
         text = wheel.read(f"{info_dir}/RECORD").decode()
-    return {row[0]: ",".join(row) for row in csv.reader(io.StringIO(text)) if row}
+    return {next(csv.reader([line]))[0]: line for line in text.splitlines() if line}
 
 
 def _canonical(name):

@@ -17,6 +17,7 @@ another zip can be copied as they are (`raw_entries`), deflated bytes and all.
 """
 
 import base64
+import csv
 import hashlib
 import io
 import os
@@ -121,13 +122,19 @@ class ChunkCache:
         files = []
         for parent, _, names in os.walk(os.path.dirname(self.dir)):
             for name in names:
-                st = os.stat(os.path.join(parent, name))
+                try:
+                    st = os.stat(os.path.join(parent, name))
+                except FileNotFoundError:  # another build of the component renamed or pruned it
+                    continue
                 files.append((st.st_mtime, st.st_size, os.path.join(parent, name)))
         total = sum(size for _, size, _ in files)
         for _, size, path in sorted(files):
             if total <= keep_factor * self.used:
                 break
-            os.unlink(path)
+            try:
+                os.unlink(path)
+            except FileNotFoundError:
+                pass
             total -= size
 
 
@@ -270,5 +277,8 @@ def encode_name(name):
 
 
 def record_line(path, sha256_digest, size):
+    """A RECORD row (CSV: a path with a comma or quote is quoted)."""
     digest = base64.urlsafe_b64encode(sha256_digest).rstrip(b"=").decode()
-    return f"{path},sha256={digest},{size}"
+    row = io.StringIO()
+    csv.writer(row, lineterminator="").writerow([path, f"sha256={digest}", size])
+    return row.getvalue()
