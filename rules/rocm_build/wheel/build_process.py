@@ -161,8 +161,9 @@ def container_env(request: WheelBuildRequest, env: Dict[str, str], cache_dirs: T
     }
 
 
-def compiler_cache_name(launcher: str, owner: str, gpu_targets: Tuple[str, ...]) -> str:
-    return f"rocm_{launcher}_" + cache_suffix(f"{owner} {' '.join(gpu_targets)}")
+def component_cache_name(kind: str, owner: str, gpu_targets: Tuple[str, ...]) -> str:
+    """A named cache of one component and arch set: its compiler cache, its wheel's chunks."""
+    return f"rocm_{kind}_" + cache_suffix(f"{owner} {' '.join(gpu_targets)}")
 
 
 @dataclass(frozen=True)
@@ -188,11 +189,11 @@ async def set_up_launcher(request: LauncherRequest, farm: Sccache) -> Launcher:
                 "[sccache] dist_scheduler_url is set, but [rocm-build] compiler_launcher is ccache, which "
                 "compiles everything here. Set compiler_launcher = \"sccache\" to use the farm, or unset the URL."
             )
-        cache = compiler_cache_name("ccache", request.owner, request.gpu_targets)
+        cache = component_cache_name("ccache", request.owner, request.gpu_targets)
         return Launcher(FrozenDict(), FrozenDict({cache: CCACHE_DIR}), FrozenDict())
     sccache = await Get(SccacheBinary)
     env = {"ROCM_BUILD_LAUNCHER": "sccache", "ROCM_BUILD_SCCACHE": f"{SCCACHE_BIN_DIR}/{sccache.exe}"}
-    caches = {compiler_cache_name("sccache", request.owner, request.gpu_targets): SCCACHE_DIR}
+    caches = {component_cache_name("sccache", request.owner, request.gpu_targets): SCCACHE_DIR}
     inputs = {SCCACHE_BIN_DIR: sccache.digest}
     if request.toolchain:
         # Farm or not, the same inputs: the archive a farm's servers would compile with, and
@@ -246,7 +247,7 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
         **launcher.caches,
         # Where ccache's remote storage is configured, if it is (see ccache_remote.py).
         CCACHE_REMOTE_CACHE: CCACHE_REMOTE_DIR,
-        compiler_cache_name("wheel_chunks", spec.owner, spec.gpu_targets): WHEEL_CHUNKS_DIR,
+        component_cache_name("wheel_chunks", spec.owner, spec.gpu_targets): WHEEL_CHUNKS_DIR,
     }
     argv: Tuple[str, ...] = (tools.bash.path, f"{SCRIPTS_DIR}/build_wheel.sh")
     env = {**process_env(request), **launcher.env}
