@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import re
 import socket
 import subprocess
 import sys
 import threading
+import zlib
 from pathlib import Path
 
 REPO = Path.cwd()
@@ -24,7 +26,7 @@ def test_bench_starts_with_the_system_python_alone() -> None:
     proc = subprocess.run(["/usr/bin/python3", "bench/run.py", "--help"], env={"PATH": "/usr/bin:/bin"},
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert "{rebuilds,remote,ccache,capture,source,incremental,sharedccache,bigwheel,pulled,farm}" in proc.stdout
+    assert "{rebuilds,remote,ccache,capture,source,incremental,torchsize,sharedccache,bigwheel,pulled,farm}" in proc.stdout
 
 
 def test_process_times_are_read_from_pants_log() -> None:
@@ -73,3 +75,19 @@ def test_the_torch_sized_tree_is_one_commit_of_the_asked_size(tmp_path) -> None:
                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
     assert len(files) == 500
     assert sum(f.startswith("csrc/tu") for f in files) == 40 and "setup.py" in files
+
+
+def test_a_torch_sized_unit_carries_its_share_of_device_code(tmp_path) -> None:
+    """Compiled for real: the object's section holds the unit's share, and it does not deflate."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import torch_sized  # pants: no-infer-dep
+
+    files = dict(torch_sized.big_tree_files(8, 4, library_bytes=4 << 20))
+    for name in ("csrc/tu1.c", "csrc/big.h"):
+        (tmp_path / name.split("/")[1]).write_bytes(files[name])
+    subprocess.run(["cc", "-O2", "-c", "tu1.c", "-o", "tu1.o"], cwd=tmp_path, check=True)
+    sections = subprocess.run(["readelf", "-SW", "tu1.o"], cwd=tmp_path, capture_output=True, text=True, check=True).stdout
+    (size,) = re.findall(r"\.rodata\.kernels_1\s+PROGBITS\s+\w+\s+\w+\s+(\w+)", sections)
+    assert int(size, 16) == (4 << 20) // 4 // torch_sized.LINE_BYTES * torch_sized.LINE_BYTES >= 1 << 20
+    data = (tmp_path / "tu1.o").read_bytes()
+    assert len(zlib.compress(data, 6)) > 0.95 * len(data)
