@@ -316,8 +316,8 @@ def source_stage(out: Path, n_files: int) -> None:
     took = process_seconds(run.stderr)
     # The patch step: checking out the files the patches touch, and applying them.
     fetch, patch = seconds_of(took, "Fetching big"), seconds_of(took, "Checking out") + seconds_of(took, "Applying")
-    # The build process's time less what its script measured: materializing the sandbox,
-    # the tree's checkout (once per machine; this is the first build) and capturing outputs.
+    # The build process's time less what its script measured: materializing the sandbox and
+    # capturing outputs (the tree is in the machine's cache by then: the preflight made it).
     materialize = seconds_of(took, "Building rocm_wheel bench_big:probe") - sum(phases.values())
     # The preflight runs first, in the build's own sandbox: the tree is checked out there.
     preflight_log = (ws.named_caches / "rocm_build_logs" / "bench_big@probe.preflight.log").read_text()

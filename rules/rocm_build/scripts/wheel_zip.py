@@ -199,12 +199,7 @@ class WheelZip:
         header_at = self._local_header(name, info.compress_type, info.CRC, info.compress_size, info.file_size, zip64)
         self.file.flush()
         with open(entry.path, "rb") as src:
-            left, at = info.compress_size, entry.data_offset
-            while left:
-                n = os.copy_file_range(src.fileno(), self.file.fileno(), left, at)
-                if n == 0:
-                    raise ValueError(f"{entry.path}: {name} ends early")
-                left, at = left - n, at + n
+            copy_range(src, self.file, entry.data_offset, info.compress_size, name)
         self.file.seek(0, os.SEEK_END)
         self._patch_header(header_at, info.CRC, info.compress_size, zip64)
         self.central.append((name, mode, info.compress_type, info.CRC, info.compress_size, info.file_size, offset))
@@ -267,6 +262,27 @@ class WheelZip:
         self.pool.shutdown()
         self.file.close()
         os.unlink(self.target + ".part")
+
+
+def copy_range(src, dst, at, length, name):
+    """`length` bytes of `src` from `at` to the end of `dst`: in the kernel where it can
+    (copy_file_range, Linux 4.5+, Python 3.8+), else through memory."""
+    try:
+        while length:
+            n = os.copy_file_range(src.fileno(), dst.fileno(), length, at)
+            if n == 0:
+                raise ValueError(f"{src.name}: {name} ends early")
+            length, at = length - n, at + n
+        return
+    except (AttributeError, OSError):
+        dst.seek(0, os.SEEK_END)
+    src.seek(at)
+    while length:
+        data = src.read(min(length, READ))
+        if not data:
+            raise ValueError(f"{src.name}: {name} ends early")
+        dst.write(data)
+        length -= len(data)
 
 
 def encode_name(name):

@@ -77,9 +77,12 @@ def test_zip64_where_sizes_need_it(tmp_path: Path, monkeypatch: pytest.MonkeyPat
         assert {i.filename: archive.read(i) for i in archive.infolist()} == members
 
 
-def test_members_copied_as_stored_give_the_same_wheel(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_members_copied_as_stored_give_the_same_wheel(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: bool) -> None:
     members = {"pkg/_C.so": library(5, 2 << 20), "pkg/a.py": b"a = 1\n"}
     plain, _ = write(tmp_path / "a.whl", members)
+    if not kernel_copy:  # a kernel or Python without copy_file_range
+        monkeypatch.delattr(os, "copy_file_range")
     raw = wz.raw_entries(str(tmp_path / "a.whl"))
     out = wz.WheelZip(str(tmp_path / "b.whl"))
     for name in members:
