@@ -196,12 +196,11 @@ class WheelZip:
         info = entry.info
         zip64 = info.file_size > ZIP64_LIMIT
         offset = self.file.tell()
-        header_at = self._local_header(name, info.compress_type, info.CRC, info.compress_size, info.file_size, zip64)
+        self._local_header(name, info.compress_type, info.CRC, info.compress_size, info.file_size, zip64)
         self.file.flush()
         with open(entry.path, "rb") as src:
             copy_range(src, self.file, entry.data_offset, info.compress_size, name)
-        self.file.seek(0, os.SEEK_END)
-        self._patch_header(header_at, info.CRC, info.compress_size, zip64)
+        self.file.seek(0, os.SEEK_END)  # (its header was written with the final crc and sizes)
         self.central.append((name, mode, info.compress_type, info.CRC, info.compress_size, info.file_size, offset))
 
     def _local_header(self, name, method, crc, compressed, size, zip64):
