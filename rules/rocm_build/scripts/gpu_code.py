@@ -20,6 +20,8 @@ import sys
 import zipfile
 import zlib
 
+from wheel_zip import data_offset
+
 EM_AMDGPU = 224
 # EF_AMDGPU_MACH_* of LLVM's ELF.h. Checked against Debian's clang 19, which compiles all of
 # these but gfx950, gfx1153 and gfx1250 (tests compile them and read them back). Its names are
@@ -127,9 +129,7 @@ def member_bytes(wheel, info):
     for a GB library takes half the time of zipfile's reads in pieces."""
     if info.compress_type != zipfile.ZIP_DEFLATED:
         return wheel.read(info)
-    wheel.fp.seek(info.header_offset)
-    name_len, extra_len = struct.unpack("<HH", wheel.fp.read(30)[26:30])
-    wheel.fp.seek(info.header_offset + 30 + name_len + extra_len)
+    wheel.fp.seek(data_offset(wheel.fp, info))
     data = zlib.decompressobj(-15).decompress(wheel.fp.read(info.compress_size))
     if len(data) != info.file_size or zlib.crc32(data) != info.CRC:
         raise zlib.error(f"{info.filename} does not inflate to its recorded size and crc")

@@ -6,13 +6,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import types
 import zipfile
 from pathlib import Path
 
 import pytest
 
-from rocm_build.sandbox_scripts import script_bytes
+from rocm_build.sandbox_scripts import load_script
 
 CLANG = "/usr/bin/clang++-19"
 DEVICE_ONLY = ["--cuda-device-only", "--no-gpu-bundle-output"]
@@ -33,9 +32,7 @@ extern "C" __global__ void scale(float *x, float a) {
 
 @pytest.fixture(scope="module")
 def gpu_code():
-    module = types.ModuleType("gpu_code")
-    exec(compile(script_bytes("gpu_code.py"), "gpu_code.py", "exec"), module.__dict__)
-    return module
+    return load_script("gpu_code.py", "wheel_zip.py")
 
 
 def compile_hip(tmp: Path, out: str, *args: str) -> Path:

@@ -45,18 +45,18 @@ class RawEntry:
         self.path, self.info, self.data_offset = path, info, data_offset
 
 
+def data_offset(f, info):
+    """Where the stored bytes of member `info` start in the zip open as `f` (after its local
+    header, whose name and extra field may differ from the central directory's)."""
+    f.seek(info.header_offset)
+    name_len, extra_len = struct.unpack("<HH", f.read(30)[26:30])
+    return info.header_offset + 30 + name_len + extra_len
+
+
 def raw_entries(path):
     """name -> RawEntry for every file in the zip at `path`."""
-    entries = {}
     with zipfile.ZipFile(path) as archive, open(path, "rb") as f:
-        for info in archive.infolist():
-            if info.is_dir():
-                continue
-            f.seek(info.header_offset)
-            header = f.read(30)
-            name_len, extra_len = struct.unpack("<HH", header[26:30])
-            entries[info.filename] = RawEntry(path, info, info.header_offset + 30 + name_len + extra_len)
-    return entries
+        return {i.filename: RawEntry(path, i, data_offset(f, i)) for i in archive.infolist() if not i.is_dir()}
 
 
 def cut(buf, at_end):

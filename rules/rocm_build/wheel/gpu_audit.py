@@ -39,7 +39,7 @@ class GpuCode:
 
 @rule(desc="Reading the GPU code of a wheel", level=LogLevel.DEBUG)
 async def read_gpu_code(request: BuiltWheel, tools: HostTools) -> GpuCode:
-    scripts = await script_digest("gpu_code.py")
+    scripts = await script_digest("gpu_code.py", "wheel_zip.py")
     result = await Get(
         ProcessResult,
         Process(
