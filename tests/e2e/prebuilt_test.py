@@ -162,6 +162,10 @@ def test_3_a_wrong_sha256_and_a_missing_file_stop_before_any_build(ws, index) ->
 
 def test_4_the_chain_builds_on_the_prebuilt_torch_and_installs(ws, index, tmp_path) -> None:
     _, files, torch, seen = index
+    # A variant's chain differs from the wheel's, so its run-time lock is its own
+    # (3rdparty/run/py3.11/mini-flash_attention.wheel-on-prebuilt.lock), made as a user would.
+    lock = require_success(ws.pants("lock-runtime-requirements", FLASH), "the variant's run-time lock")
+    assert "Wrote 3rdparty/run/py3.11/mini-flash_attention.wheel-on-prebuilt.lock: 1 distribution(s)" in lock.stdout
     run = require_success(ws.package(VLLM), "the chain on the prebuilt torch")
     assert sorted(run.built) == [FLASH, VLLM]  # no torch, no aotriton
     shipped = ws.path("dist/tests.mini.torch.prebuilt") / torch

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -78,3 +79,47 @@ def test_2_the_install_set_installs_with_require_hashes_and_carries_its_environm
     )
     assert out.returncode == 0, out.stderr
     assert out.stdout == "TRUE 1.16.0\n"
+
+
+def index_wheel(directory: Path, name: str, version: str, requires: list) -> None:
+    """A pure wheel holding only metadata, as an index would serve it."""
+    dist = name.replace("-", "_")
+    info = f"{dist}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
+    with zipfile.ZipFile(directory / f"{dist}-{version}-py3-none-any.whl", "w") as z:
+        z.writestr(f"{info}/METADATA", metadata)
+        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\nTag: py3-none-any\n")
+        z.writestr(f"{info}/RECORD", "")
+
+
+def test_3_a_run_time_lock_leaves_the_chains_torch_to_the_chain(ws: Workspace, tmp_path: Path) -> None:
+    # An index with a run-time requirement that needs torch, and a torch of its own that pulls in
+    # a GPU runtime: the lock must take neither that torch nor its runtime.
+    index = tmp_path / "index"
+    index.mkdir()
+    index_wheel(index, "peft-stand-in", "1.0", ["torch>=2.0", "six"])
+    index_wheel(index, "torch", "2.14.0", ["nvidia-runtime-stand-in"])
+    index_wheel(index, "nvidia-runtime-stand-in", "1.0", [])
+    edits = {
+        "tests/mini/torch/BUILD": ('    kind="torch",\n', '    kind="torch",\n    env={"PYTORCH_BUILD_VERSION": "2.13.0"},\n'),
+        "tests/mini/flash_attention/BUILD": ('runtime_requirements=["six"]', 'runtime_requirements=["six", "peft-stand-in"]'),
+    }
+    lock = "3rdparty/run/py3.11/mini-flash_attention.lock"
+    originals = {path: ws.read(path) for path in [*edits, lock]}
+    for path, (old, new) in edits.items():
+        assert old in originals[path]
+        ws.write(path, originals[path].replace(old, new))
+    try:
+        run = ws.pants(
+            "lock-runtime-requirements", "tests/mini/flash_attention:wheel",
+            extra_options=[f"--rocm-build-find-links={[str(FIXTURE_WHEELS), str(index)]!r}"],
+        )  # fmt: skip
+        written = ws.read(lock)
+    finally:
+        for path, text in originals.items():
+            ws.write(path, text)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "Wrote 3rdparty/run/py3.11/mini-flash_attention.lock: 2 distribution(s) for tests/mini/flash_attention:wheel" in run.stdout
+    locked = [line.split(" ")[0] for line in written.splitlines() if not line.startswith("#")]
+    assert locked == ["peft-stand-in==1.0", "six==1.16.0"]
+    assert "# left-out: torch==2.13.0+chain (provided by the chain: tests/mini/torch:wheel)" in written.splitlines()

@@ -13,8 +13,12 @@ from pants.engine.rules import Get, collect_rules, goal_rule
 from pants.engine.target import Targets
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.install.runtime_lock import RuntimeLockRequest, render
-from rocm_build.install.sdk_modules import index_requirements
+from rocm_build.install.runtime_lock import (
+    ChainRuntimeRequirements,
+    ChainRuntimeRequirementsRequest,
+    RuntimeLockRequest,
+    render,
+)
 from rocm_build.install.target_types import WheelRuntimeRequirementsField
 from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.wheel import lockfile
@@ -39,11 +43,12 @@ async def lock_runtime_requirements(console: Console, addresses: Addresses, work
     written: Dict[str, Tuple[str, lockfile.BuildLock]] = {}
     for target in wheels:
         owner = target.address.spec
-        requirements = index_requirements(owner, target[WheelRuntimeRequirementsField].value or ())
-        if not requirements:
+        requirements = await Get(ChainRuntimeRequirements, ChainRuntimeRequirementsRequest(target.address))
+        if not requirements.own:
             console.print_stdout(f"{owner}: nothing to lock (its run-time requirements come from the SDK)")
             continue
-        resolved = await Get(lockfile.ResolvedLock, RuntimeLockRequest(target.address, requirements))
+        # Resolved with its chain's: one venv holds them all (runtime_lock.py).
+        resolved = await Get(lockfile.ResolvedLock, RuntimeLockRequest(target.address, requirements.chain))
         if resolved.path in written:
             # Two targets of one pin share a lock: they must ask for the same requirements.
             first, first_lock = written[resolved.path]

@@ -2,7 +2,10 @@
 
 A rocm_wheel's `runtime_requirements` (what the installed wheel needs beside its chain, e.g.
 flash-attention's einops) are resolved once against `[rocm-build].index_urls` for the build
-Python and pinned by sha256, in the build lock's format (lockfile.py) under its own title:
+Python, together with those of every rocm_wheel below it in its chain (one venv holds them
+all: vLLM's setuptools<80 and torch's setuptools>=77.0.3 resolve to one version only when
+resolved together), and pinned by sha256, in the build lock's format (lockfile.py) under its
+own title:
 
     # rocm-pants run-time requirements lock. Generated: do not edit.
     # regenerate: pants lock-runtime-requirements components/flash_attention:wheel
@@ -13,7 +16,9 @@ Python and pinned by sha256, in the build lock's format (lockfile.py) under its 
     einops==0.8.1 --hash=sha256:...
 
 The requirements come from the target, not from the pinned tree, so the lock names no commit
-and no file: it stays valid when the pin moves. Modules that TheRock's SDK ships instead of an
+and no file: it stays valid when the pin moves. The chain's own wheels (torch for vLLM's peft)
+are not resolved from the index: the resolve sees them as stubs at the chain's versions and
+the lock leaves them out, naming the target that builds each (chain_stubs.py). Modules that TheRock's SDK ships instead of an
 index (sdk_modules.py) are never locked.
 """
 
@@ -32,9 +37,15 @@ from pants.engine.fs import (
     PathGlobs,
     RemovePrefix,
 )
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
+from rocm_build.install.chain_stubs import chain_stubs, resolve_args
+from rocm_build.install.sdk_modules import index_requirements
+from rocm_build.install.target_types import WheelRuntimeRequirementsField
+from rocm_build.wheel.chain import wheel_chain
 from rocm_build.wheel import lockfile
+from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.build_requirements import (
     LOCK_IN_SANDBOX,
@@ -53,8 +64,11 @@ ANY_COMMIT = "(run time: any commit)"
 REQUIREMENTS_IN = "runtime-requirements.in"
 
 
-def runtime_lock_path(pin: str, python_minor: str) -> str:
-    return f"3rdparty/run/py{python_minor}/{pin}.lock"
+def runtime_lock_path(pin: str, python_minor: str, target_name: str = "wheel") -> str:
+    """`<pin>.lock`; a target not named `wheel` (vllm:wheel-on-therock, whose chain differs)
+    gets `<pin>.<name>.lock`."""
+    suffix = "" if target_name == "wheel" else f".{target_name}"
+    return f"3rdparty/run/py{python_minor}/{pin}{suffix}.lock"
 
 
 def regenerate_command(owner: str) -> str:
@@ -77,28 +91,59 @@ def stale_reasons(lock: lockfile.BuildLock, python: str, requirements: Sequence[
     if lock.python != python:
         why.append(f"it was resolved for Python {lock.python}, the target builds for Python {python}")
     if tuple(lock.requirements) != tuple(requirements):
-        why.append(f"it was made from {list(lock.requirements)}, `runtime_requirements` now says {list(requirements)}")
+        why.append(
+            f"it was made from {list(lock.requirements)}, the `runtime_requirements` of the target and its chain "
+            f"now say {list(requirements)}"
+        )
     return why
+
+
+@dataclass(frozen=True)
+class ChainRuntimeRequirementsRequest:
+    address: Address  # a rocm_wheel
+
+
+@dataclass(frozen=True)
+class ChainRuntimeRequirements:
+    own: Tuple[str, ...]  # the target's `runtime_requirements` an index serves
+    # those of every rocm_wheel of its chain, dependencies first, each line once: what its lock holds
+    chain: Tuple[str, ...]
+    members: Tuple[Address, ...]  # the rocm_wheels of its chain, itself last
+
+
+@rule(desc="Collecting the run-time requirements of a rocm_wheel chain")
+async def chain_runtime_requirements(request: ChainRuntimeRequirementsRequest) -> ChainRuntimeRequirements:
+    members = tuple(spec.address for spec in await wheel_chain(request.address))
+    wrapped = await MultiGet(
+        Get(WrappedTarget, WrappedTargetRequest(a, f"the chain of {request.address.spec}")) for a in members
+    )
+    lines: Tuple[str, ...] = ()
+    for w in wrapped:
+        lines = (*lines, *index_requirements(w.target.address.spec, w.target[WheelRuntimeRequirementsField].value or ()))
+    own = index_requirements(request.address.spec, wrapped[-1].target[WheelRuntimeRequirementsField].value or ())
+    return ChainRuntimeRequirements(own, tuple(dict.fromkeys(lines)), members)
 
 
 @dataclass(frozen=True)
 class RuntimeLockRequest:
     address: Address  # a rocm_wheel with runtime requirements that an index serves
-    requirements: Tuple[str, ...]  # those requirements (sdk_modules.index_requirements)
+    requirements: Tuple[str, ...]  # those of its chain (ChainRuntimeRequirements.chain)
 
 
 @rule(desc="Resolving a run-time requirements lock")
 async def resolve_runtime_lock(request: RuntimeLockRequest) -> lockfile.ResolvedLock:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
-    requirements_in = await Get(
-        Digest, CreateDigest([FileContent(REQUIREMENTS_IN, "\n".join(request.requirements).encode() + b"\n")])
-    )
+    # The chain's own wheels are seen as stubs and left out (chain_stubs.py).
+    chain = await Get(ChainVersions, ChainVersionsRequest(request.address))
+    stubs, left_out = chain_stubs(chain.dists)
+    files = {REQUIREMENTS_IN: "\n".join(request.requirements).encode() + b"\n", **stubs}
+    inputs = await Get(Digest, CreateDigest([FileContent(path, data) for path, data in files.items()]))
     resolved = await Get(
         PipResolved,
         PipResolveRequest(
-            spec.owner, "`runtime_requirements` ", request.requirements, python, REQUIREMENTS_IN, requirements_in,
-            f"Resolving the run-time requirements of {spec.owner}",
+            spec.owner, "`runtime_requirements` ", request.requirements, python, REQUIREMENTS_IN, inputs,
+            f"Resolving the run-time requirements of {spec.owner}", resolve_args(), tuple(sorted(left_out.items())),
         ),
     )  # fmt: skip
     lock = lockfile.BuildLock(
@@ -111,13 +156,13 @@ async def resolve_runtime_lock(request: RuntimeLockRequest) -> lockfile.Resolved
         left_out=resolved.left_out,
         regenerate=regenerate_command(spec.owner),
     )
-    return lockfile.ResolvedLock(runtime_lock_path(spec.upstream.pin_name, python.major_minor), lock)
+    return lockfile.ResolvedLock(runtime_lock_path(spec.upstream.pin_name, python.major_minor, request.address.target_name), lock)
 
 
 @dataclass(frozen=True)
 class RuntimeLockCheck:
     address: Address  # a rocm_wheel with runtime requirements that an index serves
-    requirements: Tuple[str, ...]
+    requirements: Tuple[str, ...]  # those of its chain (ChainRuntimeRequirements.chain)
 
 
 @dataclass(frozen=True)
@@ -133,11 +178,11 @@ async def check_runtime_lock(request: RuntimeLockCheck) -> CheckedRuntimeLock:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     owner = spec.owner
     python = await Get(BuildPython, BuildPythonRequest(spec.python, owner))
-    path = runtime_lock_path(spec.upstream.pin_name, python.major_minor)
+    path = runtime_lock_path(spec.upstream.pin_name, python.major_minor, request.address.target_name)
     contents = await Get(DigestContents, PathGlobs([path], glob_match_error_behavior=GlobMatchErrorBehavior.ignore))
     if not contents:
         raise RocmBuildError(
-            f"rocm_wheel {owner} has `runtime_requirements` {list(request.requirements)} but no lock at {path}. "
+            f"rocm_wheel {owner} has `runtime_requirements` {list(request.requirements)} (with those of its chain) but no lock at {path}. "
             f"Make it (it resolves them against the index once and pins every file by sha256): {regenerate_command(owner)}"
         )
     try:

@@ -26,8 +26,13 @@ from rocm_build.wheel.build_spec import ENV_NAME, WheelBuildSpec, WheelRequest
 from rocm_build.wheel.chain import wheel_chain
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.lockfile import LockedDist
-from rocm_build.install.runtime_lock import CheckedRuntimeLock, RuntimeLockCheck
-from rocm_build.install.sdk_modules import SDK_MODULES, index_requirements, project_name, sdk_requirements
+from rocm_build.install.runtime_lock import (
+    ChainRuntimeRequirements,
+    ChainRuntimeRequirementsRequest,
+    CheckedRuntimeLock,
+    RuntimeLockCheck,
+)
+from rocm_build.install.sdk_modules import SDK_MODULES, project_name, sdk_requirements
 from rocm_build.install.target_types import WheelRuntimeEnvField, WheelRuntimeRequirementsField
 from rocm_build.toolchain.target_types import ToolchainIndexUrlField, ToolchainProviderField, ToolchainVersionField
 from rocm_build.wheel.target_types import RocmWheelTarget
@@ -70,6 +75,15 @@ def merged_env(owner: str, envs: Sequence[Tuple[str, Mapping[str, str]]]) -> Tup
                 )
             seen.setdefault(var, (value, target))
     return tuple((var, value, target) for var, (value, target) in sorted(seen.items()))
+
+
+def locks_to_use(chains: Sequence[ChainRuntimeRequirements]) -> List[Tuple[Address, Tuple[str, ...]]]:
+    """(target, the requirements its lock holds) of each lock an install set takes: those of
+    targets with run-time requirements of their own, but not one that a lock above it already
+    covers (a lock holds its whole chain's: vLLM's covers torch's)."""
+    with_lock = [c for c in chains if c.own]
+    covered = {member for c in with_lock for member in c.members[:-1]}
+    return [(c.members[-1], c.chain) for c in with_lock if c.members[-1] not in covered]
 
 
 def merged_dists(owner: str, locks: Sequence[Tuple[str, str, Sequence[LockedDist]]]) -> Tuple[LockedDist, ...]:
@@ -133,16 +147,16 @@ async def runtime_set(request: RuntimeSetRequest) -> RuntimeSet:
     wheels = [w.target for w in wrapped if isinstance(w.target, RocmWheelTarget)]
     env = merged_env(request.owner, [(t.address.spec, t[WheelRuntimeEnvField].value or {}) for t in wheels])
     sdk: List[Tuple[str, str, str]] = []
-    checks = []
     for target in wheels:
-        owner, requirements = target.address.spec, target[WheelRuntimeRequirementsField].value or ()
-        modules = sdk_requirements(owner, requirements)
+        owner = target.address.spec
+        modules = sdk_requirements(owner, target[WheelRuntimeRequirementsField].value or ())
         if modules:
             sdk_install = await sdk_install_command(target.address)
             sdk += [(module, owner, sdk_install) for module in modules]
-        indexed = index_requirements(owner, requirements)
-        if indexed:
-            checks.append(RuntimeLockCheck(target.address, indexed))
+    chains = await MultiGet(
+        Get(ChainRuntimeRequirements, ChainRuntimeRequirementsRequest(t.address)) for t in wheels
+    )
+    checks = [RuntimeLockCheck(address, requirements) for address, requirements in locks_to_use(chains)]
     locks = await MultiGet(Get(CheckedRuntimeLock, RuntimeLockCheck, c) for c in checks)
     dists = merged_dists(request.owner, [(lock.owner, lock.path, lock.lock.dists) for lock in locks])
     wheel_files = await Get(Digest, MergeDigests(lock.wheels for lock in locks))

@@ -15,8 +15,10 @@ from rocm_build.install import runtime_lock
 from rocm_build.errors import RocmBuildError
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.wheel.lockfile import BuildLock, LockedDist, LockError
+from rocm_build.install.runtime_lock import ChainRuntimeRequirements
 from rocm_build.install.runtime_set import (
     SDK_STEP,
+    locks_to_use,
     RuntimeSet,
     RuntimeSetRequest,
     env_script,
@@ -101,7 +103,7 @@ def test_run_time_lock_format_and_staleness() -> None:
     assert runtime_lock.stale_reasons(lock, "3.12", ["einops"]) == []
     assert runtime_lock.stale_reasons(lock, "3.11", ["einops", "six"]) == [
         "it was resolved for Python 3.12, the target builds for Python 3.11",
-        "it was made from ['einops'], `runtime_requirements` now says ['einops', 'six']",
+        "it was made from ['einops'], the `runtime_requirements` of the target and its chain now say ['einops', 'six']",
     ]
 
 
@@ -168,7 +170,7 @@ def test_a_missing_or_stale_lock_says_how_to_make_it(rule_runner: RuleRunner) ->
     rule_runner.set_options(["--python-bootstrap-search-path=['<PYENV>', '<PATH>']"], env_inherit={"PATH", "PYENV_ROOT", "HOME"})
     chain(rule_runner, "", "runtime_requirements=['six']")
     assert (
-        "rocm_wheel components/fa:wheel has `runtime_requirements` ['six'] but no lock at 3rdparty/run/py3.11/fa.lock. "
+        "rocm_wheel components/fa:wheel has `runtime_requirements` ['six'] (with those of its chain) but no lock at 3rdparty/run/py3.11/fa.lock. "
         "Make it (it resolves them against the index once and pins every file by sha256): "
         "pants lock-runtime-requirements components/fa:wheel"
     ) in runtime_error(rule_runner)
@@ -176,6 +178,25 @@ def test_a_missing_or_stale_lock_says_how_to_make_it(rule_runner: RuleRunner) ->
     rule_runner.write_files({"3rdparty/run/py3.11/fa.lock": runtime_lock.render(lock)})
     assert (
         "rocm_wheel components/fa:wheel: the lock 3rdparty/run/py3.11/fa.lock no longer matches its `runtime_requirements`: "
-        "it was made from ['tomli'], `runtime_requirements` now says ['six']. Regenerate it: "
+        "it was made from ['tomli'], the `runtime_requirements` of the target and its chain now say ['six']. Regenerate it: "
         "pants lock-runtime-requirements components/fa:wheel"
     ) in runtime_error(rule_runner)
+    # torch's run-time requirements are fa's lock's too (one venv holds both), and torch's own
+    # lock is not asked for: fa's covers it.
+    chain(rule_runner, "runtime_requirements=['tomli']", "runtime_requirements=['six', 'tomli']")
+    assert (
+        "rocm_wheel components/fa:wheel: the lock 3rdparty/run/py3.11/fa.lock no longer matches its `runtime_requirements`: "
+        "it was made from ['tomli'], the `runtime_requirements` of the target and its chain now say ['tomli', 'six']."
+    ) in runtime_error(rule_runner)
+    assert "torch.lock" not in runtime_error(rule_runner)
+
+
+def test_an_install_set_takes_the_locks_no_other_lock_covers() -> None:
+    vision, vllm, aiter = (Address(f"components/{n}", target_name="wheel") for n in ("vision", "vllm", "aiter"))
+    chains = [
+        ChainRuntimeRequirements(("numpy",), ("numpy",), (TORCH, vision)),
+        ChainRuntimeRequirements((), (), (TORCH, FA)),
+        ChainRuntimeRequirements(("six",), ("numpy", "six"), (TORCH, vision, FA, vllm)),
+        ChainRuntimeRequirements(("tomli",), ("tomli",), (aiter,)),
+    ]
+    assert locks_to_use(chains) == [(vllm, ("numpy", "six")), (aiter, ("tomli",))]

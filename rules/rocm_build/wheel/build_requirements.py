@@ -208,6 +208,8 @@ class PipResolveRequest:
     requirements_in: str
     inputs: Digest
     description: str
+    extra_args: Tuple[str, ...] = ()  # more pip options, for files in `inputs`
+    also_left_out: Tuple[Tuple[str, str], ...] = ()  # (PEP 503 name, why): resolved, not locked
 
 
 @dataclass(frozen=True)
@@ -223,7 +225,7 @@ async def resolve_with_pip(request: PipResolveRequest) -> PipResolved:
         PipRun(
             args=(
                 "install", "--dry-run", "--ignore-installed", "--only-binary=:all:", "--quiet",
-                "--report", "report.json", "-r", request.requirements_in,
+                "--report", "report.json", "-r", request.requirements_in, *request.extra_args,
             ),
             python=request.python,
             inputs=request.inputs,
@@ -241,7 +243,7 @@ async def resolve_with_pip(request: PipResolveRequest) -> PipResolved:
         )
     report = json.loads((await Get(DigestContents, Digest, result.output_digest))[0].content)
     try:
-        dists, left_out = lockfile.from_pip_report(report)
+        dists, left_out = lockfile.from_pip_report(report, dict(request.also_left_out))
     except lockfile.LockError as e:
         raise RocmBuildError(f"{request.owner}: {e}") from None
     return PipResolved(dists, left_out)

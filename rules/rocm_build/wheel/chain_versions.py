@@ -24,6 +24,9 @@ from rocm_build.wheel.recipe_paths import named_paths
 # recipe may set the version with.
 CHAIN_PACKAGES = {"torch": "PYTORCH_BUILD_VERSION", "triton": "TRITON_WHEEL_VERSION"}
 TRITON_WHEELS = {"triton", "pytorch_triton_rocm", "pytorch_triton"}
+# The distribution a kind's wheel is, where it is not the kind's own name (each upstream's
+# setup.py: torchvision, flash_attn, amd_aiter).
+KIND_DISTS = {"vision": "torchvision", "flash_attention": "flash_attn", "aiter": "amd_aiter"}
 
 
 def module_name(name: str) -> str:
@@ -41,6 +44,9 @@ class ChainVersions:
     versions: Tuple[Tuple[str, str, str], ...]
     # module name -> the rocm_wheel dependency that provides it once built
     provided: Tuple[Tuple[str, str], ...]
+    # (distribution, its version or "" where the chain does not know it, the target that
+    # brings it): what an install set of this chain holds besides run-time locks
+    dists: Tuple[Tuple[str, str, str], ...] = ()
 
 
 @rule(desc="Reading the torch and triton a rocm_wheel chain builds or pins")
@@ -57,11 +63,13 @@ async def chain_versions(request: ChainVersionsRequest) -> ChainVersions:
         prebuilt += [p for p in spec.prebuilt if p not in prebuilt]
     versions: List[Tuple[str, str, str]] = []
     provided: Dict[str, str] = {}
+    dists: Dict[str, Tuple[str, str]] = {}
     for dep in seen.values():
         kind = dep.kind
-        for name in (dep.upstream.pin_name, kind):
+        for name in (dep.upstream.pin_name, kind, KIND_DISTS.get(kind, "generic")):
             if name != "generic":
                 provided.setdefault(module_name(name), dep.owner)
+                dists.setdefault(module_name(name), (dep.env.get(CHAIN_PACKAGES.get(kind, ""), dep.version), dep.owner))
         if kind in CHAIN_PACKAGES:
             var = CHAIN_PACKAGES[kind]
             if var in dep.env:
@@ -71,10 +79,18 @@ async def chain_versions(request: ChainVersionsRequest) -> ChainVersions:
     pins = await MultiGet(Get(PrebuiltSpec, PrebuiltRequest(a, "the `dependencies` of a rocm_wheel")) for a in prebuilt)
     for pin in pins:
         name = module_name(pin.pin.project)
+        dists[name] = (pin.pin.version or exact_version(pin.pin.track), pin.owner)
         package = "triton" if name in TRITON_WHEELS else name
         if package in CHAIN_PACKAGES and pin.pin.version:
             versions.append((package, pin.pin.version, f"prebuilt_wheel {pin.owner} ({pin.where})"))
-    return ChainVersions(tuple(versions), tuple(sorted(provided.items())))
+    known = {name: (version if not version.startswith("0.0.0+") else "", owner) for name, (version, owner) in dists.items()}
+    return ChainVersions(tuple(versions), tuple(sorted(provided.items())), tuple((n, v, o) for n, (v, o) in sorted(known.items())))
+
+
+def exact_version(track: str) -> str:
+    """The version an unresolved pin's `track` allows alone ("==2.13.0+rocm10.0.0"), else ""."""
+    match = re.fullmatch(r"\s*===?\s*([^\s*,;]+)\s*", track)
+    return match.group(1) if match else ""
 
 
 def release(version: str) -> str:

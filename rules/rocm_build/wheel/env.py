@@ -39,6 +39,9 @@ KIND_ENV: Dict[str, Dict[str, str]] = {
         "USE_MEM_EFF_ATTENTION": "1",
     },
     "triton": {"TRITON_BUILD_WITH_CLANG_LLD": "1"},
+    # torchvision: nothing beyond the common table (its recipe sets FORCE_CUDA); the kind says
+    # which distribution the wheel is (chain_versions.KIND_DISTS).
+    "vision": {},
     "flash_attention": {
         "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",
         # Its setup.py (at our pin) otherwise downloads a guessed prebuilt wheel from GitHub

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import shlex
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 TITLE = "# rocm-pants build-requirements lock. Generated: do not edit."
 # Distributions a lock never holds, with the reason written into the lock.
@@ -160,15 +160,17 @@ def parse(text: str, path: str) -> BuildLock:
     )
 
 
-def from_pip_report(report: dict) -> Tuple[Tuple[LockedDist, ...], Tuple[str, ...]]:
-    """The distributions of a `pip install --dry-run --report` resolve, and the ones left out."""
+def from_pip_report(report: dict, also_left_out: Mapping[str, str] = {}) -> Tuple[Tuple[LockedDist, ...], Tuple[str, ...]]:
+    """The distributions of a `pip install --dry-run --report` resolve, and the ones left out
+    (LEFT_OUT's, and `also_left_out`'s: PEP 503 name -> why)."""
     kept, left = [], []
+    why_left_out = {**LEFT_OUT, **also_left_out}
     for item in report["install"]:
         name, version = item["metadata"]["name"], item["metadata"]["version"]
         info = item["download_info"]
         key = re.sub(r"[-_.]+", "-", name).lower()
-        if key in LEFT_OUT:
-            left.append(f"{name}=={version} ({LEFT_OUT[key]})")
+        if key in why_left_out:
+            left.append(f"{name}=={version} ({why_left_out[key]})")
             continue
         sha = info.get("archive_info", {}).get("hashes", {}).get("sha256")
         if not sha:

@@ -119,7 +119,9 @@ class WheelKindField(StringField):
     help = softwrap(
         """
         Which component's environment extras apply (see rules/rocm_build/wheel/env.py):
-        generic, aotriton, torch, triton, flash_attention, vllm, aiter.
+        generic, aotriton, torch, triton, vision, flash_attention, vllm, aiter. It also names
+        the distribution the wheel is (torchvision for vision), which run-time locks of the
+        components built on it leave to the chain.
         """
     )
 
