@@ -179,12 +179,20 @@ else()
     GIT_TAG 669b31acc1dd1b3fd93286afd5db67f65d9f7557)
 endif()
 '''
+RUNREQ_SETUP = (
+    "from setuptools import setup\n\nsetup(name='mini-runreq', version='1.0.0', packages=[], "
+    "install_requires=['six', 'torch', 'einops>=0.8', \"tomli; python_version < '3'\"])\n"
+)
 TORCH_CMAKE = 'cmake_minimum_required(VERSION 3.20)\nset(TORCH_SUPPORTED_VERSION_ROCM "2.9.1")\n'
 STEPS_UPSTREAMS = {
     "scm": {"pyproject.toml": SCM_PYPROJECT, "setup.py": SCM_SETUP},
     "fetch": {"setup.py": SIMPLE_SETUP.format(name="mini-fetch"), "cmake/external_projects/kernels.cmake": FETCH_CMAKE},
     "torchpin": {"setup.py": SIMPLE_SETUP.format(name="mini-torchpin"), "CMakeLists.txt": TORCH_CMAKE},
+    # Its wheel will require six (asked for), torch (the chain's), einops (nobody asks) and,
+    # on a Python this build does not use, tomli.
+    "runreq": {"setup.py": RUNREQ_SETUP},
 }
+RUNREQ_FIELDS = '    dependencies=["tests/mini/torch:wheel"],\n    runtime_requirements=["six"{}],\n'
 STEPS_TARGETS = [f"tests/mini/{name}:wheel" for name in STEPS_UPSTREAMS]
 
 
@@ -213,6 +221,7 @@ def steps_ws(ws: Workspace, tmp_path):
     ws.write("tests/mini/scm/BUILD", steps_recipe("scm"))
     ws.write("tests/mini/fetch/BUILD", steps_recipe("fetch"))
     ws.write("tests/mini/torchpin/BUILD", steps_recipe("torchpin", '    dependencies=["tests/mini/torch:wheel"],\n'))
+    ws.write("tests/mini/runreq/BUILD", steps_recipe("runreq", RUNREQ_FIELDS.format("")))
     # The chain's torch says its version as PyTorch's recipe does.
     ws.write(TORCH_BUILD, ws.read(TORCH_BUILD).replace('kind="torch",', 'kind="torch",\n    env={"PYTORCH_BUILD_VERSION": "2.13.0"},'))
     ws.steps_commits = commits
@@ -249,7 +258,14 @@ def test_the_upstreams_own_steps_report_git_versions_downloads_and_torch_before_
         "PYTORCH_BUILD_VERSION)). Fix: move one of the pins so they agree, or patch the line if upstream's is wrong."
     )
     assert f"      - {torch}\n" in out
-    assert out.splitlines()[-1] == "3 problem(s): fix them before building."
+    runreq = (
+        "tests/mini/runreq:wheel: its wheel will require `einops>=0.8` (Requires-Dist, from the metadata hook of setup.py), "
+        "which its install set lacks: nothing in its chain provides einops and no `runtime_requirements` asks for it. "
+        "Fix: add `einops>=0.8` to `runtime_requirements` in tests/mini/runreq/BUILD and relock: "
+        "pants lock-runtime-requirements tests/mini/runreq:wheel"
+    )
+    assert f"      - {runreq}\n" in out, out
+    assert out.splitlines()[-1] == "4 problem(s): fix them before building."
     package = ws.package("tests/mini/torchpin:wheel")
     assert package.returncode != 0
     assert "tests/mini/torchpin:wheel: 1 problem(s) found before any build" in package.stderr and torch in package.stderr
@@ -266,9 +282,10 @@ def test_the_upstreams_own_steps_report_git_versions_downloads_and_torch_before_
         '    downloads_covered={"cmake/external_projects/kernels.cmake": "MINI_KERNELS_SRC_DIR"},\n'
     )))  # fmt: skip
     ws.write(TORCH_BUILD, ws.read(TORCH_BUILD).replace('"PYTORCH_BUILD_VERSION": "2.13.0"', '"PYTORCH_BUILD_VERSION": "2.9.1"'))
+    ws.write("tests/mini/runreq/BUILD", steps_recipe("runreq", RUNREQ_FIELDS.format(', "einops>=0.8"')))
     run = ws.pants("rocm-plan", "--check", *STEPS_TARGETS)
     assert run.returncode == 0, run.stdout + run.stderr[-3000:]
-    assert run.stdout.splitlines()[-1] == "all 5 component(s) ok.", run.stdout
+    assert run.stdout.splitlines()[-1] == "all 6 component(s) ok.", run.stdout
     assert f"ok    tests/mini/scm:wheel  (mini-scm {commits['scm'][:12]}, 0 patch(es))" in run.stdout
     plan = ws.pants("rocm-plan", "tests/mini/scm:wheel")
     assert "    MINI_SCM_PRETEND_VERSION=0.31.0" in plan.stdout, plan.stdout

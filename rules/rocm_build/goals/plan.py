@@ -28,7 +28,7 @@ from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
 from rocm_build.wheel.build_requirements import LockPath, ReadLock
-from rocm_build.wheel.chain import wheel_chain
+from rocm_build.wheel.chain_order import wheel_chain
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest

@@ -41,9 +41,9 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
 from rocm_build.install.chain_stubs import chain_stubs, resolve_args
-from rocm_build.install.sdk_modules import index_requirements
+from rocm_build.install.sdk_modules import index_requirements, sdk_requirements
 from rocm_build.install.target_types import WheelRuntimeRequirementsField
-from rocm_build.wheel.chain import wheel_chain
+from rocm_build.wheel.chain_order import wheel_chain
 from rocm_build.wheel import lockfile
 from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
@@ -109,6 +109,7 @@ class ChainRuntimeRequirements:
     # those of every rocm_wheel of its chain, dependencies first, each line once: what its lock holds
     chain: Tuple[str, ...]
     members: Tuple[Address, ...]  # the rocm_wheels of its chain, itself last
+    sdk: Tuple[str, ...] = ()  # the SDK's modules its chain asks for (sdk_modules.py), not locked
 
 
 @rule(desc="Collecting the run-time requirements of a rocm_wheel chain")
@@ -118,10 +119,12 @@ async def chain_runtime_requirements(request: ChainRuntimeRequirementsRequest) -
         Get(WrappedTarget, WrappedTargetRequest(a, f"the chain of {request.address.spec}")) for a in members
     )
     lines: Tuple[str, ...] = ()
+    sdk: Tuple[str, ...] = ()
     for w in wrapped:
-        lines = (*lines, *index_requirements(w.target.address.spec, w.target[WheelRuntimeRequirementsField].value or ()))
+        owner, field = w.target.address.spec, w.target[WheelRuntimeRequirementsField].value or ()
+        lines, sdk = (*lines, *index_requirements(owner, field)), (*sdk, *sdk_requirements(owner, field))
     own = index_requirements(request.address.spec, wrapped[-1].target[WheelRuntimeRequirementsField].value or ())
-    return ChainRuntimeRequirements(own, tuple(dict.fromkeys(lines)), members)
+    return ChainRuntimeRequirements(own, tuple(dict.fromkeys(lines)), members, tuple(dict.fromkeys(sdk)))
 
 
 @dataclass(frozen=True)

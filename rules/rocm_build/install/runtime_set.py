@@ -23,7 +23,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
 from rocm_build.wheel.build_spec import ENV_NAME, WheelBuildSpec, WheelRequest
-from rocm_build.wheel.chain import wheel_chain
+from rocm_build.wheel.chain_order import wheel_chain
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.lockfile import LockedDist
 from rocm_build.install.runtime_lock import (

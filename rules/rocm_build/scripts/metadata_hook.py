@@ -7,8 +7,10 @@ environment and network namespace, before any build step: what fails here (a ver
 that needs `.git`, a build requirement missing from the lock) would fail the build the same
 way, hours later. The backend is the one `pyproject.toml` names in [build-system], else
 setuptools' legacy backend over `setup.py` (as pip does). Always exits 0: OUT_JSON says
-{"file", "backend", "ok", "name", "version", "unmet_requires", "missing_module", "needs_git",
-"git_said", "tail"}; a failure is the preflight's to explain, and a finished run is cached.
+{"file", "backend", "ok", "name", "version", "requires_dist", "unmet_requires", "missing_module",
+"needs_git", "git_said", "tail"}; `requires_dist` holds the Requires-Dist lines that apply here
+(their markers true for this interpreter and platform, no extras): what the built wheel will
+ask of the install set. A failure is the preflight's to explain, and a finished run is cached.
 """
 
 import json
@@ -104,14 +106,25 @@ def unmet(requires):
 
 
 def read_metadata(path):
+    """(Name, Version, the Requires-Dist lines whose markers hold here without extras)."""
     with open(os.path.join(path, "METADATA"), encoding="utf-8", errors="replace") as f:
-        fields = dict(line.split(": ", 1) for line in f.read().split("\n\n", 1)[0].splitlines() if ": " in line)
-    return fields.get("Name"), fields.get("Version")
+        headers = [line.split(": ", 1) for line in f.read().split("\n\n", 1)[0].splitlines() if ": " in line]
+    fields = dict(headers)
+    return fields.get("Name"), fields.get("Version"), [v for k, v in headers if k == "Requires-Dist" and applies(v)]
+
+
+def applies(requirement):
+    try:
+        from pip._vendor.packaging.requirements import Requirement  # pip is in every build venv
+    except ImportError:
+        return ";" not in requirement
+    marker = Requirement(requirement).marker
+    return marker is None or marker.evaluate({"extra": ""})
 
 
 def main(out_json):
     file, backend, backend_path, requires = build_system()
-    result = {"file": file, "backend": backend, "ok": False, "name": None, "version": None,
+    result = {"file": file, "backend": backend, "ok": False, "name": None, "version": None, "requires_dist": [],
               "unmet_requires": unmet(requires), "missing_module": None, "needs_git": False, "tail": []}
     with tempfile.TemporaryDirectory() as out:
         try:
@@ -125,7 +138,7 @@ def main(out_json):
         dist_info = [line.split(":", 1)[1] for line in lines if line.startswith("rocm_build-dist-info:")]
         if code == 0 and dist_info and dist_info[-1]:
             result["ok"] = True
-            result["name"], result["version"] = read_metadata(os.path.join(out, dist_info[-1]))
+            result["name"], result["version"], result["requires_dist"] = read_metadata(os.path.join(out, dist_info[-1]))
         elif code == 0:
             result["ok"] = True  # a backend without the optional hook: imported, nothing more to ask
         modules = MISSING_MODULE.findall(output)

@@ -1,4 +1,5 @@
-"""A rocm_wheel chain in build order, and the checks that need no compile, run before any build.
+"""The checks of a rocm_wheel chain (in build order: chain_order.py) that need no compile, run
+before any build.
 
 A torch build takes hours: whatever can be known without compiling (preflight.py: a gpu
 target upstream does not build, a missing toolchain, an archive nobody resolved, a file the
@@ -15,40 +16,12 @@ from typing import Tuple
 from pants.engine.addresses import Address
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
-from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.errors import RocmBuildError
+from rocm_build.wheel.chain_order import wheel_chain
 from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
 
 logger = logging.getLogger(__name__)
-
-
-async def wheel_chain(root: Address) -> Tuple[WheelBuildSpec, ...]:
-    """The rocm_wheel builds `root` needs, itself last, in build order.
-
-    Raises on a cycle with a message that names the rocm_wheel chain (Pants' own cycle
-    message talks about Python imports).
-    """
-    path: list = []
-    order: list = []
-
-    async def visit(address: Address) -> None:
-        if address in path:
-            cycle = " -> ".join(a.spec for a in [*path[path.index(address):], address])
-            raise RocmBuildError(
-                f"{root.spec}: rocm_wheel dependencies form a cycle: {cycle}. A wheel cannot be "
-                "built from itself; remove one of these `dependencies` edges."
-            )
-        if any(s.address == address for s in order):
-            return
-        path.append(address)
-        spec = await Get(WheelBuildSpec, WheelRequest(address))
-        for dep in spec.dependencies:
-            await visit(dep)
-        order.append(spec)
-        path.pop()
-
-    await visit(root)
-    return tuple(order)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,8 @@ from typing import List, Optional, Tuple
 
 from pants.engine.rules import Get, _uncacheable_rule, collect_rules
 
+from rocm_build.install.requires_check import requires_findings
+from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request
 from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest
@@ -205,7 +207,14 @@ async def _upstream_steps(spec: WheelBuildSpec, upstream: ResolvedUpstream, wher
         hook = await Get(MetadataHook, MetadataHookRequest(spec.address, projects[0]))
     except Exception as e:
         return [*problems, problem_text(e)], notes
-    found, more_notes = hook_findings(spec, projects[0], where, json.loads(hook.result), dict(chain.provided))
+    result = json.loads(hook.result)
+    found, more_notes = hook_findings(spec, projects[0], where, result, dict(chain.provided))
+    # What the wheel will require at run time, against what its install set will hold.
+    runtime = await Get(ChainRuntimeRequirements, ChainRuntimeRequirementsRequest(spec.address))
+    found += requires_findings(
+        spec.owner, f"{spec.address.spec_path}/BUILD", f"{projects[0]}/{result['file']}".lstrip("/"), result["requires_dist"],
+        [*(name for name, _, _ in chain.dists), *dict(chain.provided), *runtime.sdk], [*runtime.chain],
+    )  # fmt: skip
     return [*problems, *found], [*notes, *more_notes]
 
 

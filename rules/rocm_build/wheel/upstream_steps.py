@@ -1,6 +1,6 @@
 """The preflight's run of the upstream's own cheap steps, offline, before any compile.
 
-Three checks of a rocm_wheel's patched tree that the file checks (preflight.py) cannot make:
+Checks of a rocm_wheel's patched tree that the file checks (preflight.py) cannot make:
 
 - the upstream's PEP 517 metadata hook (`prepare_metadata_for_build_wheel` of the backend its
   pyproject.toml names, else setuptools' legacy backend over setup.py), run by build_wheel.sh
@@ -15,6 +15,8 @@ Three checks of a rocm_wheel's patched tree that the file checks (preflight.py) 
   with no lock is unpinned.
 - the torch/triton versions the upstream names, found by the same scan, against the chain's
   (chain_versions.py).
+- the Requires-Dist lines the hook reports, against what the install set will hold: the
+  chain's wheels and the `runtime_requirements` of the chain (install/requires_check.py).
 
 The rocm_wheel dependencies are not built yet when this runs: a module or build requirement
 that one of them provides (by pin name or `kind`) is a note, not a problem.
