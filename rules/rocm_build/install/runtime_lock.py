@@ -18,8 +18,8 @@ own title:
 The requirements come from the target, not from the pinned tree, so the lock names no commit
 and no file: it stays valid when the pin moves. The chain's own wheels (torch for vLLM's peft)
 are not resolved from the index: the resolve sees them as stubs at the chain's versions and
-the lock leaves them out, naming the target that builds each (chain_stubs.py). Modules that TheRock's SDK ships instead of an
-index (sdk_modules.py) are never locked.
+the lock leaves them out, naming the target that provides each (chain_stubs.py). Modules that
+TheRock's SDK ships instead of an index (sdk_modules.py) are never locked.
 """
 
 from __future__ import annotations
@@ -185,7 +185,8 @@ async def check_runtime_lock(request: RuntimeLockCheck) -> CheckedRuntimeLock:
     contents = await Get(DigestContents, PathGlobs([path], glob_match_error_behavior=GlobMatchErrorBehavior.ignore))
     if not contents:
         raise RocmBuildError(
-            f"rocm_wheel {owner} has `runtime_requirements` {list(request.requirements)} (with those of its chain) but no lock at {path}. "
+            f"rocm_wheel {owner} has `runtime_requirements` {list(request.requirements)} (with those of its chain) "
+            f"but no lock at {path}. "
             f"Make it (it resolves them against the index once and pins every file by sha256): {regenerate_command(owner)}"
         )
     try:

@@ -118,8 +118,11 @@ def applies(requirement):
         from pip._vendor.packaging.requirements import Requirement  # pip is in every build venv
     except ImportError:
         return ";" not in requirement
-    marker = Requirement(requirement).marker
-    return marker is None or marker.evaluate({"extra": ""})
+    try:
+        marker = Requirement(requirement).marker
+        return marker is None or marker.evaluate({"extra": ""})
+    except Exception:  # a line pip itself could not read: reported as it is
+        return True
 
 
 def main(out_json):
