@@ -37,10 +37,13 @@ class WheelRuntimeRequirementsField(StringSequenceField):
     help = help_text(
         lambda: f"""
         What the installed wheel needs at run time that its chain does not hold, as pip
-        requirement lines (names with version specifiers), e.g. `["einops"]`. They are locked
-        like `{_wheel().WheelBuildRequirementsField.alias}`, in `3rdparty/run/py<3.X>/<pin>.lock` (`<pin>`
-        the pin of `{_wheel().WheelSourceField.alias}`), written by `pants lock-runtime-requirements <this
-        target>`; `package` puts the locked wheels in the install set's `wheels/` and pins them
+        requirement lines (names with version specifiers), e.g. `["einops"]`: its upstream's
+        Requires-Dist, which the preflight compares with them (same names and specifiers). They are
+        locked like `{_wheel().WheelBuildRequirementsField.alias}`, together with those of every rocm_wheel
+        below this one, in `3rdparty/run/py<3.X>/<pin>.lock` (`<pin>` the pin of
+        `{_wheel().WheelSourceField.alias}`; `<pin>.<name>.lock` for a target not named `wheel`), written by
+        `pants lock-runtime-requirements <this target>`; what the chain itself builds or pins (torch
+        for a requirement that needs it) is left to the chain, never taken from the index. `package` puts the locked wheels in the install set's `wheels/` and pins them
         by sha256 in its requirements.txt, so `pip install --no-index --find-links wheels
         --require-hashes -r requirements.txt` installs them. A module that TheRock's SDK ships
         rather than an index (`amdsmi`, in rocm-sdk-core; see rules/rocm_build/install/sdk_modules.py)
