@@ -78,3 +78,37 @@ def test_a_file_the_toml_parser_chokes_on_is_a_pins_error(text) -> None:
     with pytest.raises(PinsError) as e:
         parse_pins("components/pins.toml", text)
     assert str(e.value).startswith("components/pins.toml: TOML syntax error the parser cannot place; ")
+
+
+# Found by fuzz_pins (CI, 2026-11-25): a field whose value opens a multi-line string that never
+# closes was taken for a missing field, and `add_missing` wrote it a second time.
+UNCLOSED_SHA256 = '[triton-llvm]\nurl = "https://example.org/llvm.tar.gz"\nsha256 ="""\nstrip_prefix = "llvm"\n'
+
+
+# And, with that fixed: a field added after the last one landed inside a string that never
+# closes (the TOML reader takes the rest of the file as its value).
+UNCLOSED_OTHER = '[triton-llvm]\nurl = "https://example.org/llvm.tar.gz"\nsha512 = """llvm-hash.txt"\nurl_template = "x"\n'
+
+
+# And: a vertical tab inside a string split the line there (str.splitlines), so a field added
+# after the last line landed inside that string.
+VERTICAL_TAB = '[torch]\nurl = "https://github.com/pytorch/pytorch.git"\nderived_from = "torch:cmake/a.c\x0bmake"\n'
+
+
+def test_a_field_is_added_after_the_last_line_as_toml_counts_lines() -> None:
+    added = set_fields_in_text(VERTICAL_TAB, "torch", {"sha256": "b" * 64}, add_missing=True)
+    assert added == VERTICAL_TAB + 'sha256 = "' + "b" * 64 + '"\n'
+    fuzz_pins.test_one_input(VERTICAL_TAB.encode())
+
+
+def test_a_field_that_is_not_a_one_line_string_is_refused_not_added_again() -> None:
+    for text in (UNCLOSED_SHA256, UNCLOSED_OTHER):
+        with pytest.raises(PinsError, match=r"cannot rewrite table \[triton-llvm\]: a multi-line string \(\"\"\"\) never closes"):
+            set_fields_in_text(text, "triton-llvm", {"sha256": "b" * 64}, add_missing=True)
+        fuzz_pins.test_one_input(text.encode())  # what the fuzzer checks: refused, not broken
+    closed = UNCLOSED_SHA256.replace('strip_prefix = "llvm"\n', 'strip_prefix = "llvm"\n"""\n')
+    with pytest.raises(PinsError, match=r"cannot rewrite `sha256` of table \[triton-llvm\]: not a one-line string"):
+        set_fields_in_text(closed, "triton-llvm", {"sha256": "b" * 64}, add_missing=True)
+    # A field the table lacks is still added, once.
+    added = set_fields_in_text('[a]\nurl = "x"\n', "a", {"sha256": "b" * 64}, add_missing=True)
+    assert added == '[a]\nurl = "x"\nsha256 = "' + "b" * 64 + '"\n'

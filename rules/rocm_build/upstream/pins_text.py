@@ -14,16 +14,17 @@ _STRING_FIELD = re.compile(r'^(\s*(\w+)\s*=\s*)(["\'])([^"\']*)\3(\s*(#.*)?)$', 
 _TRIPLE = re.compile(r'"""|\'\'\'')
 
 
-def _field_lines(lines: Sequence[str], name: str) -> Iterator[Tuple[int, int, Optional[re.Match]]]:
-    """(first line, last line, the line as a one-line string field or None) of each `key = ...`
-    of table [name]; a multi-line string is text, never a field, and its field ends where it does."""
+def _field_lines(lines: Sequence[str], name: str) -> Iterator[Tuple[int, int, str, Optional[re.Match]]]:
+    """(first line, last line, key, the line as a one-line string field or None) of each
+    `key = ...` of table [name]; a multi-line string is text, never a field, and its field ends
+    where it does. A multi-line string that never closes is refused."""
     in_table, open_quote, field = False, None, None
     for i, line in enumerate(lines):
         if open_quote:
             if open_quote in line:
                 open_quote = None
                 if field is not None:
-                    yield field, i, None
+                    yield field[0], i, field[1], None
                     field = None
             continue
         header = _HEADER.match(line)
@@ -31,22 +32,39 @@ def _field_lines(lines: Sequence[str], name: str) -> Iterator[Tuple[int, int, Op
             in_table = header.group(1).strip().strip('"') == name
             continue
         triples = _TRIPLE.findall(line)
-        is_field = in_table and re.match(r"^\s*\w+\s*=", line)
+        key = re.match(r"^\s*(\w+)\s*=", line) if in_table else None
         if len(triples) % 2:  # this line opens a multi-line string that later lines continue
-            open_quote, field = triples[-1], (i if is_field else None)
-        elif is_field:
-            yield i, i, None if triples else _STRING_FIELD.match(line)
+            open_quote, field = triples[-1], ((i, key.group(1)) if key else None)
+        elif key:
+            yield i, i, key.group(1), None if triples else _STRING_FIELD.match(line)
+    if open_quote:  # the rest of the file is that string: nothing in it can be told apart
+        raise PinsError(f"cannot rewrite table [{name}]: a multi-line string ({open_quote}) never closes")
+
+
+def _lines(text: str) -> list:
+    """The lines as TOML counts them, ends kept: split at \\n only (str.splitlines also splits at
+    \\v, \\f, \\x1c-\\x1e, \\x85 and more, which may sit inside a TOML string)."""
+    parts = text.split("\n")
+    return [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def set_fields_in_text(text: str, name: str, values: Mapping[str, str], add_missing: bool = False) -> str:
     """Rewrites string fields of one table in place, keeping comments, order and layout;
-    with `add_missing`, fields the table lacks are added after its last field."""
-    lines = text.splitlines(keepends=True)
-    todo, last = dict(values), None
-    for i, last, field in _field_lines(lines, name):
-        if field and field.group(2) in todo:
+    with `add_missing`, fields the table lacks are added after its last field. A field that is
+    there but not a one-line string is refused, never added twice."""
+    lines = _lines(text)
+    todo, last, present = dict(values), None, set()
+    for i, last, key, field in _field_lines(lines, name):
+        present.add(key)
+        if field and key in todo:
             quote = field.group(3)
-            lines[i] = f"{field.group(1)}{quote}{todo.pop(field.group(2))}{quote}{field.group(5)}"
+            lines[i] = f"{field.group(1)}{quote}{todo.pop(key)}{quote}{field.group(5)}"
+    there = [key for key in todo if key in present]
+    if there:
+        raise PinsError(
+            f"cannot rewrite {', '.join(f'`{k}`' for k in there)} of table [{name}]: not a one-line string; "
+            f'write it as `{there[0]} = "..."`'
+        )
     if todo and add_missing and last is not None:
         if not lines[last].endswith("\n"):
             lines[last] += "\n"
