@@ -37,12 +37,13 @@ def left_out_key(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def stub_wheel(name: str, version: str) -> Tuple[str, bytes]:
-    """(file name, bytes) of a wheel holding only its metadata."""
+def stub_wheel(name: str, version: str, requires: Sequence[str] = ()) -> Tuple[str, bytes]:
+    """(file name, bytes) of a wheel holding only its metadata (a chain's stub has no `requires`)."""
     dist = re.sub(r"[-_.]+", "_", name)
     info = f"{dist}-{version}.dist-info"
+    metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n" + "".join(f"Requires-Dist: {r}\n" for r in requires)
     members = {
-        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n".encode(),
+        f"{info}/METADATA": metadata.encode(),
         f"{info}/WHEEL": b"Wheel-Version: 1.0\nGenerator: rocm-pants chain stub\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
     }
     record = [

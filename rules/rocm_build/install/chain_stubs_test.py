@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import zipfile
 from pathlib import Path
 
 from rocm_build.install.chain_stubs import CONSTRAINTS, chain_stubs, resolve_args, stub_wheel
@@ -21,17 +20,9 @@ def pyenv_python() -> str:
 
 
 def index_wheel(directory: Path, name: str, version: str, requires: list) -> None:
-    """A wheel as an index serves it: stub_wheel's bytes with Requires-Dist lines added."""
-    filename, data = stub_wheel(name, version)
-    path = directory / filename
-    path.write_bytes(data)
-    with zipfile.ZipFile(path) as z:
-        members = {n: z.read(n) for n in z.namelist()}
-    metadata = next(n for n in members if n.endswith("/METADATA"))
-    members[metadata] += "".join(f"Requires-Dist: {r}\n" for r in requires).encode()
-    with zipfile.ZipFile(path, "w") as z:
-        for member, content in members.items():
-            z.writestr(member, b"" if member.endswith("/RECORD") else content)
+    """A wheel as an index serves it: metadata only, with its Requires-Dist."""
+    filename, data = stub_wheel(name, version, requires)
+    (directory / filename).write_bytes(data)
 
 
 def test_stub_files_constraints_and_left_out_names() -> None:

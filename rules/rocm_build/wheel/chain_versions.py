@@ -65,26 +65,29 @@ async def chain_versions(request: ChainVersionsRequest) -> ChainVersions:
     provided: Dict[str, str] = {}
     dists: Dict[str, Tuple[str, str]] = {}
     for dep in seen.values():
-        kind = dep.kind
+        kind, var = dep.kind, CHAIN_PACKAGES.get(dep.kind, "")
+        version = _known(dep.env.get(var, dep.version))  # the recipe's variable, else the pin's
         for name in (dep.upstream.pin_name, kind, KIND_DISTS.get(kind, "generic")):
             if name != "generic":
                 provided.setdefault(module_name(name), dep.owner)
-                dists.setdefault(module_name(name), (dep.env.get(CHAIN_PACKAGES.get(kind, ""), dep.version), dep.owner))
-        if kind in CHAIN_PACKAGES:
-            var = CHAIN_PACKAGES[kind]
-            if var in dep.env:
-                versions.append((kind, dep.env[var], f"{dep.owner} (`env` {var})"))
-            elif not dep.version.startswith("0.0.0+"):
-                versions.append((kind, dep.version, f"{dep.owner} (pin {dep.upstream.pin_name})"))
+                dists.setdefault(module_name(name), (version, dep.owner))
+        if var in dep.env:
+            versions.append((kind, dep.env[var], f"{dep.owner} (`env` {var})"))
+        elif var and not dep.version.startswith("0.0.0+"):
+            versions.append((kind, dep.version, f"{dep.owner} (pin {dep.upstream.pin_name})"))
     pins = await MultiGet(Get(PrebuiltSpec, PrebuiltRequest(a, "the `dependencies` of a rocm_wheel")) for a in prebuilt)
     for pin in pins:
         name = module_name(pin.pin.project)
-        dists[name] = (pin.pin.version or exact_version(pin.pin.track), pin.owner)
+        dists[name] = (_known(pin.pin.version or exact_version(pin.pin.track)), pin.owner)
         package = "triton" if name in TRITON_WHEELS else name
         if package in CHAIN_PACKAGES and pin.pin.version:
             versions.append((package, pin.pin.version, f"prebuilt_wheel {pin.owner} ({pin.where})"))
-    known = {name: (version if not version.startswith("0.0.0+") else "", owner) for name, (version, owner) in dists.items()}
-    return ChainVersions(tuple(versions), tuple(sorted(provided.items())), tuple((n, v, o) for n, (v, o) in sorted(known.items())))
+    return ChainVersions(tuple(versions), tuple(sorted(provided.items())), tuple((n, v, o) for n, (v, o) in sorted(dists.items())))
+
+
+def _known(version: str) -> str:
+    """The version, or "" for the stand-in version_env.py gives a pin without one (0.0.0+g<sha>)."""
+    return "" if version.startswith("0.0.0+") else version
 
 
 def exact_version(track: str) -> str:

@@ -213,7 +213,7 @@ async def _upstream_steps(spec: WheelBuildSpec, upstream: ResolvedUpstream, wher
     runtime = await Get(ChainRuntimeRequirements, ChainRuntimeRequirementsRequest(spec.address))
     found += requires_findings(
         spec.owner, f"{spec.address.spec_path}/BUILD", f"{projects[0]}/{result['file']}".lstrip("/"), result["requires_dist"],
-        [*(name for name, _, _ in chain.dists), *dict(chain.provided), *runtime.sdk], [*runtime.chain],
+        [*(name for name, _, _ in chain.dists), *runtime.sdk], [*runtime.chain],
     )  # fmt: skip
     return [*problems, *found], [*notes, *more_notes]
 
