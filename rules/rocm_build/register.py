@@ -4,7 +4,7 @@ options, then upstream sources, toolchains, the wheel build, install sets, and t
 from pants.core.util_rules.environments import DockerEnvironmentTarget
 
 from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, package, plan, verify_reproducible
-from rocm_build.install import runtime_lock, runtime_set
+from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.subsystems import host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
 from rocm_build.toolchain.target_types import ImageRecipeField
@@ -67,6 +67,7 @@ def rules():
         # Install sets
         *runtime_lock.rules(),
         *runtime_set.rules(),
+        *load_check.rules(),
         # Goals
         *package.rules(),
         *plan.rules(),

@@ -14,7 +14,9 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
+from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, wheels_of
 from rocm_build.install.runtime_set import check_runtime_set, with_runtime_set
+from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.wheel.build import BuiltRocmWheel
 from rocm_build.wheel.build_spec import WheelRequest, dist_dir
@@ -68,7 +70,8 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
             for w, source in sorted(sources, key=lambda pair: pair[0].wheel_name or "")
         ),
     ]
-    lines, runtime = await with_runtime_set(tuple(w.address for w in closure), lines)  # env.sh, run-time wheels
+    lines, runtime, runtime_wheels = await with_runtime_set(tuple(w.address for w in closure), lines)
+    await check_loads(closure, runtime_wheels)
     wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))
     return await Get(
         Digest,
@@ -80,6 +83,20 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
             ]
         ),
     )
+
+
+async def check_loads(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Digest) -> CheckedInstallSet:
+    """The set's libraries, symbols and GPU code, as the box would load them (install/load_check.py)."""
+    infos = [json.loads(w.build_info) for w in closure]
+    chain = [
+        SetWheel(BuiltWheel(w.wheel, w.wheel_name or ""), w.address.spec, audited="prebuilt" not in info["source"])
+        for w, info in zip(closure, infos)
+    ]
+    runtime = [SetWheel(w, "the chain's run-time lock", audited=False) for w in await wheels_of(runtime_wheels)]
+    gpu_targets = tuple(dict.fromkeys(t for info in infos for t in info.get("gpu_targets", ())))
+    owner = closure[-1].address.spec
+    request = InstallSetCheckRequest(owner, (*chain, *runtime), gpu_targets, tuple(w.address for w in closure))
+    return await Get(CheckedInstallSet, InstallSetCheckRequest, request)
 
 
 @rule

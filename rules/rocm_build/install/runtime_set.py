@@ -169,10 +169,10 @@ async def check_runtime_set(root: Address) -> None:
     await Get(RuntimeSet, RuntimeSetRequest(root.spec, tuple(spec.address for spec in chain)))
 
 
-async def with_runtime_set(addresses: Tuple[Address, ...], lines: List[str]) -> Tuple[List[str], Digest]:
+async def with_runtime_set(addresses: Tuple[Address, ...], lines: List[str]) -> Tuple[List[str], Digest, Digest]:
     """An install set's requirements lines with the run-time ones added (the header's steps
-    after its comment lines, the locked requirements at the end), and its env.sh and locked
-    run-time wheels (under wheels/)."""
+    after its comment lines, the locked requirements at the end), its env.sh and locked
+    run-time wheels (under wheels/), and those wheels alone (at the root, to be checked)."""
     runtime = await Get(RuntimeSet, RuntimeSetRequest(addresses[-1].spec, addresses))
     header = 0
     while header < len(lines) and lines[header].startswith("#"):
@@ -183,7 +183,7 @@ async def with_runtime_set(addresses: Tuple[Address, ...], lines: List[str]) -> 
         Get(Digest, CreateDigest([FileContent(ENV_SCRIPT, env_script(runtime.env).encode())])),
         Get(Digest, AddPrefix(runtime.wheels, "wheels")),
     )
-    return new_lines, await Get(Digest, MergeDigests(files))
+    return new_lines, await Get(Digest, MergeDigests(files)), runtime.wheels
 
 
 def rules():

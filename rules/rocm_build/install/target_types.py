@@ -50,3 +50,19 @@ class WheelRuntimeRequirementsField(StringSequenceField):
         is not locked: requirements.txt says how to install it from the SDK. In no cache key.
         """
     )
+
+
+class SystemLibrariesField(DictStringToStringField):
+    alias = "system_libraries"
+    help = help_text(
+        """
+        Shared libraries the installed wheel loads from the target machine rather than from a
+        wheel of its install set, each with why the machine has it, e.g.
+        `{"libdrm.so.2": "Debian's libdrm2 on every gfx1151 box we support"}`. Before `package`
+        writes an install set it reads every ELF of every wheel in it (rules/rocm_build/install/closure.py):
+        each library an ELF needs must be shipped by a wheel of the set where its RUNPATH
+        looks, be one every manylinux system has (auditwheel's policy: libc, libstdc++, ...),
+        or be named here; a library named here is also taken to define the unversioned symbols
+        nothing in the set defines. In no cache key: changing it rebuilds nothing.
+        """
+    )

@@ -13,6 +13,8 @@ from pants.engine.target import (
 )
 from pants.util.strutil import help_text, softwrap
 
+from rocm_build.install.target_types import SystemLibrariesField
+
 # --------------------------------------------------------------------------- patch_set
 
 
@@ -175,7 +177,7 @@ class PrebuiltDependenciesField(Dependencies):
 
 class PrebuiltWheelTarget(Target):
     alias = "prebuilt_wheel"
-    core_fields = (*COMMON_TARGET_FIELDS, PrebuiltPinField, PinsFileField, PrebuiltDependenciesField)
+    core_fields = (*COMMON_TARGET_FIELDS, PrebuiltPinField, PinsFileField, PrebuiltDependenciesField, SystemLibrariesField)
     help = help_text(
         f"""
         A wheel someone else built (e.g. TheRock's torch for gfx1151), pinned in the pins file

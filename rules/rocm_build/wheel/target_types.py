@@ -16,7 +16,7 @@ from pants.engine.target import (
 )
 from pants.util.strutil import help_text, softwrap
 
-from rocm_build.install.target_types import WheelRuntimeEnvField, WheelRuntimeRequirementsField
+from rocm_build.install.target_types import SystemLibrariesField, WheelRuntimeEnvField, WheelRuntimeRequirementsField
 
 
 class WheelSourceField(StringField):
@@ -281,6 +281,7 @@ class RocmWheelTarget(Target):
         WheelMaxJobsField,
         WheelRuntimeEnvField,
         WheelRuntimeRequirementsField,
+        SystemLibrariesField,
         # Pants' own `environment` field: a name from [environments-preview.names]. A
         # docker_environment there makes the build run inside its image (container.py).
         EnvironmentField,

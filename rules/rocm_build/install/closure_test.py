@@ -1,0 +1,163 @@
+"""closure.py on facts that scripts/elf_links.py reads from real binaries: a miniature SDK
+library, a torch library that links it through RUNPATH, and an extension that links that,
+compiled here by Debian's clang-19 and lld-19 and packed into wheels."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+import pytest
+
+from rocm_build.install.closure import Closure, check_closure, elves_of, system_libraries
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
+
+CLANG = "/usr/bin/clang-19"
+POLICY = ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1")
+SDK = "mini_sdk-1.0-py3-none-linux_x86_64.whl"
+TORCH = "mini_torch-1.0-cp311-cp311-linux_x86_64.whl"
+VLLM = "mini_vllm-1.0-cp311-cp311-linux_x86_64.whl"
+
+
+def compile_so(out: Path, source: str, *flags: str) -> Path:
+    c = out.with_suffix(".c")
+    c.write_text(source)
+    subprocess.run([CLANG, "-shared", "-fPIC", "-fuse-ld=lld", "-o", str(out), str(c), *flags], check=True)
+    return out
+
+
+def version_script(tmp: Path, version: str, symbols: Sequence[str]) -> str:
+    script = tmp / f"{version}.map"
+    script.write_text(f"{version} {{ global: {'; '.join(symbols)}; local: *; }};\n")
+    return f"-Wl,--version-script={script}"
+
+
+def wheel(path: Path, members: Dict[str, Path]) -> Path:
+    with zipfile.ZipFile(path, "w") as z:
+        for name, source in members.items():
+            z.write(source, name)
+    return path
+
+
+def read(wheel_path: Path, tmp: Path) -> dict:
+    """elf_links.py run as a process runs it (pyelftools of the test's resolve, as auditwheel's)."""
+    script = tmp / "elf_links.py"
+    script.write_bytes(script_bytes("elf_links.py"))
+    return json.loads(subprocess.run([sys.executable, str(script), str(wheel_path)], check=True, capture_output=True).stdout)
+
+
+@pytest.fixture(scope="module")
+def libs(tmp_path_factory) -> Dict[str, Path]:
+    """The binaries: SDK v1 (and v2, without v1's symbol), torch on SDK v1, extensions on torch."""
+    tmp = tmp_path_factory.mktemp("elves")
+    (tmp / "v1").mkdir()
+    (tmp / "v2").mkdir()
+    sdk = "int sdk_add(int a, int b) { return a + b; }\n"
+    built = {
+        "sdk": compile_so(tmp / "v1/libmini_sdk.so", sdk, "-Wl,-soname,libmini_sdk.so", version_script(tmp, "MINI_SDK_1.0", ["sdk_add"])),
+        "sdk2": compile_so(tmp / "v2/libmini_sdk.so", "int sdk_mul(int a, int b) { return a * b; }\n",
+                           "-Wl,-soname,libmini_sdk.so", version_script(tmp, "MINI_SDK_2.0", ["sdk_mul"])),
+    }  # fmt: skip
+    built["torch"] = compile_so(
+        tmp / "libmini_torch.so", "int sdk_add(int, int);\nint torch_answer(void) { return sdk_add(40, 2); }\n",
+        "-Wl,-soname,libmini_torch.so", f"-L{tmp / 'v1'}", "-lmini_sdk",
+        "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../../_mini_sdk/lib",
+    )  # fmt: skip
+    extension = "int torch_answer(void);\nlong PyLong_FromLong(long);\nlong %s(void) { return PyLong_FromLong(torch_answer()%s); }\n"
+    link_torch = (f"-L{tmp}", "-lmini_torch", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../mini_torch/lib")
+    built["ext"] = compile_so(tmp / "ext.so", extension % ("ext_ok", ""), *link_torch)
+    built["ext_missing"] = compile_so(
+        tmp / "ext_missing.so", "long vllm_missing(void);\n" + extension % ("ext_bad", " + vllm_missing()"), *link_torch
+    )
+    built["ext_no_runpath"] = compile_so(tmp / "ext_no_runpath.so", extension % ("ext_nr", ""), f"-L{tmp}", "-lmini_torch")
+    built["ext_drm"] = compile_so(
+        tmp / "ext_drm.so", "int drm_open(void);\nint ext_drm(void) { return drm_open(); }\n",
+        "-Wl,--no-as-needed,--allow-shlib-undefined", "-Wl,-soname,ext_drm.so", f"-Wl,{tmp / 'v1/libmini_sdk.so'}",
+    )  # fmt: skip
+    return built
+
+
+def check(tmp: Path, wheels: Dict[str, Dict[str, Path]], declared=()) -> Closure:
+    elves = []
+    for name, members in wheels.items():
+        found = read(wheel(tmp / name, members), tmp)
+        assert found["unreadable"] == {}
+        elves += elves_of(name, found["elves"])
+    owners = {SDK: "tests/mini:sdk", TORCH: "tests/mini/torch:wheel", VLLM: "tests/mini/vllm:wheel"}
+    return check_closure(elves, system_libraries(POLICY, declared), owners)
+
+
+def chain(libs: Dict[str, Path], extension: str = "ext", sdk: str = "sdk", torch_dir: str = "mini_torch/lib") -> Dict[str, Dict[str, Path]]:
+    return {
+        SDK: {"_mini_sdk/lib/libmini_sdk.so": libs[sdk]},
+        TORCH: {f"{torch_dir}/libmini_torch.so": libs["torch"]},
+        VLLM: {f"mini_vllm/_C.cpython-311-x86_64-linux-gnu.so": libs[extension]},
+    }
+
+
+def test_a_chain_linked_through_runpath_loads(libs, tmp_path) -> None:
+    closure = check(tmp_path, chain(libs))
+    assert closure.problems == ()
+    assert closure.elves == 3
+    # The SDK needs libc; torch libmini_sdk.so and libc; the extension libmini_torch.so and libc.
+    assert closure.links == 5
+    # sdk_add@MINI_SDK_1.0 in torch; torch_answer and PyLong_FromLong in the extension.
+    assert closure.symbols == 3
+
+
+def test_the_sdk_wheel_missing_from_the_set(libs, tmp_path) -> None:
+    wheels = chain(libs)
+    del wheels[SDK]
+    (problem,) = check(tmp_path, wheels).problems
+    assert problem == (
+        f"mini_torch/lib/libmini_torch.so in {TORCH} needs libmini_sdk.so: no wheel of the set ships it. `import` "
+        f"would fail with \"libmini_sdk.so: cannot open shared object file\". Add the wheel that ships it to the "
+        f"chain, or, if every target machine has it, declare it with why in `system_libraries` of tests/mini/torch:wheel."
+    )
+
+
+def test_a_library_outside_the_runpath(libs, tmp_path) -> None:
+    (problem,) = check(tmp_path, chain(libs, torch_dir="mini_torch/libs")).problems
+    assert problem.startswith(
+        f"mini_vllm/_C.cpython-311-x86_64-linux-gnu.so in {VLLM} needs libmini_torch.so: {TORCH} ships it as "
+        f"mini_torch/libs/libmini_torch.so, which its RUNPATH (mini_torch/lib) does not reach."
+    )
+
+
+def test_a_symbol_nothing_defines(libs, tmp_path) -> None:
+    (problem,) = check(tmp_path, chain(libs, extension="ext_missing")).problems
+    assert problem == (
+        f"mini_vllm/_C.cpython-311-x86_64-linux-gnu.so in {VLLM} needs vllm_missing, undefined in what it loads "
+        f"(libmini_torch.so ({TORCH}), libmini_sdk.so ({SDK})): expected from libmini_torch.so ({TORCH}), the set's "
+        f"first library it loads; no wheel of the set defines it: {VLLM} was built against another version of it, "
+        f"or against a library the set does not carry. `import` would fail with \"undefined symbol: vllm_missing\"."
+    )
+
+
+def test_a_symbol_version_the_sdk_in_the_set_lacks(libs, tmp_path) -> None:
+    (problem,) = check(tmp_path, chain(libs, sdk="sdk2")).problems
+    assert problem == (
+        f"mini_torch/lib/libmini_torch.so in {TORCH} needs sdk_add@MINI_SDK_1.0, undefined in what it loads "
+        f"(libmini_sdk.so ({SDK})): it was linked against libmini_sdk.so, which {SDK} ships without "
+        f"sdk_add@MINI_SDK_1.0: the two were built from different sources; rebuild {TORCH} against the {SDK} of "
+        f"this set. `import` would fail with \"undefined symbol: sdk_add\"."
+    )
+
+
+def test_loaded_by_soname_once_its_package_is_imported(libs, tmp_path) -> None:
+    # No RUNPATH (torch's own cpp extensions): libmini_torch.so is found loaded, by its SONAME.
+    assert check(tmp_path, chain(libs, extension="ext_no_runpath")).problems == ()
+
+
+def test_a_declared_system_library(libs, tmp_path) -> None:
+    # ext_drm needs libmini_sdk.so by its SONAME, and a symbol the set does not define: with
+    # the library declared as the machine's, both are the machine's to provide.
+    wheels = {VLLM: {"mini_vllm/ext_drm.so": libs["ext_drm"]}}
+    problems = check(tmp_path, wheels).problems
+    assert [p.split(":")[0] for p in problems] == [f"mini_vllm/ext_drm.so in {VLLM} needs libmini_sdk.so"]
+    declared = [("tests/mini/vllm:wheel", {"libmini_sdk.so": "the box's SDK, from its ROCm install"})]
+    assert check(tmp_path, wheels, declared).problems == ()

@@ -1,0 +1,162 @@
+"""The install set checked as the box would load it, before `package` writes it.
+
+Every wheel of the set (the chain's built wheels, its prebuilt host and device wheels, the
+locked run-time wheels) is read by scripts/elf_links.py, one cached process a wheel, in
+auditwheel's venv (pyelftools, and auditwheel's manylinux policy for the libraries every
+system has); closure.py decides whether each library and symbol is found. GPU code of the
+wheels the chain did not build (prebuilt and run-time wheels) is read as the build's audit
+reads a built wheel's (gpu_audit.py): a library with AMDGPU code must carry each of the
+chain's `gpu_targets`. A problem stops `package`: nothing of the chain reaches dist/.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from typing import Dict, List, Mapping, Sequence, Tuple
+
+from pants.engine.addresses import Address
+from pants.engine.fs import CreateDigest, Digest, DigestEntries, FileEntry, MergeDigests
+from pants.engine.process import Process, ProcessResult
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.util.frozendict import FrozenDict
+from pants.util.logging import LogLevel
+from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
+
+from rocm_build.errors import RocmBuildError
+from rocm_build.install.closure import Closure, check_closure, elves_of, system_libraries
+from rocm_build.install.target_types import SystemLibrariesField
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
+from rocm_build.wheel.built_wheel import BuiltWheel
+from rocm_build.wheel.gpu_audit import GpuCode
+from rocm_build.wheel.portable import Auditwheel
+
+
+@dataclass(frozen=True)
+class WheelLinks:
+    wheel_name: str
+    elves: str  # elf_links.py's JSON `elves`, as read
+    unreadable: FrozenDict[str, str]
+
+
+@dataclass(frozen=True)
+class ManylinuxLibraries:
+    names: Tuple[str, ...]  # every manylinux policy's libraries, as auditwheel lists them
+
+
+@dataclass(frozen=True)
+class SetWheel:
+    wheel: BuiltWheel
+    owner: str  # the target it comes from, or the lock that pins it
+    audited: bool  # its GPU code was audited when it was built
+
+
+@dataclass(frozen=True)
+class InstallSetCheckRequest:
+    owner: str  # the target packaged, for messages
+    wheels: Tuple[SetWheel, ...]
+    gpu_targets: Tuple[str, ...]
+    addresses: Tuple[Address, ...]  # the chain's targets, whose `system_libraries` count
+
+
+@dataclass(frozen=True)
+class CheckedInstallSet:
+    elves: int
+    links: int
+    symbols: int
+
+
+async def _auditwheel_python(auditwheel: Auditwheel, argv: Sequence[str], digest: Digest, description: str) -> Process:
+    """A process running one of our scripts with the Python of auditwheel's venv."""
+    pex = await Get(VenvPex, PexRequest, auditwheel.to_pex_request())
+    process = await Get(
+        Process,
+        VenvPexProcess(pex, argv=tuple(argv), input_digest=digest, description=description, level=LogLevel.DEBUG),
+    )
+    return replace(process, argv=(pex.python.argv0, *process.argv[1:]))
+
+
+@rule(desc="Reading the manylinux policy's libraries", level=LogLevel.DEBUG)
+async def read_manylinux_libraries(auditwheel: Auditwheel) -> ManylinuxLibraries:
+    process = await _auditwheel_python(
+        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await script_digest("elf_links.py"),
+        "Reading the manylinux policy's libraries",
+    )  # fmt: skip
+    result = await Get(ProcessResult, Process, process)
+    return ManylinuxLibraries(tuple(json.loads(result.stdout)))
+
+
+@rule(desc="Reading what a wheel's ELF files load", level=LogLevel.DEBUG)
+async def read_wheel_links(request: BuiltWheel, auditwheel: Auditwheel) -> WheelLinks:
+    digest = await Get(Digest, MergeDigests([request.wheel, await script_digest("elf_links.py")]))
+    process = await _auditwheel_python(
+        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", request.wheel_name), digest,
+        f"Reading what the ELF files of {request.wheel_name} load",
+    )  # fmt: skip
+    # The input is a wheel: with a remote cache, ask it before pulling the wheel for a local run.
+    result = await Get(ProcessResult, Process, replace(process, remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS))
+    found = json.loads(result.stdout)
+    return WheelLinks(request.wheel_name, json.dumps(found["elves"], sort_keys=True), FrozenDict(found["unreadable"]))
+
+
+def device_problems(owner: str, wheel: str, code: GpuCode, gpu_targets: Sequence[str]) -> List[str]:
+    """A library of a wheel the chain did not build that lacks one of the chain's targets."""
+    problems = []
+    for library, arches in sorted(code.libraries.items()):
+        missing = [t for t in gpu_targets if t not in arches]
+        if missing:
+            problems.append(
+                f"{library} in {wheel} ({owner}) carries AMDGPU code for {', '.join(arches)}, but none for "
+                f"{', '.join(missing)} (the chain's gpu_targets: {', '.join(gpu_targets)}): on a {missing[0]} GPU it "
+                f"fails with hipErrorInvalidImage. Use a build of it for {missing[0]}, or leave {missing[0]} out of "
+                f"the chain's gpu_targets."
+            )
+    problems += [f"the GPU code of {member} in {wheel} could not be read: {why}" for member, why in sorted(code.unreadable.items())]
+    return problems
+
+
+async def declared_system_libraries(addresses: Sequence[Address], owner: str) -> Dict[str, Mapping[str, str]]:
+    """Target spec -> its `system_libraries`, for the chain's targets that have the field."""
+    wrapped = await MultiGet(Get(WrappedTarget, WrappedTargetRequest(a, f"the chain of {owner}")) for a in addresses)
+    return {
+        w.target.address.spec: dict(w.target[SystemLibrariesField].value or {})
+        for w in wrapped
+        if w.target.has_field(SystemLibrariesField)
+    }
+
+
+@rule(desc="Checking that the install set loads: libraries, symbols, GPU code")
+async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLibraries) -> CheckedInstallSet:
+    platform = [w for w in request.wheels if not w.wheel.wheel_name[: -len(".whl")].endswith("-any")]
+    links = await MultiGet(Get(WheelLinks, BuiltWheel, w.wheel) for w in platform)
+    unaudited = [w for w in platform if not w.audited]
+    codes = await MultiGet(Get(GpuCode, BuiltWheel, w.wheel) for w in unaudited)
+    declared = await declared_system_libraries(request.addresses, request.owner)
+    elves = [elf for found in links for elf in elves_of(found.wheel_name, json.loads(found.elves))]
+    owners = {w.wheel.wheel_name: w.owner for w in request.wheels}
+    closure: Closure = check_closure(elves, system_libraries(policy.names, declared.items()), owners)
+    problems = [
+        *closure.problems,
+        *(f"{member} in {found.wheel_name} could not be read as ELF: {why}" for found in links for member, why in sorted(found.unreadable.items())),
+        *(p for w, code in zip(unaudited, codes) for p in device_problems(w.owner, w.wheel.wheel_name, code, request.gpu_targets)),
+    ]
+    if problems:
+        raise RocmBuildError(
+            f"{request.owner}: the install set would not load on the box ({len(problems)} problem(s); nothing was "
+            f"written to dist/):\n" + "\n".join(f"  - {p}" for p in problems)
+        )
+    return CheckedInstallSet(closure.elves, closure.links, closure.symbols)
+
+
+async def wheels_of(digest: Digest) -> List[BuiltWheel]:
+    """Each wheel file of a digest (the run-time wheels of an install set), as a digest of its own."""
+    entries = await Get(DigestEntries, Digest, digest)
+    files = [e for e in entries if isinstance(e, FileEntry) and e.path.endswith(".whl")]
+    digests = await MultiGet(Get(Digest, CreateDigest([FileEntry(e.path.rsplit("/", 1)[-1], e.file_digest)])) for e in files)
+    return [BuiltWheel(d, e.path.rsplit("/", 1)[-1]) for e, d in zip(files, digests)]
+
+
+def rules():
+    return collect_rules()
