@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
@@ -40,6 +40,7 @@ from rocm_build.wheel.target_types import RocmWheelTarget
 ENV_SCRIPT = "env.sh"
 # Header lines a script can find: the commands that install the SDK's modules.
 SDK_STEP = "# then, from the SDK: "
+SDK_FIRST = "# before the wheels, the ROCm SDK the chain was built with, with the GPU code of each gpu target: "
 SITE_PACKAGES = "$(python -c 'import sysconfig; print(sysconfig.get_paths()[\"platlib\"])')"
 
 
@@ -57,6 +58,9 @@ class RuntimeSet:
     # TheRock index and version, or "" when the toolchain is not TheRock's)
     sdk: Tuple[Tuple[str, str, str], ...]
     wheels: Digest  # the locked wheels, at the digest root
+    # How the SDK the chain was built with, with the device wheel of each gpu target, gets
+    # into the venv (TheRock's toolchain), or "".
+    sdk_install: str = ""
 
 
 def merged_env(owner: str, envs: Sequence[Tuple[str, Mapping[str, str]]]) -> Tuple[Tuple[str, str, str], ...]:
@@ -116,6 +120,8 @@ def env_script(env: Sequence[Tuple[str, str, str]]) -> str:
 def header_lines(runtime: RuntimeSet) -> List[str]:
     """requirements.txt's lines about the SDK's modules and env.sh."""
     lines = []
+    if runtime.sdk_install:
+        lines.append(f"{SDK_FIRST}{runtime.sdk_install}")
     for module, target, sdk_install in runtime.sdk:
         sdk = SDK_MODULES[module]
         where = f"With the SDK in this venv ({sdk_install}), install it:" if sdk_install else "Install it from the SDK in this venv:"
@@ -128,15 +134,32 @@ def header_lines(runtime: RuntimeSet) -> List[str]:
     return [*lines, f"# then, before running Python: . ./{ENV_SCRIPT}  (the run-time environment: {variables})"]
 
 
-async def sdk_install_command(address: Address) -> str:
-    """How the SDK of a rocm_wheel's TheRock toolchain gets into a venv ("" for other toolchains):
-    `rocm[libraries]` holds rocm-sdk-core (TheRock's prebuilt torch requires it too)."""
+async def therock_sdk(address: Address) -> Optional[Tuple[str, str, Tuple[str, ...]]]:
+    """(index, version, gpu targets) of a rocm_wheel built with TheRock's SDK, else None."""
     spec = await Get(WheelBuildSpec, WheelRequest(address))
     toolchain = (await Get(WrappedTarget, WrappedTargetRequest(spec.toolchain, f"the `toolchain` field of {spec.owner}"))).target
     if toolchain.get(ToolchainProviderField).value != "therock":
+        return None
+    return toolchain.get(ToolchainIndexUrlField).value, toolchain.get(ToolchainVersionField).value, spec.gpu_targets
+
+
+def sdk_install_command(owner: str, sdks: Sequence[Tuple[str, Tuple[str, str, Tuple[str, ...]]]]) -> str:
+    """How the SDK the chain was built with gets into a venv ("" when no wheel used TheRock's):
+    `rocm[libraries]` (rocm-sdk-core: the libraries every wheel links through RUNPATH; TheRock's
+    torch requires it too) with the device wheel of every gpu target of the chain, without
+    which each kernel fails with hipErrorInvalidImage. One SDK a chain: its wheels link one."""
+    releases = {(index, version) for _, (index, version, _) in sdks}
+    if len(releases) > 1:
+        named = "; ".join(f"{target}: {version} from {index}" for target, (index, version, _) in sdks)
+        raise RocmBuildError(
+            f"{owner}: its chain is built with {len(releases)} releases of TheRock's SDK ({named}). An install set "
+            f"holds one SDK: make their `toolchain`s name one index and version."
+        )
+    if not releases:
         return ""
-    requirement = shlex.quote(f"rocm[libraries]=={toolchain.get(ToolchainVersionField).value}")
-    return f"pip install --index-url {toolchain.get(ToolchainIndexUrlField).value} {requirement}"
+    ((index, version),) = releases
+    extras = ["libraries", *(f"device-{t}" for t in sorted({t for _, (_, _, targets) in sdks for t in targets}))]
+    return f"pip install --index-url {index} {shlex.quote(f'rocm[{chr(44).join(extras)}]=={version}')}"
 
 
 @rule(desc="Collecting the run-time environment and requirements of a rocm_wheel chain")
@@ -146,13 +169,13 @@ async def runtime_set(request: RuntimeSetRequest) -> RuntimeSet:
     )
     wheels = [w.target for w in wrapped if isinstance(w.target, RocmWheelTarget)]
     env = merged_env(request.owner, [(t.address.spec, t[WheelRuntimeEnvField].value or {}) for t in wheels])
+    sdks = [await therock_sdk(t.address) for t in wheels]
+    sdk_install = sdk_install_command(request.owner, [(t.address.spec, sdk) for t, sdk in zip(wheels, sdks) if sdk])
     sdk: List[Tuple[str, str, str]] = []
     for target in wheels:
         owner = target.address.spec
         modules = sdk_requirements(owner, target[WheelRuntimeRequirementsField].value or ())
-        if modules:
-            sdk_install = await sdk_install_command(target.address)
-            sdk += [(module, owner, sdk_install) for module in modules]
+        sdk += [(module, owner, sdk_install) for module in modules]
     chains = await MultiGet(
         Get(ChainRuntimeRequirements, ChainRuntimeRequirementsRequest(t.address)) for t in wheels
     )
@@ -160,7 +183,7 @@ async def runtime_set(request: RuntimeSetRequest) -> RuntimeSet:
     locks = await MultiGet(Get(CheckedRuntimeLock, RuntimeLockCheck, c) for c in checks)
     dists = merged_dists(request.owner, [(lock.owner, lock.path, lock.lock.dists) for lock in locks])
     wheel_files = await Get(Digest, MergeDigests(lock.wheels for lock in locks))
-    return RuntimeSet(env, dists, tuple(dict.fromkeys(sdk)), wheel_files)
+    return RuntimeSet(env, dists, tuple(dict.fromkeys(sdk)), wheel_files, sdk_install)
 
 
 async def check_runtime_set(root: Address) -> None:

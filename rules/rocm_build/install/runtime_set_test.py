@@ -17,6 +17,7 @@ from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.wheel.lockfile import BuildLock, LockedDist, LockError
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements
 from rocm_build.install.runtime_set import (
+    SDK_FIRST,
     SDK_STEP,
     locks_to_use,
     RuntimeSet,
@@ -146,7 +147,11 @@ def test_conflicting_runtime_env_in_a_chain_stops_naming_both(rule_runner: RuleR
 
 
 def test_sdk_module_alone_needs_no_lock(rule_runner: RuleRunner) -> None:
-    chain(rule_runner, "runtime_env={'FLASH': 'TRUE'}", "runtime_env={'FLASH': 'TRUE'}, runtime_requirements=['amdsmi']")
+    chain(
+        rule_runner,
+        "runtime_env={'FLASH': 'TRUE'}, gpu_targets=['gfx1100', 'gfx1151']",
+        "runtime_env={'FLASH': 'TRUE'}, runtime_requirements=['amdsmi']",
+    )
     runtime = rule_runner.request(RuntimeSet, [RuntimeSetRequest(FA.spec, (TORCH, FA))])
     # An llvm toolchain has no SDK to install: the step says only where the module is.
     assert (runtime.env, runtime.dists, runtime.sdk) == (
@@ -160,9 +165,27 @@ def test_sdk_module_alone_needs_no_lock(rule_runner: RuleRunner) -> None:
         }
     )
     runtime = rule_runner.request(RuntimeSet, [RuntimeSetRequest(FA.spec, (TORCH, FA))])
-    assert runtime.sdk == (
-        ("amdsmi", "components/fa:wheel", "pip install --index-url https://stable.repo.amd.com/rocm/whl-next/ 'rocm[libraries]==10.0.0'"),
+    # The chain's SDK, always, with the device wheel of every gpu target of the chain.
+    sdk_install = "pip install --index-url https://stable.repo.amd.com/rocm/whl-next/ 'rocm[libraries,device-gfx1100,device-gfx1151]==10.0.0'"
+    assert runtime.sdk_install == sdk_install
+    assert runtime.sdk == (("amdsmi", "components/fa:wheel", sdk_install),)
+    assert header_lines(runtime)[0] == f"{SDK_FIRST}{sdk_install}"
+    # Two releases of the SDK in one chain cannot be one install set.
+    rule_runner.write_files(
+        {
+            "components/BUILD": "rocm_toolchain(name='llvm', provider='therock', version='10.0.0', "
+            "index_url='https://stable.repo.amd.com/rocm/whl-next/')\n"
+            "rocm_toolchain(name='older', provider='therock', version='7.14.0', "
+            "index_url='https://repo.amd.com/rocm/whl-multi-arch/')\n",
+            "components/torch/BUILD": "upstream_repo(name='src', pin='torch')\n"
+            "rocm_wheel(name='wheel', source=':src', toolchain='components:older', python='3.11')\n",
+        }
     )
+    assert (
+        "components/fa:wheel: its chain is built with 2 releases of TheRock's SDK (components/torch:wheel: 7.14.0 from "
+        "https://repo.amd.com/rocm/whl-multi-arch/; components/fa:wheel: 10.0.0 from https://stable.repo.amd.com/rocm/whl-next/). "
+        "An install set holds one SDK: make their `toolchain`s name one index and version."
+    ) in runtime_error(rule_runner)
 
 
 def test_a_missing_or_stale_lock_says_how_to_make_it(rule_runner: RuleRunner) -> None:
