@@ -68,13 +68,13 @@ UNDEFINED_EDIT = """\
 [[edit]]
 path = "csrc/module.c"
 pattern = 'PyLong_FromLong\\(42\\)'
-replace = "PyLong_FromLong(mini_torch_answer())"
+replace = "PyLong_FromLong(mini_vllm_missing_answer())"
 count = 1
 
 [[edit]]
 path = "csrc/module.c"
 pattern = '#include <Python.h>'
-replace = "#include <Python.h>\\nlong mini_torch_answer(void);"
+replace = "#include <Python.h>\\nlong mini_vllm_missing_answer(void);"
 count = 1
 """
 
@@ -132,13 +132,19 @@ CASES = [
       "(mini_aotriton/kernels/scale-gfx1100.co) carry AMDGPU code for gfx1100, but none for gfx1151 (gpu_targets: "
       "gfx1151). On a gfx1151 GPU it would fail with hipErrorInvalidImage", "or accept it with `allow_missing_gpu_targets`"]),
     # An extension that calls a function nothing defines: it builds and links (a shared object
-    # may leave symbols undefined) and gets a manylinux label; `import` would fail.
+    # may leave symbols undefined); `import` would fail.
     ("undefined symbol", {"tests/mini/patches/vllm/0002-undefined.edit.toml": lambda _: UNDEFINED_EDIT}, VLLM,
      ["tests/mini/vllm:wheel: the install set would not load on the box (1 problem(s); nothing was written to dist/):",
-      "  - mini_vllm/_C.cpython-311-x86_64-linux-gnu.so in mini_vllm-1.0.0+llvm19gfx1151-cp311-cp311-manylinux_2_5_x86_64.whl "
-      "needs mini_torch_answer, undefined in what it loads (no library of the set): no wheel of the set defines it: "
-      "mini_vllm-1.0.0+llvm19gfx1151-cp311-cp311-manylinux_2_5_x86_64.whl was built against a library the set does not "
-      "carry, or the symbol is defined nowhere. `import` would fail with \"undefined symbol: mini_torch_answer\"."]),
+      "  - mini_vllm/_C.cpython-311-x86_64-linux-gnu.so in mini_vllm-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl "
+      "needs mini_vllm_missing_answer, undefined in what it loads (libmini_torch.so "
+      "(mini_torch-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl), libmini_hip.so.1 "
+      "(mini_rocm_sdk_core-1.0.0-py3-none-linux_x86_64.whl)): expected from libmini_torch.so",
+      "`import` would fail with \"undefined symbol: mini_vllm_missing_answer\"."]),
+    # The SDK's host wheel without the device wheel of the gpu target: hipErrorInvalidImage on the box.
+    ("sdk without its device wheel", {"tests/mini/torch/BUILD": sub('"tests/mini/sdk:gfx1151"', '"tests/mini/sdk:core"')}, VLLM,
+     ["tests/mini/torch:wheel builds for gfx1151 (gpu_targets) on prebuilt_wheel tests/mini/sdk:core (mini-rocm-sdk-core, "
+      "pin `mini-sdk`), whose GPU code is in device wheels, but depends on none for gfx1151: add the prebuilt_wheel of "
+      "pin `mini-sdk-gfx1151` to its `dependencies`"]),
     ("pip cmake", {AOT_BUILD: wheel_field(
         'build_command=["printf \'#!/bin/sh\\\\necho pip cmake\\\\n\' > $ROCM_BUILD_DEPS_PREFIX/bin/cmake", '
         '"chmod +x $ROCM_BUILD_DEPS_PREFIX/bin/cmake"]')}, AOT,

@@ -41,7 +41,9 @@ def add_variants(ws: Workspace) -> None:
     with open(ws.path("tests/mini/torch/BUILD"), "a") as f:
         f.write(f'\nprebuilt_wheel(name="prebuilt", pin="{PIN}", pins_file="{PINS}")\n')
     for rel, deps in (
-        ("tests/mini/flash_attention/BUILD", '["tests/mini/torch:prebuilt"]'),
+        # The prebuilt torch links the SDK's library: the SDK comes with it, as rocm[libraries]
+        # comes with TheRock's torch.
+        ("tests/mini/flash_attention/BUILD", '["tests/mini/torch:prebuilt", "tests/mini/sdk:gfx1151"]'),
         ("tests/mini/vllm/BUILD", f'["tests/mini/torch:prebuilt", "{FLASH}"]'),
     ):
         add_variant(ws, rel, "wheel-on-prebuilt", deps)
@@ -184,12 +186,31 @@ def test_4_the_chain_builds_on_the_prebuilt_torch_and_installs(ws, index, tmp_pa
     subprocess.run([*pip, "--index-url", index[0], "mini_torch==1.0.0+llvm19gfx1151"], check=True, env=PIP_ENV)
     install = ws.path(INSTALL)
     subprocess.run([*pip, "--no-index", "--find-links", str(install / "wheels"), "-r", str(install / "requirements.txt")], check=True, env=PIP_ENV)
-    out = subprocess.run([str(venv / "bin/python"), "-c", "import mini_vllm; print(mini_vllm.answer())"], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
+    # linked() calls into mini torch's library, which calls into the SDK's (RUNPATH both).
+    out = subprocess.run([str(venv / "bin/python"), "-c", "import mini_vllm; print(mini_vllm.answer(), mini_vllm._C.linked())"], capture_output=True, text=True)
+    assert (out.returncode, out.stdout) == (0, "42 1151\n"), out.stderr
     # A repeat builds nothing and downloads nothing.
     before = len(seen)
     assert require_success(ws.package(VLLM), "the repeat").built == []
     assert len(seen) == before
+
+
+def test_4b_a_prebuilt_torch_without_its_sdk_is_refused_before_dist(ws, index) -> None:
+    # A consumer that does not import torch while building (so the build itself cannot notice):
+    # the install set would hold a torch whose library needs the SDK's, and no SDK.
+    add_variant(ws, "tests/mini/aotriton/BUILD", "wheel-on-prebuilt-torch", '["tests/mini/torch:prebuilt"]')
+    before = dist_files(ws)
+    run = ws.package("tests/mini/aotriton:wheel-on-prebuilt-torch")
+    assert run.returncode != 0
+    assert "tests/mini/aotriton:wheel-on-prebuilt-torch: the install set would not load on the box" in run.stderr
+    assert (
+        f"mini_torch/lib/libmini_torch.so in {index[2]} needs libmini_hip.so.1: no wheel of the set ships it. "
+        f"`import` would fail with \"libmini_hip.so.1: cannot open shared object file\". Add the wheel that ships "
+        f"it to the chain, or, if every target machine has it, declare it with why in `system_libraries` of "
+        f"tests/mini/torch:prebuilt."
+    ) in run.stderr, run.stderr[-3000:]
+    assert run.built == ["tests/mini/aotriton:wheel-on-prebuilt-torch"]
+    assert dist_files(ws) == before
 
 
 # ------------------------------------------------- TheRock's split wheels (issue 35)

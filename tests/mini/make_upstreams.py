@@ -21,7 +21,13 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional
 
+if __package__:
+    from mini import make_sdk
+else:  # run as a script: its directory is on sys.path
+    import make_sdk  # type: ignore[no-redef]
+
 DEFAULT_DEST = "/tmp/rocm-pants-mini"
+SDK_INDEX = "index"  # the mini SDK's package index, beside the repositories
 PINS = Path(__file__).with_name("pins.toml")
 
 # name -> (python package, upstream packages it imports while building)
@@ -45,15 +51,34 @@ GIT_ENV = {
 
 SETUP_PY = '''\
 """Build of {package}: a C extension plus a HIP kernel per gpu target (miniature fixture)."""
+import importlib.util
 import os
 import subprocess
 
 from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 from setuptools.command.build_py import build_py
 
 UPSTREAMS = {upstreams!r}
 # Every ROCm build here gets its targets from PYTORCH_ROCM_ARCH (seed 000).
 ARCHS = [a for a in os.environ["PYTORCH_ROCM_ARCH"].split(";") if a]
+# A shared library this package ships for others to link, as torch ships libtorch: (file, source).
+LIBRARY = {library!r}
+# What the library and the extension link: (package, its library directory, library file),
+# found where the wheels are installed in the build venv, and at run time through a RUNPATH
+# relative to the linking ELF ($ORIGIN), as TheRock's torch finds the SDK's libraries.
+LIBRARY_LINKS = {library_links!r}
+EXTENSION_LINKS = {extension_links!r}
+
+
+def link_args(links, at, build_lib):
+    args = []
+    for package, libdir, filename in links:
+        # This package's own library is in the build tree; another's is installed.
+        root = build_lib if package == "{package}" else os.path.dirname(os.path.dirname(importlib.util.find_spec(package).origin))
+        args += ["-L" + os.path.join(root, package, libdir), "-l:" + filename,
+                 "-Wl,--enable-new-dtags,-rpath,$ORIGIN/" + os.path.relpath(os.path.join(package, libdir), at)]
+    return args
 
 
 def upstream_versions():
@@ -79,6 +104,20 @@ class BuildWithKernels(build_py):
             ])
         with open(os.path.join(self.build_lib, "{package}", "_built_with.py"), "w") as f:
             f.write("UPSTREAMS = %r\\nARCHS = %r\\n" % (upstream_versions(), ARCHS))
+        if LIBRARY:
+            filename, source = LIBRARY
+            os.makedirs(os.path.join(self.build_lib, "{package}", "lib"), exist_ok=True)
+            subprocess.check_call([
+                clang, "-shared", "-fPIC", "-O2", source, "-Wl,-soname," + filename,
+                "-o", os.path.join(self.build_lib, "{package}", "lib", filename),
+                *link_args(LIBRARY_LINKS, "{package}/lib", self.build_lib),
+            ])
+
+
+class BuildLinkedExt(build_ext):
+    def build_extension(self, ext):
+        ext.extra_link_args = link_args(EXTENSION_LINKS, "{package}", self.build_lib)
+        super().build_extension(ext)
 
 
 setup(
@@ -86,7 +125,8 @@ setup(
     version="{version}",
     packages=["{package}"],
     ext_modules=[Extension("{package}._C", ["csrc/module.c"])],
-    cmdclass={{"build_py": BuildWithKernels}},
+    install_requires={requires!r},
+    cmdclass={{"build_py": BuildWithKernels, "build_ext": BuildLinkedExt}},
 )
 '''
 
@@ -107,10 +147,10 @@ def answer():
 
 MODULE_C = '''\
 #include <Python.h>
-
+{linked}
 static PyObject *answer(PyObject *self, PyObject *args) {{ return PyLong_FromLong({answer}); }}
 
-static PyMethodDef methods[] = {{{{"answer", answer, METH_NOARGS, "fixture"}}, {{NULL, NULL, 0, NULL}}}};
+static PyMethodDef methods[] = {{{{"answer", answer, METH_NOARGS, "fixture"}}, {linked_method}{{NULL, NULL, 0, NULL}}}};
 
 static struct PyModuleDef module = {{PyModuleDef_HEAD_INIT, "_C", NULL, -1, methods}};
 
@@ -135,17 +175,39 @@ extern "C" __global__ void scale(float *x, float a) {
 BUILD_REQUIREMENTS = {"vllm": "six>=1.15\ntomli>=2\ncmake>=3.20\n"}
 
 
+# What links what, as in the real chain: mini torch ships libmini_torch.so, linked to the
+# SDK's libmini_hip.so.1 (tests/mini/make_sdk.py), and requires the SDK's wheel; its extension
+# and mini vllm's link libmini_torch.so. `linked()` of each extension calls through them.
+SDK_LIBRARY = ("_mini_rocm_sdk_core", "lib", "libmini_hip.so.1")
+TORCH_LIBRARY = ("mini_torch", "lib", "libmini_torch.so")
+LINKS = {
+    "torch": dict(library=("libmini_torch.so", "csrc/torch_lib.c"), library_links=[SDK_LIBRARY],
+                  extension_links=[TORCH_LIBRARY], requires=[f"{make_sdk.CORE}=={make_sdk.VERSION}"]),
+    "vllm": dict(extension_links=[TORCH_LIBRARY]),
+}  # fmt: skip
+TORCH_LIB_C = "long mini_hip_answer(void);\nlong mini_torch_answer(void) { return mini_hip_answer(); }\n"
+LINKED_C = (
+    "long mini_torch_answer(void);\n"
+    "static PyObject *linked(PyObject *self, PyObject *args) { return PyLong_FromLong(mini_torch_answer()); }\n"
+)
+LINKED_METHOD = '{"linked", linked, METH_NOARGS, "fixture"}, '
+
+
 def component_files(name: str, version: str = "1.0.0") -> Dict[str, str]:
     package = f"mini_{name}"
+    links = {"library": None, "library_links": [], "extension_links": [], "requires": [], **LINKS.get(name, {})}
+    linked = bool(links["extension_links"])
     files = {
-        "setup.py": SETUP_PY.format(package=package, upstreams=COMPONENTS[name], version=version),
+        "setup.py": SETUP_PY.format(package=package, upstreams=COMPONENTS[name], version=version, **links),
         f"{package}/__init__.py": INIT_PY,
-        "csrc/module.c": MODULE_C.format(answer=42),
+        "csrc/module.c": MODULE_C.format(answer=42, linked=LINKED_C if linked else "", linked_method=LINKED_METHOD if linked else ""),
         "kernels/scale.hip": KERNEL_HIP,
         "README.md": f"# {package}\n\nA miniature stand-in for {name}, for rocm-pants tests.\n",
     }
     if name in BUILD_REQUIREMENTS:
         files["requirements/build.txt"] = BUILD_REQUIREMENTS[name]
+    if links["library"]:
+        files["csrc/torch_lib.c"] = TORCH_LIB_C
     return files
 
 
@@ -176,6 +238,7 @@ def make_repo(dest: Path, name: str) -> str:
 
 
 def make_all(dest: Path) -> Dict[str, str]:
+    make_sdk.make_index(dest / SDK_INDEX)
     return {name: make_repo(dest, name) for name in COMPONENTS}
 
 
@@ -187,7 +250,7 @@ def pins_text(dest: Path, commits: Dict[str, str]) -> str:
     ]
     for name, sha in commits.items():
         lines += [f"[mini-{name}]", f'url = "file://{dest}/{name}"', 'track = "main"', f'commit = "{sha}"', ""]
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n" + make_sdk.pins_text(dest / SDK_INDEX)
 
 
 def main(argv: Optional[List[str]] = None) -> int:

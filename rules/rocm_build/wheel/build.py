@@ -213,8 +213,11 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
     usable = await _dependency_wheels(spec, with_built_dependencies)
 
     bootstrap = await bootstrap_wheels_digest()
-    # Device wheels (GPU code split from a prebuilt host) are not compiled against: only in install sets.
-    dep_wheels = await Get(Digest, MergeDigests(d.payload for d in usable if not is_device_wheel(d)))
+    # The build venv gets the dependencies with what they need in turn (a torch that links the
+    # SDK's library cannot be imported without the SDK's wheel). Device wheels (GPU code split
+    # from a prebuilt host) are not compiled against: only in install sets.
+    below = {w.address: w for d in usable for w in (*d.closure, d)}.values()
+    dep_wheels = await Get(Digest, MergeDigests(d.payload for d in below if not is_device_wheel(d)))
     archive_trees = await MultiGet(
         Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)
     )
