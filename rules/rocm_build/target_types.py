@@ -4,6 +4,7 @@ rocm_wheel's run-time fields)."""
 
 from __future__ import annotations
 
+from rocm_build.kernels.target_types import TritonKernelTestTarget
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import (
     PatchSetTarget,
@@ -15,4 +16,4 @@ from rocm_build.wheel.target_types import RocmWheelTarget
 
 
 def target_types():
-    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget, UpstreamArchiveTarget, PrebuiltWheelTarget]
+    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget, UpstreamArchiveTarget, PrebuiltWheelTarget, TritonKernelTestTarget]

@@ -225,7 +225,8 @@ def fetch(index_url, project, file_name, sha256):
     if file_name not in listed:
         print(f"{project_url(index_url, project)} does not list {file_name}", file=sys.stderr)
         return EXIT_NOT_LISTED
-    problem = url_problem(index_url, listed[file_name])
+    # A mirror is ours (a setting): the page it serves may link to local files.
+    problem = url_problem(_mirrored(project_url(index_url, project)), listed[file_name])
     if problem:
         print(f"refused {file_name}: {problem}", file=sys.stderr)
         return EXIT_REFUSED

@@ -21,7 +21,7 @@ Each compiled kernel is reported with its arch read from the code object's ELF h
 register, spill and scratch use read from the code object's AMDGPU metadata note (MessagePack,
 decoded here), and its LDS use from Triton's metadata. The report is JSON:
     {"targets": {"gfx1151": {"kernels": [...], "failures": [...], "autotune_pruned": [...],
-                             "seconds": N}},
+                             "seconds": N, "case_seconds": {case: N}}},
      "triton": VERSION, "torch": VERSION}
 Exit status: 0 whenever the workload ran (failures are data; the caller decides), 2 when the
 script could not run (workload missing or not importable, unknown target).
@@ -539,8 +539,10 @@ def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder)
         recorder.case = "cases()"
         recorder.add_failure(exc)
         cases = []
+    case_seconds: dict[str, float] = {}
     for name, call in cases:
         recorder.case = name
+        case_started = time.monotonic()
         try:
             call()
         except Exception as exc:
@@ -548,7 +550,10 @@ def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder)
             if os.environ.get("TRITON_KERNELS_TRACEBACK"):
                 traceback.print_exc()
             print(f"  {target} {name}: {record['type']}: {record['message'][:200]}", file=sys.stderr)
+        finally:
+            case_seconds[name] = round(time.monotonic() - case_started, 2)
     return {
+        "case_seconds": case_seconds,
         "kernels": recorder.kernels,
         "failures": recorder.failures,
         "autotune_pruned": recorder.pruned,
