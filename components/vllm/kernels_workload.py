@@ -149,12 +149,16 @@ def select_target_arch() -> None:
 
 
 def _clear_caches(obj: Any) -> None:
-    # functools caches, also under classmethod and functools.wraps layers.
+    # functools caches, also under classmethod and functools.wraps layers. Only functions
+    # are looked into: a Platform answers any attribute (None for unknown ones).
     for _ in range(4):
-        if hasattr(obj, "cache_clear"):
+        if isinstance(obj, functools._lru_cache_wrapper):
             obj.cache_clear()
-        obj = getattr(obj, "__func__", None) or getattr(obj, "__wrapped__", None)
-        if obj is None:
+        if isinstance(obj, (classmethod, staticmethod)):
+            obj = obj.__func__
+        elif isinstance(obj, (types.FunctionType, functools._lru_cache_wrapper)):
+            obj = getattr(obj, "__wrapped__", None)
+        else:
             return
 
 

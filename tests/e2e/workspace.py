@@ -19,7 +19,7 @@ from typing import Dict, List, Optional, Sequence
 from mini import make_upstreams
 
 # What the nested Pants copies from this sandbox (see //:workspace).
-WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "pants.offline.toml", "BUILD", "3rdparty", "rules", "tests/mini", "components", "patches")
+WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "pants.offline.toml", "BUILD", "3rdparty", "rules", "tests/mini", "tests/kernels", "components", "patches")
 CACHE_ROOT = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
 FIXTURE_WHEELS = CACHE_ROOT / "fixture-wheels"
 BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")

@@ -18,9 +18,14 @@ def spills(kernel):
     return (kernel.get("vgpr_spill_count") or 0) + (kernel.get("sgpr_spill_count") or 0)
 
 
+def short_key(key):
+    """A specialization as people read it: the arguments that are not None (the report keeps all)."""
+    return " ".join(part for part in (key or "-").split(" ") if not part.endswith("=None"))
+
+
 def kernel_line(kernel):
     return (
-        f"    {kernel['name']} [{kernel.get('key') or '-'}] ({kernel['case']}): {kernel.get('arch')}, "
+        f"    {kernel['name']} [{short_key(kernel.get('key'))}] ({kernel['case']}): {kernel.get('arch')}, "
         f"{kernel.get('vgpr_count')} VGPRs, {spills(kernel)} spilled, {kernel.get('scratch_bytes') or 0} B scratch "
         f"a lane, {kernel.get('lds_bytes') or 0} B LDS"
     )
@@ -30,7 +35,7 @@ def failure_line(failure):
     sizes = ""
     if failure.get("required") is not None:
         sizes = f" (required {failure['required']}, limit {failure.get('limit')}, {failure.get('resource', 'resource')})"
-    where = f"{failure.get('kernel') or 'no kernel named'} [{failure.get('key') or '-'}]"
+    where = f"{failure.get('kernel') or 'no kernel named'} [{short_key(failure.get('key'))}]"
     message = " ".join(str(failure.get("message", "")).split())[:400]
     return f"{failure['case']}@{failure['target']}: {where}: {failure['type'].rsplit('.', 1)[-1]}{sizes}: {message}"
 

@@ -21,7 +21,7 @@ Each compiled kernel is reported with its arch read from the code object's ELF h
 register, spill and scratch use read from the code object's AMDGPU metadata note (MessagePack,
 decoded here), and its LDS use from Triton's metadata. The report is JSON:
     {"targets": {"gfx1151": {"kernels": [...], "failures": [...], "autotune_pruned": [...],
-                             "seconds": N, "case_seconds": {case: N}}},
+                             "seconds": N, "case_seconds": {case: N}, "limits": {...}}},
      "triton": VERSION, "torch": VERSION}
 Exit status: 0 whenever the workload ran (failures are data; the caller decides), 2 when the
 script could not run (workload missing or not importable, unknown target).
@@ -38,11 +38,13 @@ import hashlib
 import importlib.util
 import json
 import os
+import shutil
 import struct
 import sys
 import tempfile
 import time
 import traceback
+import warnings
 from typing import Any, Callable, Iterable
 
 
@@ -235,18 +237,20 @@ class Recorder:
         self.kernels, self.failures, self.pruned, self.seen = [], [], [], set()
 
     def add_compiled(self, compiled: Any) -> None:
-        """Record a triton CompiledKernel (once per code object)."""
+        """Record a triton CompiledKernel, once per specialization (Triton's hash of source,
+        specialization, options and target: two specializations may share machine code)."""
+        if compiled.hash in self.seen:
+            return
+        self.seen.add(compiled.hash)
         hsaco = compiled.asm["hsaco"]
         digest = hashlib.sha256(hsaco).hexdigest()
-        if digest in self.seen:
-            return
-        self.seen.add(digest)
         meta = compiled.metadata
         record = {
             "name": compiled.name,
             "case": self.case,
             "target": self.target,
             "key": specialization_key(compiled),
+            "signature": signature_of(compiled),
             "lds_bytes": meta.shared,
             "num_warps": meta.num_warps,
             "num_stages": getattr(meta, "num_stages", None),
@@ -310,21 +314,25 @@ def kernel_of(exc: BaseException) -> tuple[Any, str | None]:
 
 
 def specialization_key(compiled: Any) -> str:
-    """Constexprs and launch options in clear, plus a short hash of the argument types and
-    alignment attributes: readable, and distinct for distinct specializations."""
+    """The kernel's declared constexprs and launch options in clear, plus a short hash of
+    the rest of what Triton specialized on (argument types, None and 1 arguments folded to
+    constants, 16-byte alignment): readable, and distinct for distinct specializations."""
     src, meta = compiled.src, compiled.metadata
-    names = src.fn.arg_names if hasattr(src, "fn") else []
-    consts = []
-    for path, value in sorted(getattr(src, "constants", {}).items()):
-        label = names[path[0]] if len(path) == 1 and path[0] < len(names) else str(path)
-        if label in getattr(src, "signature", {}) and src.signature[label] != "constexpr":
-            continue  # a None argument folded to a constant: its type says so
-        consts.append(f"{label}={_short(value)}")
-    sig = ",".join(str(v) for v in getattr(src, "signature", {}).values())
-    attrs = str(sorted(getattr(src, "attrs", {}).items()))
-    digest = hashlib.sha256(f"{sig}|{attrs}".encode()).hexdigest()[:8]
+    params = getattr(getattr(src, "fn", None), "params", [])
+    declared = {p.num: p.name for p in params if p.is_constexpr}
+    consts = [f"{declared[path[0]]}={_short(value)}"
+              for path, value in sorted(getattr(src, "constants", {}).items())
+              if len(path) == 1 and path[0] in declared]
+    rest = f"{signature_of(compiled)}|{sorted(getattr(src, 'constants', {}).items())}|" \
+           f"{sorted(getattr(src, 'attrs', {}).items())}"
+    digest = hashlib.sha256(rest.encode()).hexdigest()[:8]
     opts = f"warps={meta.num_warps} stages={getattr(meta, 'num_stages', '?')}"
     return f"{' '.join(consts)} | {opts} | sig#{digest}".strip()
+
+
+def signature_of(compiled: Any) -> str:
+    """Argument types in order ("constexpr" for constants), as Triton's signature has them."""
+    return ",".join(str(v) for v in getattr(compiled.src, "signature", {}).values())
 
 
 def _short(value: Any) -> str:
@@ -350,12 +358,13 @@ def driver_class(arch: str, limits: ArchLimits, recorder: Recorder) -> type:
                 "max_shared_mem": limits.lds_bytes,
                 "max_num_regs": 65536,  # regsPerBlock; nothing in Triton's launch path reads it
                 "multiprocessor_count": limits.cu_count,
+                # Placeholders: only triton.testing's roofline helpers read these three.
                 "sm_clock_rate": 2_000_000,
                 "mem_clock_rate": 1_000_000,
                 "mem_bus_width": 256,
                 "arch": arch,
                 "warpSize": limits.wavefront,
-                "max_threads_per_sm": 2048,
+                "max_threads_per_sm": 2048,  # placeholder, as above
                 "cooperativeLaunch": 1,
             }
 
@@ -419,7 +428,7 @@ def driver_class(arch: str, limits: ArchLimits, recorder: Recorder) -> type:
             return 0
 
         def get_device_capability(self, device: int = 0) -> tuple[int, int]:
-            return (0, 0)
+            return hip_capability(arch)
 
         def get_active_torch_device(self) -> Any:
             import torch
@@ -444,6 +453,15 @@ def driver_class(arch: str, limits: ArchLimits, recorder: Recorder) -> type:
 
     CompileOnlyHIPDriver.__qualname__ = f"CompileOnlyHIPDriver[{arch}]"
     return CompileOnlyHIPDriver
+
+
+def hip_capability(arch: str) -> tuple[int, int]:
+    """(major, minor) as HIP derives them from the gfx name: gfx942 -> (9, 4),
+    gfx1151 -> (11, 5)."""
+    digits = arch[3:]
+    if len(digits) == 4:
+        return int(digits[:2]), int(digits[2])
+    return int(digits[0]), int(digits[1])
 
 
 class DriverSwap:
@@ -486,7 +504,10 @@ def clear_triton_caches() -> None:
     from triton.runtime.jit import JITFunction
 
     compiler.max_shared_mem.cache_clear()
-    for obj in gc.get_objects():
+    with warnings.catch_warnings():  # isinstance() on torch's deprecated module attributes
+        warnings.simplefilter("ignore")
+        objects = [o for o in gc.get_objects() if isinstance(o, (JITFunction, Autotuner))]
+    for obj in objects:
         if isinstance(obj, JITFunction):
             obj.device_caches.clear()
             obj.kernel = None
@@ -525,12 +546,13 @@ def load_workload(path: str) -> Any:
     return module
 
 
-def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder) -> dict:
+def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder,
+               scratch: str) -> dict:
     swap.install(driver_class(target, ARCHS[target], recorder))
     clear_triton_caches()
     # A fresh file cache per target: nothing read from ~/.triton or from an earlier target,
     # and each target's time is a cold compile.
-    os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp(prefix=f"triton-cache-{target}-")
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, f"cache-{target}")
     recorder.start_target(target)
     started = time.monotonic()
     try:
@@ -553,6 +575,7 @@ def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder)
         finally:
             case_seconds[name] = round(time.monotonic() - case_started, 2)
     return {
+        "limits": dataclasses.asdict(ARCHS[target]),
         "case_seconds": case_seconds,
         "kernels": recorder.kernels,
         "failures": recorder.failures,
@@ -563,10 +586,14 @@ def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder)
 
 def summary(target: str, result: dict) -> str:
     kernels = result["kernels"]
+    # SGPR spills go to VGPR lanes, and on gfx90a+ VGPR spills may go to AGPRs: only a
+    # private segment (scratch) means spills to memory.
     spilling = [k for k in kernels if k["vgpr_spill_count"] or k["sgpr_spill_count"]]
+    to_scratch = [k for k in spilling if k["scratch_bytes"]]
     lines = [
         f"{target}: {len({k['name'] for k in kernels})} kernels, {len(kernels)} specializations, "
-        f"{len(result['failures'])} failures, {len(spilling)} spilling, {result['seconds']} s"
+        f"{len(result['failures'])} failures, {len(spilling)} spilling "
+        f"({len(to_scratch)} to scratch), {result['seconds']} s"
     ]
     for k in spilling:
         lines.append(
@@ -617,17 +644,19 @@ def main(argv: list[str] | None = None) -> int:
     except Exception:
         traceback.print_exc()
         print(f"could not import workload {args.workload}", file=sys.stderr)
+        shutil.rmtree(scratch, ignore_errors=True)
         return 2
 
     report: dict[str, Any] = {"targets": {}, "triton": triton.__version__, "torch": torch.__version__}
     try:
         for target in args.target:
-            result = run_target(workload, target, swap, recorder)
+            result = run_target(workload, target, swap, recorder, scratch)
             report["targets"][target] = result
             print(summary(target, result))
     finally:
         knobs.runtime.jit_post_compile_hook = None
         swap.restore()
+        shutil.rmtree(scratch, ignore_errors=True)
     with open(args.report, "w") as out:
         json.dump(report, out, indent=1, sort_keys=True, default=str)
         out.write("\n")
