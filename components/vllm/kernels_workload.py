@@ -143,9 +143,17 @@ def select_target_arch() -> None:
                 if isinstance(value, type) and value.__module__.startswith("vllm.platforms"):
                     for member in vars(value).values():
                         _clear_caches(member)
+    # current_platform is an instance of the RocmPlatform class of the first import, which
+    # an earlier reload left out of the module: clear the caches of its methods too
+    # (get_device_name, get_device_capability).
+    for cls in type(current_platform).__mro__:
+        for member in vars(cls).values():
+            _clear_caches(member)
     importlib.reload(rocm)  # recomputes _GCN_ARCH and the on_gfx*() flags from amdsmi
     assert current_platform.is_rocm(), f"vLLM resolved {type(current_platform).__name__}"
     assert rocm._GCN_ARCH == target_arch(), rocm._GCN_ARCH
+    assert current_platform.get_device_name() == rocm._ROCM_DEVICE_ID_NAME_MAP.get(
+        AMDSMI_DEVICES[target_arch()][0], AMDSMI_DEVICES[target_arch()][1])
 
 
 def _clear_caches(obj: Any) -> None:

@@ -6,10 +6,11 @@ reasons over them, so it is tested on facts read from real binaries. For each ho
 each wheel, at its installed path (relative to site-packages):
 
 - each `DT_NEEDED` resolves through the ELF's RUNPATH (or RPATH when there is no RUNPATH),
-  `$ORIGIN` being its own directory, to an ELF a wheel of the set installs there; or, for an
-  ELF whose search path names no directory of the set, by SONAME to a library of the set,
-  loaded by the time it is (extensions built with torch's cpp_extension have no RUNPATH and
-  find `libc10.so` that way, after `import torch`); or to a library every manylinux system
+  `$ORIGIN` being its own directory, to an ELF a wheel of the set installs there; or, by
+  SONAME, to a library of a wheel its own wheel requires, which is imported and so loaded
+  first (torchvision's `image.so` finds torch's `libc10.so` that way, after `import torch`;
+  extensions built with torch's cpp_extension have no RUNPATH at all); or to a library every
+  manylinux system
   has (auditwheel's policy) or one a recipe declares in `system_libraries`, with why;
 - each undefined dynamic symbol that is not weak is defined in the ELF's load scope (itself
   and the set's libraries it loads, transitively) with the version it asks for; a versioned
@@ -17,13 +18,15 @@ each wheel, at its installed path (relative to site-packages):
   ours to check. A symbol without a version is also left alone when the scope holds a system
   library that may define it (one not known to version every symbol it exports).
 
-`import` of a wheel that fails here fails the same way on the box: `ImportError: ... cannot
+Programs (torch/bin/*: they name an interpreter) are not loaded by `import`: elf_links.py leaves
+them out. `import` of a wheel that fails here fails the same way on the box: `ImportError: ... cannot
 open shared object file` or `... undefined symbol: ...`.
 """
 
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
@@ -92,6 +95,11 @@ class Closure:
     symbols: int  # undefined symbols checked
 
 
+def project(wheel: str) -> str:
+    """The normalized project of a wheel file name (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", wheel.split("-", 1)[0]).lower()
+
+
 def search_dirs(elf: Elf) -> List[str]:
     """The ELF's own search path, `$ORIGIN` expanded; a directory outside site-packages (an
     absolute one, or one that climbs above it) is kept as written: the set cannot hold it."""
@@ -107,9 +115,10 @@ def search_dirs(elf: Elf) -> List[str]:
 class _Set:
     """The set's ELFs, indexed as the loader finds them."""
 
-    def __init__(self, elves: Sequence[Elf], system: Mapping[str, str]) -> None:
+    def __init__(self, elves: Sequence[Elf], system: Mapping[str, str], requires: Mapping[str, Iterable[str]]) -> None:
         self.elves = elves
         self.system = system
+        self.requires = {wheel: set(projects) for wheel, projects in requires.items()}
         self.by_path = {e.path: e for e in elves}
         self.by_name: Dict[str, List[Elf]] = {}
         for e in elves:
@@ -123,10 +132,9 @@ class _Set:
             candidate = self.by_path.get(posixpath.normpath(posixpath.join(directory, needed)))
             if candidate is not None:
                 return candidate
-        if any(not d.startswith(("/", "..")) for d in search_dirs(elf)):
-            return None  # it looks in the set, so that is where it must be found
-        # Already loaded under that SONAME by the package that ships it.
-        return next((e for e in self.by_name.get(needed, ()) if e.soname == needed), None)
+        # Loaded already, under that SONAME, by a wheel this one requires and imports first.
+        required = self.requires.get(elf.wheel, ())
+        return next((e for e in self.by_name.get(needed, ()) if e.soname == needed and project(e.wheel) in required), None)
 
     def scope(self, elf: Elf) -> Tuple[List[Elf], Set[str]]:
         """The set's ELFs loaded with `elf` (breadth first, itself first) and the names of the
@@ -147,15 +155,18 @@ class _Set:
 
 def _library_problem(index: _Set, elf: Elf, needed: str, declare_in: str) -> str:
     dirs = search_dirs(elf)
-    reach = f"its {'RUNPATH' if elf.runpath else 'RPATH'} ({':'.join(dirs)})" if dirs else "it has no RUNPATH, and"
-    elsewhere = [e for e in index.by_name.get(needed, ())]
+    kind = "RUNPATH" if elf.runpath else "RPATH"
+    elsewhere = index.by_name.get(needed, [])
     if elsewhere:
         other = elsewhere[0]
-        where = f"{other.wheel} ships it as {other.path}, which {reach} does not reach"
+        reach = f"which its {kind} ({':'.join(dirs)}) does not reach" if dirs else "and it has no RUNPATH"
+        where = f"{other.wheel} ships it as {other.path}, {reach}" + (
+            f", nor does its wheel require {project(other.wheel)}" if other.wheel != elf.wheel else ""
+        )
     else:
         outside = [d for d in dirs if d.startswith(("/", ".."))]
         where = "no wheel of the set ships it" + (
-            f" ({reach} points outside the install set: {', '.join(outside)})" if outside else ""
+            f" (its {kind} points outside the install set: {', '.join(outside)})" if outside else ""
         )
     return (
         f"{elf.path} in {elf.wheel} needs {needed}: {where}. `import` would fail with \"{needed}: cannot open "
@@ -199,11 +210,17 @@ def _symbol_problem(index: _Set, elf: Elf, loaded: Sequence[Elf], missing: Seque
     )
 
 
-def check_closure(elves: Sequence[Elf], system: Mapping[str, str], declare_in: Mapping[str, str]) -> Closure:
+def check_closure(
+    elves: Sequence[Elf],
+    system: Mapping[str, str],
+    declare_in: Mapping[str, str],
+    requires: Mapping[str, Iterable[str]] = {},
+) -> Closure:
     """Problems of the set's ELFs. `system`: library name -> why it is on every target machine
     (the manylinux policy's, the recipes' `system_libraries`); `declare_in`: wheel -> the
-    target whose field would declare a library it needs."""
-    index = _Set(elves, system)
+    target whose field would declare a library it needs; `requires`: wheel -> the projects its
+    Requires-Dist names (what is imported, and so loaded, before it)."""
+    index = _Set(elves, system, requires)
     problems: List[str] = []
     links = symbols = 0
     for elf in elves:

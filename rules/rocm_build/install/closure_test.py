@@ -5,6 +5,7 @@ compiled here by Debian's clang-19 and lld-19 and packed into wheels."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import zipfile
@@ -36,10 +37,13 @@ def version_script(tmp: Path, version: str, symbols: Sequence[str]) -> str:
     return f"-Wl,--version-script={script}"
 
 
-def wheel(path: Path, members: Dict[str, Path]) -> Path:
+def wheel(path: Path, members: Dict[str, Path], requires: Sequence[str] = ()) -> Path:
+    project, version = path.name.split("-")[:2]
+    metadata = "".join(f"Requires-Dist: {r}\n" for r in requires)
     with zipfile.ZipFile(path, "w") as z:
         for name, source in members.items():
             z.write(source, name)
+        z.writestr(f"{project}-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n{metadata}\n")
     return path
 
 
@@ -81,14 +85,15 @@ def libs(tmp_path_factory) -> Dict[str, Path]:
     return built
 
 
-def check(tmp: Path, wheels: Dict[str, Dict[str, Path]], declared=()) -> Closure:
-    elves = []
+def check(tmp: Path, wheels: Dict[str, Dict[str, Path]], declared=(), requires: Dict[str, Sequence[str]] = {}) -> Closure:
+    elves, required = [], {}
     for name, members in wheels.items():
-        found = read(wheel(tmp / name, members), tmp)
+        found = read(wheel(tmp / name, members, requires.get(name, ())), tmp)
         assert found["unreadable"] == {}
         elves += elves_of(name, found["elves"])
+        required[name] = found["requires"]
     owners = {SDK: "tests/mini:sdk", TORCH: "tests/mini/torch:wheel", VLLM: "tests/mini/vllm:wheel"}
-    return check_closure(elves, system_libraries(POLICY, declared), owners)
+    return check_closure(elves, system_libraries(POLICY, declared), owners, required)
 
 
 def chain(libs: Dict[str, Path], extension: str = "ext", sdk: str = "sdk", torch_dir: str = "mini_torch/lib") -> Dict[str, Dict[str, Path]]:
@@ -124,7 +129,8 @@ def test_a_library_outside_the_runpath(libs, tmp_path) -> None:
     (problem,) = check(tmp_path, chain(libs, torch_dir="mini_torch/libs")).problems
     assert problem.startswith(
         f"mini_vllm/_C.cpython-311-x86_64-linux-gnu.so in {VLLM} needs libmini_torch.so: {TORCH} ships it as "
-        f"mini_torch/libs/libmini_torch.so, which its RUNPATH (mini_torch/lib) does not reach."
+        f"mini_torch/libs/libmini_torch.so, which its RUNPATH (mini_torch/lib) does not reach, nor does its wheel "
+        f"require mini-torch."
     )
 
 
@@ -148,9 +154,16 @@ def test_a_symbol_version_the_sdk_in_the_set_lacks(libs, tmp_path) -> None:
     )
 
 
-def test_loaded_by_soname_once_its_package_is_imported(libs, tmp_path) -> None:
-    # No RUNPATH (torch's own cpp extensions): libmini_torch.so is found loaded, by its SONAME.
-    assert check(tmp_path, chain(libs, extension="ext_no_runpath")).problems == ()
+def test_loaded_by_soname_once_a_required_wheel_is_imported(libs, tmp_path) -> None:
+    # No RUNPATH (torch's own cpp extensions): libmini_torch.so is found loaded, by its SONAME,
+    # when the extension's wheel requires mini torch (imported first); not otherwise.
+    wheels = chain(libs, extension="ext_no_runpath")
+    assert check(tmp_path, wheels, requires={VLLM: ["mini-torch==1.0; python_version >= '3'", "einops"]}).problems == ()
+    (problem,) = check(tmp_path, wheels, requires={VLLM: ['mini-torch; extra == "cuda"']}).problems
+    assert problem.startswith(
+        f"mini_vllm/_C.cpython-311-x86_64-linux-gnu.so in {VLLM} needs libmini_torch.so: {TORCH} ships it as "
+        f"mini_torch/lib/libmini_torch.so, and it has no RUNPATH, nor does its wheel require mini-torch."
+    )
 
 
 def test_a_declared_system_library(libs, tmp_path) -> None:
@@ -161,3 +174,43 @@ def test_a_declared_system_library(libs, tmp_path) -> None:
     assert [p.split(":")[0] for p in problems] == [f"mini_vllm/ext_drm.so in {VLLM} needs libmini_sdk.so"]
     declared = [("tests/mini/vllm:wheel", {"libmini_sdk.so": "the box's SDK, from its ROCm install"})]
     assert check(tmp_path, wheels, declared).problems == ()
+
+
+# Real ELFs not written here: the CPU torch 2.13.0 and PyPI's torchvision 0.28.0 that ./setup
+# mirrors (components/kernels/pins.toml), read as package reads an install set.
+MIRROR = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants") / "kernel-mirror/files"
+REAL_TORCH = "torch-2.13.0+cpu-cp311-cp311-manylinux_2_28_x86_64.whl"
+REAL_VISION = "torchvision-0.28.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+# The manylinux policy's libraries (auditwheel's own list is read in package; these are its glibc ones).
+GLIBC = POLICY + ("libdl.so.2", "libpthread.so.0", "librt.so.1", "libz.so.1")
+
+
+def test_pypi_torchvision_beside_the_cpu_torch_cannot_load_its_cuda_ops(tmp_path) -> None:
+    found = {name: read(MIRROR / name, tmp_path) for name in (REAL_TORCH, REAL_VISION)}
+    # torch's 124 test programs and tools (torch/bin, torch/test) are not loaded by import.
+    assert (len(found[REAL_TORCH]["elves"]), len(found[REAL_TORCH]["executables"])) == (12, 124)
+    assert found[REAL_VISION]["requires"] == ["numpy", "pillow", "torch"]
+    elves = [e for name, f in found.items() for e in elves_of(name, f["elves"])]
+    requires = {name: f["requires"] for name, f in found.items()}
+    system = system_libraries(GLIBC, ())
+    closure = check_closure(elves, system, {}, requires)
+    # torch alone is whole; image.so finds torch's libc10.so by SONAME (torchvision requires
+    # torch); what is left is torchvision being a CUDA build: torch's CUDA libraries, and CUDA's
+    # runtime at a path of the machine that built it.
+    assert [p.split(": ")[0] for p in closure.problems] == [
+        f"torchvision/_C.so in {REAL_VISION} needs libcudart.so.13",
+        f"torchvision/_C.so in {REAL_VISION} needs libc10_cuda.so",
+        f"torchvision/_C.so in {REAL_VISION} needs libtorch_cuda.so",
+        f"torchvision/image.so in {REAL_VISION} needs libc10_cuda.so",
+        f"torchvision/image.so in {REAL_VISION} needs libtorch_cuda.so",
+    ]
+    assert closure.problems[1].startswith(
+        f"torchvision/_C.so in {REAL_VISION} needs libc10_cuda.so: no wheel of the set ships it (its RPATH points outside "
+        f"the install set: /__w/_temp/conda_environment_"
+    )
+    assert closure.problems[0].startswith(
+        f"torchvision/_C.so in {REAL_VISION} needs libcudart.so.13: {REAL_VISION} ships it as "
+        "torchvision.libs/libcudart.faf08d9a.so.13, which its RPATH"
+    )
+    torch_only = check_closure([e for e in elves if e.wheel == REAL_TORCH], system, {}, requires)
+    assert torch_only.problems == () and torch_only.symbols > 5000

@@ -39,6 +39,7 @@ class WheelLinks:
     wheel_name: str
     elves: str  # elf_links.py's JSON `elves`, as read
     unreadable: FrozenDict[str, str]
+    requires: Tuple[str, ...] = ()  # the projects its Requires-Dist names
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,9 @@ async def read_wheel_links(request: BuiltWheel, auditwheel: Auditwheel) -> Wheel
     # The input is a wheel: with a remote cache, ask it before pulling the wheel for a local run.
     result = await Get(ProcessResult, Process, replace(process, remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS))
     found = json.loads(result.stdout)
-    return WheelLinks(request.wheel_name, json.dumps(found["elves"], sort_keys=True), FrozenDict(found["unreadable"]))
+    return WheelLinks(
+        request.wheel_name, json.dumps(found["elves"], sort_keys=True), FrozenDict(found["unreadable"]), tuple(found["requires"])
+    )
 
 
 def device_problems(owner: str, wheel: str, code: GpuCode, gpu_targets: Sequence[str]) -> List[str]:
@@ -136,7 +139,8 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
     declared = await declared_system_libraries(request.addresses, request.owner)
     elves = [elf for found in links for elf in elves_of(found.wheel_name, json.loads(found.elves))]
     owners = {w.wheel.wheel_name: w.owner for w in request.wheels}
-    closure: Closure = check_closure(elves, system_libraries(policy.names, declared.items()), owners)
+    requires = {found.wheel_name: found.requires for found in links}
+    closure: Closure = check_closure(elves, system_libraries(policy.names, declared.items()), owners, requires)
     problems = [
         *closure.problems,
         *(f"{member} in {found.wheel_name} could not be read as ELF: {why}" for found in links for member, why in sorted(found.unreadable.items())),
