@@ -4,10 +4,18 @@
     python rules/rocm_build/scripts/triton_kernels.py \
         --workload components/vllm/kernels_workload.py --target gfx1151 --report vllm.json
 
-Needs `packaging` and `regex` beyond torch and triton. vLLM's compiled extensions (`vllm._C`,
-`_rocm_C`, `_moe_C`) are not built; vLLM logs that it could not import them, and the few of
-their HIP ops that sit between the Triton launches below are replaced by no-op test doubles
-(they are HIP kernels, not Triton: there is nothing of theirs to compile here).
+`triton_unified_attention` (imported at module level) needs numpy, packaging and regex
+beyond torch and triton. The other entry points, imported by their cases, import
+`vllm._custom_ops` or `vllm.model_executor`, which pull in much of vLLM's runtime
+requirements (requirements/common.txt); measured import closure: numpy requests psutil pyzmq
+pydantic cbor2 transformers aiohttp openai openai-harmony pillow pybase64 cachetools msgspec
+cloudpickle uvloop py-cpuinfo prometheus-client xgrammar fastapi partial-json-parser
+llguidance packaging regex. Without them those cases fail with ModuleNotFoundError.
+
+vLLM's compiled extensions (`vllm._C`, `_rocm_C`, `_moe_C`) are not built; vLLM logs that it
+could not import them, and the few of their HIP ops that sit between the Triton launches
+below are replaced by no-op test doubles (they are HIP kernels, not Triton: there is nothing
+of theirs to compile here).
 
 Cases, each through vLLM's own Python entry point:
 - `unified_attention` (vllm/v1/attention/ops/triton_unified_attention.py), the kernel of the
@@ -105,26 +113,21 @@ def hip_op_double(*args: Any, **kwargs: Any) -> None:
     """Stands in for a HIP kernel of vLLM's extension: nothing to compile, nothing runs."""
 
 
-def install_doubles() -> None:
-    sys.modules["amdsmi"] = amdsmi_double()
+def hip_ops() -> None:
+    """Replace the HIP ops called between the Triton launches below (see the docstring)."""
     from vllm import _custom_ops as ops
 
-    # HIP kernels called between the Triton launches below (see the module docstring).
     for name in ("paged_attention_rocm", "moe_align_block_size"):
         setattr(ops, name, hip_op_double)
 
 
-install_doubles()
+sys.modules["amdsmi"] = amdsmi_double()
 
+# Light imports only at module level: these need numpy, packaging and regex beyond torch and
+# triton. The other entry points are imported by their cases, so that a venv without vLLM's
+# wider requirements still compiles unified attention and reports the rest as failures of
+# their cases (ModuleNotFoundError naming the missing package).
 from vllm.platforms import current_platform  # noqa: E402
-from vllm.model_executor.layers.fused_moe import fused_moe  # noqa: E402
-from vllm.model_executor.layers.rotary_embedding.mrope import triton_mrope  # noqa: E402
-from vllm.v1.attention.ops.chunked_prefill_paged_decode import (  # noqa: E402
-    chunked_prefill_paged_decode,
-)
-from vllm.v1.attention.ops.triton_reshape_and_cache_flash import (  # noqa: E402
-    triton_reshape_and_cache_flash,
-)
 from vllm.v1.attention.ops.triton_unified_attention import unified_attention  # noqa: E402
 
 # TritonAttentionMetadataBuilder's constants (vllm/v1/attention/backends/triton_attn.py);
@@ -187,7 +190,8 @@ def batch(query_lens: list[int], context_lens: list[int]) -> dict[str, Any]:
     return {
         "cu_seqlens_q": torch.tensor(cu, dtype=torch.int32),
         "seq_lens": torch.tensor(seq_lens, dtype=torch.int32),
-        "block_table": torch.arange(len(seq_lens) * blocks, dtype=torch.int32).view(len(seq_lens), blocks),
+        "block_table": (torch.arange(len(seq_lens) * blocks, dtype=torch.int32) % NUM_BLOCKS)
+        .view(len(seq_lens), blocks),
         "max_query_len": max(query_lens),
         "max_seq_len": max(seq_lens),
         "num_tokens": cu[-1],
@@ -235,6 +239,8 @@ def reshape_and_cache(dtype: torch.dtype, head_size: int) -> None:
     key_cache, value_cache = flash_kv_cache(dtype, head_size)
     slots = torch.arange(num_tokens, dtype=torch.int64)
     one = torch.ones((), dtype=torch.float32)
+    from vllm.v1.attention.ops.triton_reshape_and_cache_flash import triton_reshape_and_cache_flash
+
     triton_reshape_and_cache_flash(key, torch.zeros_like(key), key_cache, value_cache, slots,
                                    "auto", one, one)
 
@@ -249,6 +255,9 @@ def rocm_attn(dtype: torch.dtype, head_size: int, num_heads: int, num_kv_heads: 
     key_cache = torch.zeros(NUM_BLOCKS, num_kv_heads, head_size // x, BLOCK_SIZE, x, dtype=dtype)
     value_cache = torch.zeros(NUM_BLOCKS, num_kv_heads, head_size, BLOCK_SIZE, dtype=dtype)
     one = torch.ones((), dtype=torch.float32)
+    hip_ops()
+    from vllm.v1.attention.ops.chunked_prefill_paged_decode import chunked_prefill_paged_decode
+
     chunked_prefill_paged_decode(
         query=q, key=k, value=torch.zeros_like(k), output=torch.zeros_like(q),
         kv_cache_dtype="auto", key_cache=key_cache, value_cache=value_cache,
@@ -265,6 +274,9 @@ def rocm_attn(dtype: torch.dtype, head_size: int, num_heads: int, num_kv_heads: 
 
 def moe(dtype: torch.dtype, tokens: int, experts: int, hidden: int, intermediate: int,
         top_k: int = 2) -> None:
+    hip_ops()
+    from vllm.model_executor.layers.fused_moe import fused_moe
+
     # torch.empty: large weights cost address space only, nothing is touched.
     w1 = torch.empty(experts, 2 * intermediate, hidden, dtype=dtype)
     w2 = torch.empty(experts, hidden, intermediate, dtype=dtype)
@@ -291,6 +303,8 @@ def mrope(dtype: torch.dtype, head_size: int) -> None:
     k = torch.zeros(tokens, NUM_KV_HEADS * head_size, dtype=dtype)
     cos = torch.zeros(3, tokens, head_size // 2, dtype=dtype)
     section = [head_size // 8, 3 * head_size // 16, 3 * head_size // 16]  # Qwen2-VL: 16/24/24 of 64
+    from vllm.model_executor.layers.rotary_embedding.mrope import triton_mrope
+
     triton_mrope(q, k, cos, torch.zeros_like(cos), section, head_size, head_size, False, True)
 
 

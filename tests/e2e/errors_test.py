@@ -174,6 +174,26 @@ def test_error(ws: Workspace, name, edits, target, expected) -> None:
     assert snapshot(ws) == before
 
 
+def test_plan_check_reads_the_install_set_in_dist(ws: Workspace) -> None:
+    # As on a box: the set in dist/ loses the SDK's wheel; rocm-plan --check says what breaks.
+    wheels = ws.path("dist/tests.mini.vllm.install/wheels")
+    (sdk,) = wheels.glob("mini_rocm_sdk_core-*.whl")
+    good = require_success(ws.pants("rocm-plan", "--check", VLLM), "the check of the good set")
+    assert "ok    install set dist/tests.mini.vllm.install  (" in good.stdout
+    data = sdk.read_bytes()
+    sdk.unlink()
+    try:
+        run = ws.pants("rocm-plan", "--check", VLLM)
+    finally:
+        sdk.write_bytes(data)
+    assert run.returncode != 0
+    assert "FAIL  install set dist/tests.mini.vllm.install" in run.stdout
+    assert (
+        "      - mini_torch/lib/libmini_torch.so in mini_torch-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl needs "
+        "libmini_hip.so.1: no wheel of the set ships it."
+    ) in run.stdout, run.stdout
+
+
 def test_symlink_escape(ws: Workspace) -> None:
     repo = ws.upstreams.root / "vllm"
     os.symlink("../../outside", repo / "escape")

@@ -71,7 +71,7 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
         ),
     ]
     lines, runtime, runtime_wheels = await with_runtime_set(tuple(w.address for w in closure), lines)
-    await check_loads(closure, runtime_wheels)
+    (await check_loads(closure, runtime_wheels)).raise_problems()
     wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))
     return await Get(
         Digest,

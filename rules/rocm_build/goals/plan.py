@@ -9,13 +9,15 @@ fetched or built and no toolchain is needed, so it works on any machine.
 
 from __future__ import annotations
 
+import json
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from pants.base.build_root import BuildRoot
 from pants.engine.addresses import Address, Addresses
 from pants.engine.console import Console
-from pants.engine.fs import EMPTY_DIGEST
+from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, FileContent
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
@@ -24,7 +26,9 @@ from pants.option.global_options import GlobalOptions
 from pants.option.option_types import BoolOption
 from pants.util.strutil import softwrap
 
+from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
+from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
 from rocm_build.wheel.build_requirements import LockPath, ReadLock
@@ -55,8 +59,10 @@ class RocmPlanSubsystem(GoalSubsystem):
             Run the preflight instead of printing the plan: for every component of the chain,
             before any compile, the checks `package` runs first (gpu targets against upstream's
             list, toolchain, archives, the pinned tree fetched and patched, every file the
-            recipe names, the lock against the tree, no pip cmake on PATH). Prints one line per
-            component and exits non-zero on any problem.
+            recipe names, the lock against the tree, no pip cmake on PATH). Where the target's
+            install set is in dist/ already, also the check `package` runs before writing it:
+            every library and symbol its ELF files need found in the set, GPU code for each gpu
+            target. Prints one line per component and exits non-zero on any problem.
             """
         ),
     )
@@ -234,6 +240,40 @@ async def _preflight(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
     return [*lines, verdict], count
 
 
+def _set_wheels(install: Path) -> List[Tuple[str, bytes, bool]]:
+    """(name, bytes, built by the chain) of each wheel of an install set in dist/: a wheel whose
+    rocm_build_info.json names no prebuilt source had its GPU code audited when it was built."""
+    found = []
+    for path in sorted((install / "wheels").glob("*.whl")):
+        with zipfile.ZipFile(path) as wheel:
+            info = next((n for n in wheel.namelist() if n.endswith(".dist-info/rocm_build_info.json")), None)
+            built = info is not None and "prebuilt" not in json.loads(wheel.read(info)).get("source", {})
+        found.append((path.name, path.read_bytes(), built))
+    return found
+
+
+async def _installed_sets(roots: Addresses, specs: List[WheelBuildSpec], dist: Path) -> Tuple[List[str], int]:
+    """The load check `package` runs, on each install set of the given targets already in dist/."""
+    gpu_targets = tuple(dict.fromkeys(t for s in specs for t in s.gpu_targets))
+    lines, count = [], 0
+    for root in roots:
+        install = dist / f"{dist_dir(root)}.install"
+        wheels = _set_wheels(install) if install.is_dir() else []
+        if not wheels:
+            continue
+        digests = await MultiGet(Get(Digest, CreateDigest([FileContent(name, data)])) for name, data, _ in wheels)
+        set_wheels = tuple(SetWheel(BuiltWheel(d, name), name, built) for d, (name, _, built) in zip(digests, wheels))
+        chain = tuple(s.address for s in specs)
+        checked = await Get(CheckedInstallSet, InstallSetCheckRequest(root.spec, set_wheels, gpu_targets, chain))
+        where = install.relative_to(dist.parent) if dist.parent in install.parents else install
+        if checked.problems:
+            lines += [f"FAIL  install set {where}", *(f"      - {p}" for p in checked.problems)]
+        else:
+            lines.append(f"ok    install set {where}  ({checked.summary()})")
+        count += len(checked.problems)
+    return lines, count
+
+
 @goal_rule
 async def rocm_plan(
     console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation, global_options: GlobalOptions
@@ -241,8 +281,10 @@ async def rocm_plan(
     specs = await _chains(addresses)
     if options.check:
         lines, problems = await _preflight(specs)
-        console.print_stdout("\n".join(lines))
-        return RocmPlan(exit_code=1 if problems else 0)
+        # Where the wheels are built already: the install set as the box would load it.
+        set_lines, set_problems = await _installed_sets(addresses, specs, Path(BuildRoot().path, global_options.pants_distdir))
+        console.print_stdout("\n".join([*set_lines, *lines]))
+        return RocmPlan(exit_code=1 if problems or set_problems else 0)
     lines: List[str] = []
     rebuilding: Dict[Address, bool] = {}
     for step, spec in enumerate(specs, 1):

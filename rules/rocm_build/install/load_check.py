@@ -6,7 +6,8 @@ auditwheel's venv (pyelftools, and auditwheel's manylinux policy for the librari
 system has); closure.py decides whether each library and symbol is found. GPU code of the
 wheels the chain did not build (prebuilt and run-time wheels) is read as the build's audit
 reads a built wheel's (gpu_audit.py): a library with AMDGPU code must carry each of the
-chain's `gpu_targets`. A problem stops `package`: nothing of the chain reaches dist/.
+chain's `gpu_targets`. A problem stops `package` (nothing of the chain reaches dist/);
+`rocm-plan --check` runs the same check on an install set already in dist/.
 """
 
 from __future__ import annotations
@@ -64,9 +65,21 @@ class InstallSetCheckRequest:
 
 @dataclass(frozen=True)
 class CheckedInstallSet:
+    owner: str
+    problems: Tuple[str, ...]
     elves: int
     links: int
     symbols: int
+
+    def summary(self) -> str:
+        return f"{self.elves} ELF file(s): {self.links} needed libraries found, {self.symbols} undefined symbols defined"
+
+    def raise_problems(self) -> None:
+        if self.problems:
+            raise RocmBuildError(
+                f"{self.owner}: the install set would not load on the box ({len(self.problems)} problem(s); nothing was "
+                f"written to dist/):\n" + "\n".join(f"  - {p}" for p in self.problems)
+            )
 
 
 async def _auditwheel_python(auditwheel: Auditwheel, argv: Sequence[str], digest: Digest, description: str) -> Process:
@@ -146,12 +159,7 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
         *(f"{member} in {found.wheel_name} could not be read as ELF: {why}" for found in links for member, why in sorted(found.unreadable.items())),
         *(p for w, code in zip(unaudited, codes) for p in device_problems(w.owner, w.wheel.wheel_name, code, request.gpu_targets)),
     ]
-    if problems:
-        raise RocmBuildError(
-            f"{request.owner}: the install set would not load on the box ({len(problems)} problem(s); nothing was "
-            f"written to dist/):\n" + "\n".join(f"  - {p}" for p in problems)
-        )
-    return CheckedInstallSet(closure.elves, closure.links, closure.symbols)
+    return CheckedInstallSet(request.owner, tuple(problems), closure.elves, closure.links, closure.symbols)
 
 
 async def wheels_of(digest: Digest) -> List[BuiltWheel]:
