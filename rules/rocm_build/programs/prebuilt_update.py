@@ -10,6 +10,7 @@ name, and the set is refused unless the device wheels' own requirements agree wi
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import types
 import zipfile
@@ -61,7 +62,9 @@ def fits(file_name: str, python: str) -> Optional[Version]:
     abis = {f"cp{major}{minor}", "abi3", "none"}
     for tag in tags:
         linux = tag.platform == "any" or (tag.platform.endswith("_x86_64") and tag.platform.startswith(("linux", "manylinux")))
-        if tag.interpreter in interpreters and tag.abi in abis and linux:
+        # The stable ABI (`cp38-abi3`): built for the oldest CPython 3 it names, it loads on newer ones.
+        stable = tag.abi == "abi3" and re.fullmatch(rf"cp{major}(\d+)", tag.interpreter) is not None and int(tag.interpreter[len(f"cp{major}"):]) <= int(minor)
+        if (stable or (tag.interpreter in interpreters and tag.abi in abis)) and linux:
             return version
     return None
 

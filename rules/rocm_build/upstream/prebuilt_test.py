@@ -64,6 +64,9 @@ def test_update_pins_takes_the_newest_file_for_the_python_and_track() -> None:
     assert str(version) == "2.13.0a0+rocm7.14.0a20261122"
     assert chosen.name == "torch-2.13.0a0+rocm7.14.0a20261122-cp312-cp312-manylinux_2_28_x86_64.whl"
     assert fits("not-a-wheel.tar.gz", "3.12") is None
+    # The stable ABI: a wheel for CPython 3.8 and newer loads on 3.11, one for 3.12 and newer does not.
+    assert str(fits("hf_xet-1.8.0-cp38-abi3-manylinux2014_x86_64.manylinux_2_17_x86_64.whl", "3.11")) == "1.8.0"
+    assert fits("x-1.0-cp312-abi3-manylinux_2_28_x86_64.whl", "3.11") is None
     assert requires_rocm("Name: torch\nRequires-Dist: filelock\nRequires-Dist: rocm[libraries]==7.14.0a20261122\n") == "7.14.0a20261122"
     assert requires_rocm("Name: mini-torch\nRequires-Dist: mini_aotriton==1.0.0\n") == ""
 
