@@ -7,16 +7,18 @@ each wheel, at its installed path (relative to site-packages):
 
 - each `DT_NEEDED` resolves through the ELF's RUNPATH (or RPATH when there is no RUNPATH),
   `$ORIGIN` being its own directory, to an ELF a wheel of the set installs there; or, by
-  SONAME, to a library of a wheel its own wheel requires, which is imported and so loaded
-  first (torchvision's `image.so` finds torch's `libc10.so` that way, after `import torch`;
-  extensions built with torch's cpp_extension have no RUNPATH at all); or to a library every
+  SONAME, to a library of its own wheel or of a wheel its wheel requires, which is imported and
+  so loaded first (torchvision's `image.so` finds torch's `libc10.so` that way, after `import
+  torch`; extensions built with torch's cpp_extension have no RUNPATH at all); or to a library every
   manylinux system
   has (auditwheel's policy) or one a recipe declares in `system_libraries`, with why;
 - each undefined dynamic symbol that is not weak is defined in the ELF's load scope (itself
   and the set's libraries it loads, transitively) with the version it asks for; a versioned
   symbol of a system library, and the CPython C API (the interpreter exports it), are not
-  ours to check. A symbol without a version is also left alone when the scope holds a system
-  library that may define it (one not known to version every symbol it exports).
+  ours to check. A symbol without a version binds to a default-version definition anywhere in
+  the process: it is also found in what glibc exports (the interpreter has glibc loaded; names
+  read from glibc 2.36, glibc_2_36_names.txt), and left alone when the scope holds a system
+  library whose names are not known here (libstdc++, a declared one).
 
 Programs (torch/bin/*: they name an interpreter) are not loaded by `import`: elf_links.py leaves
 them out. `import` of a wheel that fails here fails the same way on the box: `ImportError: ... cannot
@@ -25,18 +27,18 @@ open shared object file` or `... undefined symbol: ...`.
 
 from __future__ import annotations
 
+import pkgutil
 import posixpath
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+from typing import AbstractSet, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
-# Libraries that version every symbol they export (glibc's, GCC's run-time libraries): an
-# unversioned reference can never be resolved by one of them.
-ALWAYS_VERSIONED = frozenset(
+# glibc's libraries: the interpreter has them loaded, so an unversioned reference may bind to
+# any name they export at its default version (GLIBC_NAMES) whether or not the ELF needs them.
+GLIBC_LIBRARIES = frozenset(
     {
         "libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libutil.so.1",
         "libnsl.so.1", "libresolv.so.2", "libanl.so.1", "libmvec.so.1", "ld-linux-x86-64.so.2",
-        "ld-linux-aarch64.so.1", "libstdc++.so.6", "libgcc_s.so.1", "libatomic.so.1",
     }
 )  # fmt: skip
 DYNAMIC_LOADERS = frozenset({"ld-linux-x86-64.so.2", "ld-linux-aarch64.so.1"})
@@ -132,9 +134,10 @@ class _Set:
             candidate = self.by_path.get(posixpath.normpath(posixpath.join(directory, needed)))
             if candidate is not None:
                 return candidate
-        # Loaded already, under that SONAME, by a wheel this one requires and imports first.
-        required = self.requires.get(elf.wheel, ())
-        return next((e for e in self.by_name.get(needed, ()) if e.soname == needed and project(e.wheel) in required), None)
+        # Loaded already, under that SONAME: by its own package's import (triton's plugins and
+        # libtriton.so), or by a wheel this one requires and imports first.
+        loaded_first = {project(elf.wheel), *self.requires.get(elf.wheel, ())}
+        return next((e for e in self.by_name.get(needed, ()) if e.soname == needed and project(e.wheel) in loaded_first), None)
 
     def scope(self, elf: Elf) -> Tuple[List[Elf], Set[str]]:
         """The set's ELFs loaded with `elf` (breadth first, itself first) and the names of the
@@ -215,11 +218,13 @@ def check_closure(
     system: Mapping[str, str],
     declare_in: Mapping[str, str],
     requires: Mapping[str, Iterable[str]] = {},
+    glibc_names: AbstractSet[str] = frozenset(),
 ) -> Closure:
     """Problems of the set's ELFs. `system`: library name -> why it is on every target machine
     (the manylinux policy's, the recipes' `system_libraries`); `declare_in`: wheel -> the
     target whose field would declare a library it needs; `requires`: wheel -> the projects its
-    Requires-Dist names (what is imported, and so loaded, before it)."""
+    Requires-Dist names (what is imported, and so loaded, before it); `glibc_names`: what glibc
+    exports at default versions (glibc_names(): the interpreter's global scope has them)."""
     index = _Set(elves, system, requires)
     problems: List[str] = []
     links = symbols = 0
@@ -229,7 +234,9 @@ def check_closure(
             if index.resolve(elf, needed) is None and needed not in system and needed not in DYNAMIC_LOADERS:
                 problems.append(_library_problem(index, elf, needed, declare_in.get(elf.wheel, "its target")))
         loaded, outside = index.scope(elf)
-        may_define = {name for name in outside if name not in ALWAYS_VERSIONED}
+        # System libraries whose names are not known here (libstdc++, a declared one) may define
+        # what an unversioned reference asks for; glibc's names are known.
+        may_define = {name for name in outside if name not in GLIBC_LIBRARIES}
         missing = []
         for symbol, version, needed_from in elf.undefined:
             symbols += 1
@@ -237,7 +244,7 @@ def check_closure(
                 continue
             if version and needed_from in outside:
                 continue  # a system library's versioned symbol, or its library is reported above
-            if not version and (symbol.startswith(INTERPRETER_PREFIXES) or may_define):
+            if not version and (symbol.startswith(INTERPRETER_PREFIXES) or symbol in glibc_names or may_define):
                 continue
             missing.append((symbol, version, needed_from))
         if missing:
@@ -252,3 +259,9 @@ def system_libraries(policy: Iterable[str], declared: Iterable[Tuple[str, Mappin
         for name, why in fields.items():
             libraries.setdefault(name, f"{target} declares it: {why}")
     return libraries
+
+
+def glibc_names() -> FrozenSet[str]:
+    """The names in glibc_2_36_names.txt (beside this module)."""
+    data = pkgutil.get_data(__name__, "glibc_2_36_names.txt") or b""
+    return frozenset(line for line in data.decode().splitlines() if line and not line.startswith("#"))

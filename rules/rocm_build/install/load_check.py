@@ -26,7 +26,7 @@ from pants.util.logging import LogLevel
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.install.closure import Closure, check_closure, elves_of, system_libraries
+from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
 from rocm_build.install.target_types import SystemLibrariesField
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
@@ -153,7 +153,8 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
     elves = [elf for found in links for elf in elves_of(found.wheel_name, json.loads(found.elves))]
     owners = {w.wheel.wheel_name: w.owner for w in request.wheels}
     requires = {found.wheel_name: found.requires for found in links}
-    closure: Closure = check_closure(elves, system_libraries(policy.names, declared.items()), owners, requires)
+    system = system_libraries(policy.names, declared.items())
+    closure: Closure = check_closure(elves, system, owners, requires, glibc_names())
     problems = [
         *closure.problems,
         *(f"{member} in {found.wheel_name} could not be read as ELF: {why}" for found in links for member, why in sorted(found.unreadable.items())),
