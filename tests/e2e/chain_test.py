@@ -84,6 +84,8 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
         assert first.built == CHAIN, first.stderr[-3000:]
         wheels = ws.dist_wheels()
         assert sorted(wheels) == ["tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.torch", "tests.mini.vllm"]
+        # The SDK's prebuilt wheels (tests/mini/sdk) go to dist/ with the chain, as they are.
+        assert sorted(set(ws.dist_wheels(prebuilt=True)) - set(wheels)) == ["tests.mini.sdk.core", "tests.mini.sdk.gfx1151"]
         for wheel in wheels.values():
             assert "+llvm19gfx1151-" in wheel.name
             # The arch comes from the code object's ELF header, not from anything we wrote.

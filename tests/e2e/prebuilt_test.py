@@ -77,7 +77,7 @@ def index(tmp_path_factory):
     files = root / "serve" / "files"
     files.mkdir(parents=True)
     wheels = {}
-    for wheel in builder.dist_wheels().values():
+    for wheel in builder.dist_wheels(prebuilt=True).values():
         (files / wheel.name).write_bytes(wheel.read_bytes())
         project = wheel.name.split("-")[0].replace("_", "-")
         wheels.setdefault(project, []).append(wheel.name)

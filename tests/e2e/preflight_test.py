@@ -126,7 +126,8 @@ def test_an_optional_component_asked_for_a_target_upstream_does_not_build_is_ski
     assert f"tests/mini/vllm:wheel: building without optional tests/mini/aiter:wheel: {why}" in package.stderr
     assert package.built == ["tests/mini/aotriton:wheel", "tests/mini/torch:wheel", "tests/mini/flash_attention:wheel", VLLM]
     assert sorted(p.name for p in ws.path("dist").iterdir()) == [
-        "tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.torch", "tests.mini.vllm", "tests.mini.vllm.install"
+        "tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.sdk.core", "tests.mini.sdk.gfx1151",
+        "tests.mini.torch", "tests.mini.vllm", "tests.mini.vllm.install",
     ]
     # The install set has no aiter either.
     assert "aiter" not in ws.read("dist/tests.mini.vllm.install/requirements.txt")

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
@@ -134,8 +135,11 @@ class Workspace:
             except (ValueError, ProcessLookupError):
                 pass
 
-    def dist_wheels(self) -> Dict[str, Path]:
-        return {p.parent.name: p for p in sorted((self.root / "dist").glob("*/*.whl"))}
+    def dist_wheels(self, prebuilt: bool = False) -> Dict[str, Path]:
+        """The wheels the chain built in dist/, by directory; with `prebuilt`, also the prebuilt
+        ones written beside them (the mini SDK's), which carry no rocm_build_info.json."""
+        found = {p.parent.name: p for p in sorted((self.root / "dist").glob("*/*.whl"))}
+        return {d: p for d, p in found.items() if prebuilt or _built_by_us(p)}
 
 
 def require_success(run: Run, what: str) -> Run:
@@ -145,3 +149,8 @@ def require_success(run: Run, what: str) -> Run:
 
 def last_error(run: Run) -> Optional[str]:
     return run.stderr[run.stderr.find("Exception") :] if "Exception" in run.stderr else None
+
+
+def _built_by_us(wheel: Path) -> bool:
+    with zipfile.ZipFile(wheel) as z:
+        return any(n.endswith(".dist-info/rocm_build_info.json") for n in z.namelist())
