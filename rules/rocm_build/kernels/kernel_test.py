@@ -169,7 +169,7 @@ async def setup_kernel_test(
                 await Get(Digest, AddPrefix(inputs.tree, "src")),
                 workload_file,
                 await Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
-                await script_digest("kernel_test.sh", "triton_kernels.py", "kernel_verdict.py"),
+                await script_digest("kernel_test.sh", "triton_kernels.py", "gpu_code.py", "wheel_zip.py", "kernel_verdict.py"),
             ]
         ),
     )

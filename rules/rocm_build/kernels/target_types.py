@@ -143,7 +143,7 @@ class TritonKernelTestTarget(Target):
                 source=":sdist",
                 workload="kernels_workload.py",
                 gpu_targets=["gfx1151"],
-                dependencies=["components/kernels:triton", "components/kernels:torch-cpu"],
+                dependencies=["components/kernels:venv"],  # triton, a CPU torch and what they import
                 env={{"FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE"}},
             )
         """

@@ -47,6 +47,8 @@ import traceback
 import warnings
 from typing import Any, Callable, Iterable
 
+from gpu_code import amdgpu_arch
+
 
 # --------------------------------------------------------------------------------------------
 # Per-arch limits a HIP device would report.
@@ -88,25 +90,17 @@ ARCHS: dict[str, ArchLimits] = {
 # --------------------------------------------------------------------------------------------
 # AMDGPU code objects: arch from the ELF header, resource use from the metadata note.
 
-EM_AMDGPU = 224
 SHT_NOTE = 7
 NT_AMDGPU_METADATA = 32
-# EF_AMDGPU_MACH_* values of LLVM's include/llvm/BinaryFormat/ELF.h.
-MACH = {
-    0x3F: "gfx90a", 0x4C: "gfx942", 0x4F: "gfx950", 0x41: "gfx1100", 0x43: "gfx1150",
-    0x4A: "gfx1151", 0x48: "gfx1200", 0x4E: "gfx1201",
-}  # fmt: skip
 
 
 def elf_arch(blob: bytes) -> str:
-    """The gfx name in an AMDGPU ELF's header (e_machine, e_flags & 0xff)."""
-    if blob[:4] != b"\x7fELF" or blob[4] != 2:
-        raise ValueError("not a 64-bit ELF")
-    (machine,) = struct.unpack_from("<H", blob, 18)
-    if machine != EM_AMDGPU:
-        raise ValueError(f"e_machine {machine} is not EM_AMDGPU")
-    (flags,) = struct.unpack_from("<I", blob, 48)
-    return MACH.get(flags & 0xFF, f"unknown-mach-{flags & 0xFF:#x}")
+    """The gfx name in an AMDGPU ELF's header (e_machine, e_flags & 0xff), as the wheels'
+    GPU-code audit reads it (gpu_code.py, shipped beside this script)."""
+    arch = amdgpu_arch(blob)
+    if arch is None:
+        raise ValueError("not a 64-bit AMDGPU ELF")
+    return arch
 
 
 def elf_notes(blob: bytes) -> Iterable[tuple[str, int, bytes]]:
