@@ -4,6 +4,7 @@ log under its target's directory, and the chain as one install set beside it."""
 from __future__ import annotations
 
 import json
+import logging
 import shlex
 from dataclasses import dataclass
 from typing import Dict, Iterable, Sequence, Tuple
@@ -15,12 +16,14 @@ from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, wheels_of
-from rocm_build.install.runtime_set import check_runtime_set, with_runtime_set
+from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest, check_runtime_set, with_runtime_set
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.wheel.build import BuiltRocmWheel
 from rocm_build.wheel.build_spec import WheelRequest, dist_dir
 from rocm_build.wheel.chain import ChainRequest, CheckedChain
+
+logger = logging.getLogger(__name__)
 
 INSTALL_REQUIREMENTS = "requirements.txt"
 
@@ -71,7 +74,10 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
         ),
     ]
     lines, runtime, runtime_wheels = await with_runtime_set(tuple(w.address for w in closure), lines)
-    (await check_loads(closure, runtime_wheels)).raise_problems()
+    checked = await check_loads(closure, runtime_wheels)
+    checked.raise_problems()
+    for note in checked.notes:
+        logger.warning(f"{checked.owner}: {note}")
     wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))
     return await Get(
         Digest,
@@ -95,7 +101,9 @@ async def check_loads(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Diges
     runtime = [SetWheel(w, "the chain's run-time lock", audited=False) for w in await wheels_of(runtime_wheels)]
     gpu_targets = tuple(dict.fromkeys(t for info in infos for t in info.get("gpu_targets", ())))
     owner = closure[-1].address.spec
-    request = InstallSetCheckRequest(owner, (*chain, *runtime), gpu_targets, tuple(w.address for w in closure))
+    addresses = tuple(w.address for w in closure)
+    sdk = (await Get(RuntimeSet, RuntimeSetRequest(owner, addresses))).sdk_install
+    request = InstallSetCheckRequest(owner, (*chain, *runtime), gpu_targets, addresses, sdk)
     return await Get(CheckedInstallSet, InstallSetCheckRequest, request)
 
 

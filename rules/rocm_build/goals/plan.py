@@ -27,6 +27,7 @@ from pants.option.option_types import BoolOption
 from pants.util.strutil import softwrap
 
 from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel
+from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
@@ -264,12 +265,14 @@ async def _installed_sets(roots: Addresses, specs: List[WheelBuildSpec], dist: P
         digests = await MultiGet(Get(Digest, CreateDigest([FileContent(name, data)])) for name, data, _ in wheels)
         set_wheels = tuple(SetWheel(BuiltWheel(d, name), name, built) for d, (name, _, built) in zip(digests, wheels))
         chain = tuple(s.address for s in specs)
-        checked = await Get(CheckedInstallSet, InstallSetCheckRequest(root.spec, set_wheels, gpu_targets, chain))
+        sdk = (await Get(RuntimeSet, RuntimeSetRequest(root.spec, chain))).sdk_install
+        checked = await Get(CheckedInstallSet, InstallSetCheckRequest(root.spec, set_wheels, gpu_targets, chain, sdk))
         where = install.relative_to(dist.parent) if dist.parent in install.parents else install
         if checked.problems:
             lines += [f"FAIL  install set {where}", *(f"      - {p}" for p in checked.problems)]
         else:
             lines.append(f"ok    install set {where}  ({checked.summary()})")
+        lines += [f"      note: {n}" for n in checked.notes]
         count += len(checked.problems)
     return lines, count
 

@@ -95,6 +95,9 @@ class Closure:
     elves: int  # host ELFs read
     links: int  # DT_NEEDED entries resolved
     symbols: int  # undefined symbols checked
+    # Libraries not found in the set, left to an SDK the set installs from an index and this
+    # check cannot read (`unread_sdk`), each with an ELF that needs it.
+    left_to_sdk: Tuple[Tuple[str, str], ...] = ()
 
 
 def project(wheel: str) -> str:
@@ -219,20 +222,27 @@ def check_closure(
     declare_in: Mapping[str, str],
     requires: Mapping[str, Iterable[str]] = {},
     glibc_names: AbstractSet[str] = frozenset(),
+    unread_sdk: bool = False,
 ) -> Closure:
     """Problems of the set's ELFs. `system`: library name -> why it is on every target machine
     (the manylinux policy's, the recipes' `system_libraries`); `declare_in`: wheel -> the
     target whose field would declare a library it needs; `requires`: wheel -> the projects its
     Requires-Dist names (what is imported, and so loaded, before it); `glibc_names`: what glibc
-    exports at default versions (glibc_names(): the interpreter's global scope has them)."""
+    exports at default versions (glibc_names(): the interpreter's global scope has them);
+    `unread_sdk`: the set installs an SDK from its index (TheRock's `rocm[libraries]`, not
+    pinned as wheels yet), so a library found nowhere else is left to it, and listed."""
     index = _Set(elves, system, requires)
     problems: List[str] = []
     links = symbols = 0
+    left: Dict[str, str] = {}
     for elf in elves:
         for needed in elf.needed:
             links += 1
             if index.resolve(elf, needed) is None and needed not in system and needed not in DYNAMIC_LOADERS:
-                problems.append(_library_problem(index, elf, needed, declare_in.get(elf.wheel, "its target")))
+                if unread_sdk and not index.by_name.get(needed):
+                    left.setdefault(needed, f"{elf.path} in {elf.wheel}")
+                else:
+                    problems.append(_library_problem(index, elf, needed, declare_in.get(elf.wheel, "its target")))
         loaded, outside = index.scope(elf)
         # System libraries whose names are not known here (libstdc++, a declared one) may define
         # what an unversioned reference asks for; glibc's names are known.
@@ -249,7 +259,7 @@ def check_closure(
             missing.append((symbol, version, needed_from))
         if missing:
             problems.append(_symbol_problem(index, elf, loaded, missing))
-    return Closure(tuple(problems), len(elves), links, symbols)
+    return Closure(tuple(problems), len(elves), links, symbols, tuple(sorted(left.items())))
 
 
 def system_libraries(policy: Iterable[str], declared: Iterable[Tuple[str, Mapping[str, str]]]) -> Dict[str, str]:

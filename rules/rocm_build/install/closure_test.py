@@ -125,6 +125,19 @@ def test_the_sdk_wheel_missing_from_the_set(libs, tmp_path) -> None:
     )
 
 
+def test_an_sdk_installed_from_its_index_is_left_what_nothing_else_ships(libs, tmp_path) -> None:
+    # TheRock's toolchain: the set says to install rocm[libraries]==X from its index; until its
+    # wheels are pins, what only the SDK would ship is listed, not refused.
+    wheels = chain(libs)
+    del wheels[SDK]
+    elves = []
+    for name, members in wheels.items():
+        elves += elves_of(name, read(wheel(tmp_path / name, members), tmp_path)["elves"])
+    closure = check_closure(elves, system_libraries(POLICY, ()), {}, {}, glibc_names(), unread_sdk=True)
+    assert closure.problems == ()
+    assert closure.left_to_sdk == (("libmini_sdk.so", f"mini_torch/lib/libmini_torch.so in {TORCH}"),)
+
+
 def test_a_library_outside_the_runpath(libs, tmp_path) -> None:
     (problem,) = check(tmp_path, chain(libs, torch_dir="mini_torch/libs")).problems
     assert problem.startswith(

@@ -61,6 +61,9 @@ class InstallSetCheckRequest:
     wheels: Tuple[SetWheel, ...]
     gpu_targets: Tuple[str, ...]
     addresses: Tuple[Address, ...]  # the chain's targets, whose `system_libraries` count
+    # How the set installs the SDK it was built with from an index (TheRock's rocm[...]), or "":
+    # its wheels are not pinned here, so what only it would provide cannot be read.
+    sdk_install: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,7 @@ class CheckedInstallSet:
     elves: int
     links: int
     symbols: int
+    notes: Tuple[str, ...] = ()  # what the check could not read, said once (package logs it)
 
     def summary(self) -> str:
         return f"{self.elves} ELF file(s): {self.links} needed libraries found, {self.symbols} undefined symbols defined"
@@ -154,13 +158,21 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
     owners = {w.wheel.wheel_name: w.owner for w in request.wheels}
     requires = {found.wheel_name: found.requires for found in links}
     system = system_libraries(policy.names, declared.items())
-    closure: Closure = check_closure(elves, system, owners, requires, glibc_names())
+    closure: Closure = check_closure(elves, system, owners, requires, glibc_names(), bool(request.sdk_install))
     problems = [
         *closure.problems,
         *(f"{member} in {found.wheel_name} could not be read as ELF: {why}" for found in links for member, why in sorted(found.unreadable.items())),
         *(p for w, code in zip(unaudited, codes) for p in device_problems(w.owner, w.wheel.wheel_name, code, request.gpu_targets)),
     ]
-    return CheckedInstallSet(request.owner, tuple(problems), closure.elves, closure.links, closure.symbols)
+    notes = ()
+    if closure.left_to_sdk:
+        shown = ", ".join(f"{name} ({needed_by})" for name, needed_by in closure.left_to_sdk[:5])
+        more = f" and {len(closure.left_to_sdk) - 5} more" if len(closure.left_to_sdk) > 5 else ""
+        notes = (
+            f"{len(closure.left_to_sdk)} needed libraries are left to the SDK the set installs from its index "
+            f"({request.sdk_install}), whose wheels are not pinned here to be read: {shown}{more}",
+        )
+    return CheckedInstallSet(request.owner, tuple(problems), closure.elves, closure.links, closure.symbols, notes)
 
 
 async def wheels_of(digest: Digest) -> List[BuiltWheel]:
