@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 from pants.core.goals.test import TestFieldSet, TestRequest, TestResult, TestSubsystem, TestTimeoutField
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
@@ -85,6 +85,7 @@ class TritonKernelTestRequest(TestRequest):
 @dataclass(frozen=True)
 class KernelTestRequest:
     field_set: TritonKernelTestFieldSet
+    timeout_seconds: Optional[int] = None  # the target's `timeout`, with [test]'s defaults applied
 
 
 @dataclass(frozen=True)
@@ -144,9 +145,7 @@ async def kernel_inputs(request: KernelTestRequest) -> KernelInputs:
 
 
 @rule(desc="Setting up a triton_kernel_test", level=LogLevel.DEBUG)
-async def setup_kernel_test(
-    request: KernelTestRequest, tools: HostTools, isolation: NetworkIsolation, test: TestSubsystem
-) -> Process:
+async def setup_kernel_test(request: KernelTestRequest, tools: HostTools, isolation: NetworkIsolation) -> Process:
     field_set = request.field_set
     owner = field_set.address.spec
     targets = tuple(field_set.gpu_targets.value or ())
@@ -190,14 +189,14 @@ async def setup_kernel_test(
         append_only_caches={python.cache_name: PYTHON_LINK},
         description=f"Compiling the Triton kernels of {owner} for {', '.join(targets)}",
         level=LogLevel.INFO,
-        timeout_seconds=field_set.timeout.calculate_from_global_options(test),
+        timeout_seconds=request.timeout_seconds,
     )
 
 
 @rule(desc="Running a triton_kernel_test", level=LogLevel.DEBUG)
 async def run_kernel_test(batch: TritonKernelTestRequest.Batch, test: TestSubsystem) -> TestResult:
     field_set = batch.single_element
-    process = await Get(Process, KernelTestRequest(field_set))
+    process = await Get(Process, KernelTestRequest(field_set, field_set.timeout.calculate_from_global_options(test)))
     result = await Get(FallibleProcessResult, Process, process)
     report = await Get(Snapshot, Digest, result.output_digest)
     return TestResult.from_fallible_process_result(
