@@ -52,7 +52,10 @@ def check_built_against(wheels: Dict[str, Path], tmp_path: Path) -> None:
     as built and refuses a torch of another version next to the vllm built on this one."""
     torch, fa, vllm = wheels["tests.mini.torch"], wheels["tests.mini.flash_attention"], wheels["tests.mini.vllm"]
     assert requires_dist(vllm) == [f"mini_flash_attention=={version(fa)}", f"mini_torch=={version(torch)}"]
-    assert requires_dist(torch) == [f"mini_aotriton=={version(wheels['tests.mini.aotriton'])}"]
+    # Torch also requires the SDK it links, host and device wheel, at the versions it was built on.
+    assert requires_dist(torch) == [
+        f"mini_aotriton=={version(wheels['tests.mini.aotriton'])}", "mini_rocm_sdk_core==1.0.0", "mini_rocm_sdk_device_gfx1151==1.0.0"
+    ]
     # The lock left pip's cmake out, and the build says so and which cmake it used.
     log = (vllm.parent / f"{vllm.name}.build.log").read_text()
     assert "== cmake: the lock left out pip's cmake==3.31.6; the system cmake is used: /usr/bin/cmake (cmake version" in log
@@ -63,7 +66,8 @@ def check_built_against(wheels: Dict[str, Path], tmp_path: Path) -> None:
     other = tmp_path / "other-torch"
     subprocess.run(["/usr/bin/python3", "rules/rocm_build/scripts/wheel_files.py", "label", str(torch), str(other), "other"], check=True)
     (other_torch,) = other.glob("*.whl")
-    refused = subprocess.run([*pip, "--dry-run", str(vllm), str(fa), str(other_torch)], capture_output=True, text=True)
+    sdk = [str(p) for p in vllm.parent.parent.glob("tests.mini.sdk.*/*.whl")]
+    refused = subprocess.run([*pip, "--dry-run", str(vllm), str(fa), str(other_torch), *sdk], capture_output=True, text=True)
     assert refused.returncode != 0
     assert f"mini-vllm {version(vllm)} depends on mini_torch=={version(torch)}" in refused.stdout + refused.stderr
     # The chain as `package` leaves it to install: README's command, from dist/.
@@ -109,7 +113,7 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
         # The C extensions work, the torch edit and vllm patch are in, and each downstream
         # was built against its upstream's installed wheel.
         out = install_and_run(
-            wheels.values(),
+            ws.dist_wheels(prebuilt=True).values(),  # the SDK too: mini torch's library links it
             "import mini_vllm, mini_torch, mini_vllm._built_with as b;"
             "print(mini_torch.answer(), mini_vllm.PATCHED_FOR, sorted(b.UPSTREAMS))",
             tmp_path,
