@@ -19,7 +19,7 @@ from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequ
 from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest, check_runtime_set, with_runtime_set
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
-from rocm_build.wheel.build import BuiltRocmWheel
+from rocm_build.wheel.build import BuiltRocmWheel, is_prebuilt
 from rocm_build.wheel.build_spec import WheelRequest, dist_dir
 from rocm_build.wheel.chain import ChainRequest, CheckedChain
 
@@ -93,13 +93,9 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
 
 async def check_loads(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Digest) -> CheckedInstallSet:
     """The set's libraries, symbols and GPU code, as the box would load them (install/load_check.py)."""
-    infos = [json.loads(w.build_info) for w in closure]
-    chain = [
-        SetWheel(BuiltWheel(w.wheel, w.wheel_name or ""), w.address.spec, audited="prebuilt" not in info["source"])
-        for w, info in zip(closure, infos)
-    ]
+    chain = [SetWheel(BuiltWheel(w.wheel, w.wheel_name or ""), w.address.spec, audited=not is_prebuilt(w)) for w in closure]
     runtime = [SetWheel(w, "the chain's run-time lock", audited=False) for w in await wheels_of(runtime_wheels)]
-    gpu_targets = tuple(dict.fromkeys(t for info in infos for t in info.get("gpu_targets", ())))
+    gpu_targets = tuple(dict.fromkeys(t for w in closure for t in json.loads(w.build_info).get("gpu_targets", ())))
     owner = closure[-1].address.spec
     addresses = tuple(w.address for w in closure)
     sdk = (await Get(RuntimeSet, RuntimeSetRequest(owner, addresses))).sdk_install

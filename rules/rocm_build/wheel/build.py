@@ -213,10 +213,12 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
     usable = await _dependency_wheels(spec, with_built_dependencies)
 
     bootstrap = await bootstrap_wheels_digest()
-    # The build venv gets the dependencies with what they need in turn (a torch that links the
-    # SDK's library cannot be imported without the SDK's wheel). Device wheels (GPU code split
-    # from a prebuilt host) are not compiled against: only in install sets.
-    below = {w.address: w for d in usable for w in (*d.closure, d)}.values()
+    # The build venv gets the dependencies, and the prebuilt wheels they were built on (a torch
+    # that links the SDK's library cannot be imported without the SDK's wheel). Not the rocm_wheels
+    # below them: a build depends on what its dependencies ship (early cutoff), and a prebuilt
+    # wheel changes only with its pin. Device wheels (GPU code split from a prebuilt host) are not
+    # compiled against: only in install sets.
+    below = {w.address: w for d in usable for w in (*(c for c in d.closure if is_prebuilt(c)), d)}.values()
     dep_wheels = await Get(Digest, MergeDigests(d.payload for d in below if not is_device_wheel(d)))
     archive_trees = await MultiGet(
         Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)
@@ -316,6 +318,10 @@ async def build_rocm_wheel(
         payload_sha256=out.sha256,
     )
     return replace(built, closure=(*closure, built))
+
+
+def is_prebuilt(wheel: BuiltRocmWheel) -> bool:
+    return "prebuilt" in json.loads(wheel.build_info).get("source", {})
 
 
 def is_device_wheel(wheel: BuiltRocmWheel) -> bool:
