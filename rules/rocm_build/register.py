@@ -5,7 +5,7 @@ from pants.core.util_rules.environments import DockerEnvironmentTarget
 
 from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, package, plan, verify_reproducible
 from rocm_build.install import load_check, runtime_lock, runtime_set
-from rocm_build.kernels import kernel_test
+from rocm_build.kernels import kernel_rules
 from rocm_build.subsystems import host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
 from rocm_build.toolchain.target_types import ImageRecipeField
@@ -70,7 +70,7 @@ def rules():
         *runtime_set.rules(),
         *load_check.rules(),
         # Triton kernels compiled for each gpu target (`pants test` of triton_kernel_test)
-        *kernel_test.rules(),
+        *kernel_rules.rules(),
         # Goals
         *package.rules(),
         *plan.rules(),

@@ -10,7 +10,6 @@ name, and the set is refused unless the device wheels' own requirements agree wi
 from __future__ import annotations
 
 import os
-import re
 import tempfile
 import types
 import zipfile
@@ -18,10 +17,10 @@ from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
-from packaging.utils import InvalidWheelFilename, parse_wheel_filename
-from packaging.version import InvalidVersion, Version
+from packaging.version import Version
 
 from rocm_build.upstream.pins import PREBUILT, PrebuiltPin
+from rocm_build.upstream.wheel_tags import fits
 from rocm_build.upstream.prebuilt_devices import DeviceSetError, device_values, host_devices, pinned_requirement
 from rocm_build.sandbox_scripts import load_script
 
@@ -49,24 +48,6 @@ class PrebuiltMove:
     @property
     def table(self) -> str:
         return f"{PREBUILT}.{self.name}"
-
-
-def fits(file_name: str, python: str) -> Optional[Version]:
-    """The wheel's version if it installs on CPython `python` on linux x86_64."""
-    try:
-        _, version, _, tags = parse_wheel_filename(file_name)
-    except (InvalidWheelFilename, InvalidVersion):  # older packaging raises the second for a bad version
-        return None
-    major, minor = python.split(".")
-    interpreters = {f"cp{major}{minor}", f"py{major}{minor}", f"py{major}"}
-    abis = {f"cp{major}{minor}", "abi3", "none"}
-    for tag in tags:
-        linux = tag.platform == "any" or (tag.platform.endswith("_x86_64") and tag.platform.startswith(("linux", "manylinux")))
-        # The stable ABI (`cp38-abi3`): built for the oldest CPython 3 it names, it loads on newer ones.
-        stable = tag.abi == "abi3" and re.fullmatch(rf"cp{major}(\d+)", tag.interpreter) is not None and int(tag.interpreter[len(f"cp{major}"):]) <= int(minor)
-        if (stable or (tag.interpreter in interpreters and tag.abi in abis)) and linux:
-            return version
-    return None
 
 
 def newest(pin: PrebuiltPin, files: Sequence[IndexFile]) -> Optional[Tuple[Version, IndexFile]]:

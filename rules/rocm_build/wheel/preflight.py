@@ -29,6 +29,7 @@ from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequir
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest, parse_constraint
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec, missing_device_wheels
+from rocm_build.upstream.wheel_tags import fits
 from rocm_build.wheel.recipe_paths import PROJECT_FILES, missing_paths, named_paths
 from rocm_build.upstream.source_tree import source_files
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainVersionField
@@ -131,7 +132,9 @@ async def _prebuilt_problems(spec: WheelBuildSpec) -> List[str]:
             problems.append(problem_text(e))
             continue
         found.append(prebuilt)
-        if minor and prebuilt.pin.python != minor:
+        # A resolved pin's file says which Pythons it installs on (a py3-none wheel: all).
+        installs = fits(prebuilt.pin.file, minor) is not None if prebuilt.pin.file else prebuilt.pin.python == minor
+        if minor and not installs:
             problems.append(
                 f"{spec.owner} builds with Python {minor}, but prebuilt_wheel {prebuilt.owner} is pinned for Python "
                 f"{prebuilt.pin.python} ({prebuilt.where}): it could not be installed beside it."
