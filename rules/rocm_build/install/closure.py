@@ -9,9 +9,9 @@ each wheel, at its installed path (relative to site-packages):
   `$ORIGIN` being its own directory, to an ELF a wheel of the set installs there; or, by
   SONAME, to a library of its own wheel or of a wheel its wheel requires, which is imported and
   so loaded first (torchvision's `image.so` finds torch's `libc10.so` that way, after `import
-  torch`; extensions built with torch's cpp_extension have no RUNPATH at all); or to a library every
-  manylinux system
-  has (auditwheel's policy) or one a recipe declares in `system_libraries`, with why;
+  torch`; extensions built with torch's cpp_extension have no RUNPATH at all); or to a library
+  every manylinux system has (auditwheel's policy) or one a recipe declares in
+  `system_libraries`, with why;
 - each undefined dynamic symbol that is not weak is defined in the ELF's load scope (itself
   and the set's libraries it loads, transitively) with the version it asks for; a versioned
   symbol of a system library, and the CPython C API (the interpreter exports it), are not
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import AbstractSet, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 # glibc's libraries: the interpreter has them loaded, so an unversioned reference may bind to
-# any name they export at its default version (GLIBC_NAMES) whether or not the ELF needs them.
+# any name they export at its default version (glibc_names()) whether or not the ELF needs them.
 GLIBC_LIBRARIES = frozenset(
     {
         "libc.so.6", "libm.so.6", "libdl.so.2", "libpthread.so.0", "librt.so.1", "libutil.so.1",
@@ -120,9 +120,8 @@ def search_dirs(elf: Elf) -> List[str]:
 class _Set:
     """The set's ELFs, indexed as the loader finds them."""
 
-    def __init__(self, elves: Sequence[Elf], system: Mapping[str, str], requires: Mapping[str, Iterable[str]]) -> None:
+    def __init__(self, elves: Sequence[Elf], requires: Mapping[str, Iterable[str]]) -> None:
         self.elves = elves
-        self.system = system
         self.requires = {wheel: set(projects) for wheel, projects in requires.items()}
         self.by_path = {e.path: e for e in elves}
         self.by_name: Dict[str, List[Elf]] = {}
@@ -221,17 +220,17 @@ def check_closure(
     system: Mapping[str, str],
     declare_in: Mapping[str, str],
     requires: Mapping[str, Iterable[str]] = {},
-    glibc_names: AbstractSet[str] = frozenset(),
+    glibc_exports: AbstractSet[str] = frozenset(),
     unread_sdk: bool = False,
 ) -> Closure:
     """Problems of the set's ELFs. `system`: library name -> why it is on every target machine
     (the manylinux policy's, the recipes' `system_libraries`); `declare_in`: wheel -> the
     target whose field would declare a library it needs; `requires`: wheel -> the projects its
-    Requires-Dist names (what is imported, and so loaded, before it); `glibc_names`: what glibc
+    Requires-Dist names (what is imported, and so loaded, before it); `glibc_exports`: what glibc
     exports at default versions (glibc_names(): the interpreter's global scope has them);
     `unread_sdk`: the set installs an SDK from its index (TheRock's `rocm[libraries]`, not
     pinned as wheels yet), so a library found nowhere else is left to it, and listed."""
-    index = _Set(elves, system, requires)
+    index = _Set(elves, requires)
     problems: List[str] = []
     links = symbols = 0
     left: Dict[str, str] = {}
@@ -254,7 +253,7 @@ def check_closure(
                 continue
             if version and needed_from in outside:
                 continue  # a system library's versioned symbol, or its library is reported above
-            if not version and (symbol.startswith(INTERPRETER_PREFIXES) or symbol in glibc_names or may_define):
+            if not version and (symbol.startswith(INTERPRETER_PREFIXES) or symbol in glibc_exports or may_define):
                 continue
             missing.append((symbol, version, needed_from))
         if missing:
