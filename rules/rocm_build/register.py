@@ -1,7 +1,7 @@
 """Wires the rocm_build target types and rules into Pants, in the order data flows:
 options, then upstream sources, toolchains, the wheel build, install sets, and the goals."""
 
-from pants.core.util_rules.environments import DockerEnvironmentTarget
+from rocm_build.pants_environments import DockerEnvironmentTarget
 
 from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, package, plan, verify_reproducible
 from rocm_build.install import load_check, runtime_lock, runtime_set

@@ -20,11 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
-from pants.core.util_rules.environments import (
-    DockerImageField,
-    EnvironmentNameRequest,
-    EnvironmentTarget,
-)
+from rocm_build.pants_environments import DockerImageField, EnvironmentNameRequest, EnvironmentTarget
 from pants.core.util_rules.system_binaries import BinaryPathRequest, BinaryPaths, BinaryPathTest
 from pants.engine.environment import LOCAL_ENVIRONMENT_MATCHER, EnvironmentName
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope, ProcessResult

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
 
-from pants.core.util_rules.environments import EnvironmentField
+from rocm_build.pants_environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import DependenciesRequest, Targets

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pants.core.util_rules.environments import EnvironmentField
+from rocm_build.pants_environments import EnvironmentField
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     BoolField,
