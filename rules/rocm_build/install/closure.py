@@ -29,9 +29,10 @@ from __future__ import annotations
 
 import pkgutil
 import posixpath
-import re
 from dataclasses import dataclass, field
 from typing import AbstractSet, Dict, FrozenSet, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
+
+from rocm_build.install.sdk_modules import project_name
 
 # glibc's libraries: the interpreter has them loaded, so an unversioned reference may bind to
 # any name they export at its default version (glibc_names()) whether or not the ELF needs them.
@@ -102,7 +103,7 @@ class Closure:
 
 def project(wheel: str) -> str:
     """The normalized project of a wheel file name (PEP 503)."""
-    return re.sub(r"[-_.]+", "-", wheel.split("-", 1)[0]).lower()
+    return project_name(wheel.split("-", 1)[0])
 
 
 def search_dirs(elf: Elf) -> List[str]:
