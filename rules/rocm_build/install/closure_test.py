@@ -234,3 +234,12 @@ def test_an_unversioned_reference_binds_to_glibc_in_the_interpreters_scope(tmp_p
     elves = elves_of(VLLM, found["elves"])
     assert check_closure(elves, system_libraries(POLICY, ()), {}, {}, glibc_names()).problems == ()
     assert "needs dlopen, undefined in what it loads" in check_closure(elves, system_libraries(POLICY, ()), {}, {}, frozenset()).problems[0]
+
+
+def test_a_malformed_elf_is_reported_by_member_not_a_crash(libs, tmp_path) -> None:
+    # A wheel is untrusted input: a cut library is named as unreadable, the rest still read.
+    cut = tmp_path / "cut.so"
+    cut.write_bytes(libs["torch"].read_bytes()[:3000])
+    found = read(wheel(tmp_path / TORCH, {"mini_torch/lib/cut.so": cut, "mini_torch/lib/libmini_torch.so": libs["torch"]}), tmp_path)
+    assert list(found["unreadable"]) == ["mini_torch/lib/cut.so"]
+    assert list(found["elves"]) == ["mini_torch/lib/libmini_torch.so"]

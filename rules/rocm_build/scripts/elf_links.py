@@ -170,7 +170,8 @@ def main():
                     found["executables"].append(path)
                     continue
                 found["elves"][path] = dynamic_facts(elf)
-            except (ELFError, ValueError, KeyError, IndexError) as e:
+            # A wheel is untrusted input: a malformed ELF is reported by name, never a crash.
+            except (ELFError, ValueError, KeyError, IndexError, struct.error, AttributeError) as e:
                 found["unreadable"][info.filename] = str(e) or type(e).__name__
     json.dump(found, sys.stdout, indent=1, sort_keys=True)
 
