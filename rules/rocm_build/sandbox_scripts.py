@@ -2,32 +2,13 @@
 
 from __future__ import annotations
 
-import pkgutil
-import sys
-import types
-
 from pants.engine.fs import CreateDigest, Digest, FileContent
 from pants.engine.rules import Get
 
-SCRIPTS_DIR = "__rocm_build"
+from rocm_build.script_modules import SCRIPTS_DIR, load_script, script_bytes
 
-
-def script_bytes(name: str) -> bytes:
-    data = pkgutil.get_data(__name__, f"scripts/{name}")
-    assert data is not None, name
-    return data
+__all__ = ["SCRIPTS_DIR", "load_script", "script_bytes", "script_digest"]
 
 
 async def script_digest(*names: str) -> Digest:
     return await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in names]))
-
-
-def load_script(name: str, *imports: str) -> types.ModuleType:
-    """A script that also runs in process sandboxes (stdlib only), as a module of the plugin,
-    from the same bytes the sandboxes get, so both sides decide alike. `imports`: the sibling
-    scripts it imports (in a sandbox they sit beside it)."""
-    for sibling in imports:
-        sys.modules.setdefault(sibling[: -len(".py")], load_script(sibling))
-    module = types.ModuleType(name[: -len(".py")])
-    exec(compile(script_bytes(name), f"{SCRIPTS_DIR}/{name}", "exec"), module.__dict__)
-    return module

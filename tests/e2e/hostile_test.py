@@ -214,8 +214,10 @@ def files_holding(secrets: Dict[str, str], *roots: Path) -> List[str]:
 def test_no_credential_reaches_a_log_a_key_or_dist(tmp_path: Path, remote_cache) -> None:
     address, cas = remote_cache
     secrets = {name: f"{name}-{TOKEN}" for name in ("header", "execheader", "bearer", "redispass", "ghtoken")}
-    token_file = tmp_path / "token"
-    token_file.write_text(secrets["bearer"])
+    # A bearer token as Pants 2.17 through 2.32 all read it: the headers option from a file
+    # (Pants' `@file` form; the bearer token path option is gone since 2.23).
+    headers_file = tmp_path / "store-headers"
+    headers_file.write_text(f"{{'x-cache-key': '{secrets['header']}', 'authorization': 'Bearer {secrets['bearer']}'}}")
     ws = Workspace(tmp_path / "checkout", make_fixture_upstreams(tmp_path / "upstreams"), tmp_path / "store", tmp_path / "named")
     try:
         with redis_server(tmp_path / "redis", secrets["redispass"]) as port:
@@ -223,9 +225,8 @@ def test_no_credential_reaches_a_log_a_key_or_dist(tmp_path: Path, remote_cache)
             # command line at -ldebug when it starts pantsd ("pantsd command is: ..."), so a
             # secret given as a flag is in the log (and in `ps`) whatever the plugin does.
             ws.pants_env_extra = {
-                "PANTS_REMOTE_STORE_HEADERS": f"{{'x-cache-key': '{secrets['header']}'}}",
+                "PANTS_REMOTE_STORE_HEADERS": f"@{headers_file}",
                 "PANTS_REMOTE_EXECUTION_HEADERS": f"{{'x-exec-key': '{secrets['execheader']}'}}",
-                "PANTS_REMOTE_OAUTH_BEARER_TOKEN_PATH": str(token_file),
                 "PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE": f"redis://:{secrets['redispass']}@127.0.0.1:{port}",
                 "GITHUB_TOKEN": secrets["ghtoken"],
             }

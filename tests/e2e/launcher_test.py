@@ -85,3 +85,20 @@ def test_the_official_entry_point_lists_and_builds_the_chain(official_pants, ws)
     assert [re.sub(r"-1\.0\.0[+-].*", "", w) for w in wheels] == [
         "mini_aotriton", "mini_flash_attention", "mini_rocm_sdk_core", "mini_rocm_sdk_device_gfx1151", "mini_torch", "mini_vllm"
     ]  # fmt: skip
+
+
+def test_the_offline_launcher_refuses_a_pants_version_it_does_not_run(tmp_path: Path) -> None:
+    # ./pants runs 2.17.1 only; a pants.toml moved to a newer Pants (docs/pants-versions.md)
+    # needs the official launcher, and ./pants says so instead of running the wrong Pants.
+    checkout = tmp_path / "checkout"
+    checkout.mkdir()
+    (checkout / "pants").write_bytes(Path("pants").read_bytes())
+    (checkout / "pants").chmod(0o755)
+    (checkout / "pants.toml").write_text(Path("pants.toml").read_text().replace('pants_version = "2.17.1"', 'pants_version = "2.31.0"'))
+    cache = tmp_path / "empty-cache"  # refused before any bootstrap: nothing is downloaded into it
+    cache.mkdir()
+    env = {**os.environ, "ROCM_PANTS_CACHE": str(cache)}
+    run = subprocess.run(["./pants", "--version"], cwd=checkout, env=env, capture_output=True, text=True, timeout=60)
+    assert run.returncode == 1 and run.stdout == "" and list(cache.iterdir()) == []
+    assert run.stderr.splitlines()[0] == "error: pants.toml asks for Pants 2.31.0; ./pants runs only 2.17.1 (from PyPI)."
+    assert "docs/pants-versions.md" in run.stderr

@@ -24,7 +24,7 @@ from typing import Dict, List, Optional
 if __package__:
     from mini import make_sdk
 else:  # run as a script: its directory is on sys.path
-    import make_sdk  # type: ignore[no-redef]
+    import make_sdk  # type: ignore[no-redef]  # pants: no-infer-dep
 
 DEFAULT_DEST = "/tmp/rocm-pants-mini"
 SDK_INDEX = "index"  # the mini SDK's package index, beside the repositories

@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from rocm_build.upstream.pin_model import with_values
 from rocm_build.upstream.pins import PREBUILT, PrebuiltPin
 from rocm_build.upstream.wheel_tags import fits
 from rocm_build.upstream.prebuilt_devices import DeviceSetError, device_values, host_devices, pinned_requirement
@@ -95,7 +96,7 @@ def plan_prebuilt(pins: Dict[str, PrebuiltPin], only: Optional[Sequence[str]]) -
         values = {"version": str(version), "file": chosen.name, "sha256": sha256, "requires_rocm": requires_rocm(metadata, pin.python)}
         if chosen.name != pin.file or not pin.sha256:
             moves.append(PrebuiltMove(name, pin.version, values, f"newest {pin.project} for {pin.track!r} on {pin.index_url}"))
-        host = pin.copy(update=values)
+        host = with_values(pin, values)
         try:  # the device pins follow the host's metadata, or the whole set is refused
             for device_name, device in sorted(host_devices(name, host, metadata, devices).items()):
                 moves += _device_move(device_name, device, name, host, metadata, pins, index)

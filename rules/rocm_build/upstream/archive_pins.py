@@ -17,12 +17,11 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-from pydantic import BaseModel, Extra, validator
-
+from rocm_build.upstream.pin_model import PinModel, checks
 from rocm_build.upstream.pins import PinsError, checked_download_url, checked_sha256, parse_tables
 
 
-class ArchivePin(BaseModel):
+class ArchivePin(PinModel):
     url: str
     sha256: str = ""
     strip_prefix: str = ""
@@ -30,12 +29,7 @@ class ArchivePin(BaseModel):
     url_template: Optional[str] = None
     strip_prefix_template: Optional[str] = None
 
-    class Config:
-        extra = Extra.forbid
-        allow_mutation = False
-        frozen = True
-
-    @validator("url", "url_template")
+    @checks("url", "url_template")
     def _url(cls, url: Optional[str]) -> Optional[str]:
         # "" until update-pins derives it; a template is checked with its fields filled in.
         if url:
@@ -46,7 +40,7 @@ class ArchivePin(BaseModel):
             checked_download_url(filled, "an archive URL: https://host/file.tar.gz or file:///path")
         return url
 
-    _sha256 = validator("sha256", allow_reuse=True)(lambda cls, sha256: checked_sha256(sha256))
+    _sha256 = checks("sha256")(lambda cls, sha256: checked_sha256(sha256))
 
     def derive(self, commit: str) -> Dict[str, str]:
         """url and strip_prefix for the commit the `derived_from` file names."""
@@ -58,5 +52,5 @@ class ArchivePin(BaseModel):
 
 
 def parse_archive_pins(path: str, text: str) -> Dict[str, ArchivePin]:
-    return parse_tables(path, text, ArchivePin, "url and sha256", lambda err: str(err["msg"]))
+    return parse_tables(path, text, ArchivePin, "url and sha256", lambda problem: problem.message)
 

@@ -13,14 +13,15 @@ import urllib.parse
 from typing import Callable, Dict, Mapping, Optional, Type, TypeVar
 
 import toml
-from pydantic import BaseModel, Extra, ValidationError, validator
+from pydantic import ValidationError
 
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.script_modules import load_script
+from rocm_build.upstream.pin_model import MISSING, UNKNOWN, FieldProblem, PinModel, checks, field_names, field_problems
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 HEX = re.compile(r"^[0-9a-fA-F]+$")
-M = TypeVar("M", bound=BaseModel)
+M = TypeVar("M", bound=PinModel)
 GIT_URLS = load_script("git_urls.py")
 # A pin may name a file:// repository (tests' fixtures, local mirrors); its submodules may then
 # be file:// too, those of an https pin never (scripts/git_urls.py).
@@ -56,7 +57,7 @@ class PinsError(Exception):
     """A pins file that cannot be used; the message names file, table, field and fix."""
 
 
-class Pin(BaseModel):
+class Pin(PinModel):
     url: str
     track: str
     commit: str
@@ -72,12 +73,7 @@ class Pin(BaseModel):
     # (less a leading "v") is a final PEP 440 version, and writes its version beside the commit.
     tags: str = "v*"
 
-    class Config:
-        extra = Extra.forbid
-        allow_mutation = False
-        frozen = True  # hashable: pins are part of build requests
-
-    @validator("url")
+    @checks("url")
     def _url_is_allowed(cls, url: str) -> str:
         why = GIT_URLS.refusal(url, PIN_SCHEMES)
         if why:
@@ -87,7 +83,7 @@ class Pin(BaseModel):
             )
         return url
 
-    @validator("commit")
+    @checks("commit")
     def _commit_is_full_sha(cls, commit: str) -> str:
         if FULL_SHA.match(commit):
             return commit
@@ -109,7 +105,7 @@ class Pin(BaseModel):
 
 
 def parse_tables(
-    path: str, text: str, model: Type[M], needs: str, describe: Callable[[Mapping], str], prefix: str = ""
+    path: str, text: str, model: Type[M], needs: str, describe: Callable[[FieldProblem], str], prefix: str = ""
 ) -> Dict[str, M]:
     """Each top-level table of a TOML pins file as `model`; errors name file, table, field."""
     return model_tables(path, load_toml(path, text), model, needs, describe, prefix)
@@ -130,7 +126,7 @@ def load_toml(path: str, text: str) -> Dict:
 
 
 def model_tables(
-    path: str, raw: Mapping, model: Type[M], needs: str, describe: Callable[[Mapping], str], prefix: str = ""
+    path: str, raw: Mapping, model: Type[M], needs: str, describe: Callable[[FieldProblem], str], prefix: str = ""
 ) -> Dict[str, M]:
     """Each table of an already parsed TOML document (or of one of its tables) as `model`."""
     tables: Dict[str, M] = {}
@@ -141,17 +137,17 @@ def model_tables(
             tables[name] = model(**table)
         except ValidationError as e:
             problems = "; ".join(
-                f"field `{'.'.join(str(p) for p in err['loc'])}`: {describe(err)}{_did_you_mean(err, model)}"
-                for err in e.errors()
+                f"field `{problem.field}`: {describe(problem)}{_did_you_mean(problem, model)}"
+                for problem in field_problems(e)
             )
             raise PinsError(f"{path}: [{prefix}{name}] {problems}") from None
     return tables
 
 
-def _did_you_mean(err: Mapping, model: Type[BaseModel]) -> str:
-    if err["type"] != "value_error.extra":
+def _did_you_mean(problem: FieldProblem, model: Type[PinModel]) -> str:
+    if problem.kind != UNKNOWN:
         return ""
-    close = difflib.get_close_matches(str(err["loc"][-1]), list(model.__fields__), n=1)
+    close = difflib.get_close_matches(problem.field.split(".")[-1], field_names(model), n=1)
     return f". Did you mean `{close[0]}`?" if close else ""
 
 
@@ -164,7 +160,7 @@ PREBUILT_SHARED = ("index_url", "python")
 DEVICE_PROJECT = re.compile(r"^[a-z0-9][a-z0-9._-]*-device-(gfx[0-9a-z-]+)$")
 
 
-class PrebuiltPin(BaseModel):
+class PrebuiltPin(PinModel):
     """A wheel from a PEP 503/691 index, pinned by file name and sha256. A host pin follows
     `track` (a version specifier); a device pin (`device_of`, TheRock's `amd-torch-device-<gfx>`
     wheels) takes exactly its host's version. Empty version/file/sha256: not resolved yet."""
@@ -186,16 +182,11 @@ class PrebuiltPin(BaseModel):
     extra: str = ""
     requires_devices: str = ""
 
-    class Config:
-        extra = Extra.forbid
-        allow_mutation = False
-        frozen = True
-
-    @validator("index_url")
+    @checks("index_url")
     def _index_url(cls, url: str) -> str:
         return checked_download_url(url, "an index URL: https://host/simple/ or file:///path").rstrip("/") + "/"
 
-    _sha256 = validator("sha256", allow_reuse=True)(lambda cls, sha256: checked_sha256(sha256))
+    _sha256 = checks("sha256")(lambda cls, sha256: checked_sha256(sha256))
 
     @property
     def resolved(self) -> bool:
@@ -271,23 +262,23 @@ def _host_problem(pin: PrebuiltPin, pins: Mapping[str, PrebuiltPin]) -> Optional
     return None
 
 
-def _describe_prebuilt(err: Mapping) -> str:
-    if err["type"] == "value_error.missing":
+def _describe_prebuilt(problem: FieldProblem) -> str:
+    if problem.kind == MISSING:
         return (
             "missing (every prebuilt pin needs index_url, project and python, which [prebuilt] or a device pin's "
             "host may give; a host pin also track, a device pin device_of)"
         )
-    if err["type"] == "value_error.extra":
-        return f"unknown field (allowed: {', '.join(PrebuiltPin.__fields__)})"
-    return str(err["msg"])
+    if problem.kind == UNKNOWN:
+        return f"unknown field (allowed: {', '.join(field_names(PrebuiltPin))})"
+    return problem.message
 
 
-def _describe(err: Mapping) -> str:
-    if err["type"] == "value_error.missing":
+def _describe(problem: FieldProblem) -> str:
+    if problem.kind == MISSING:
         return "missing (every pin needs url, track and commit)"
-    if err["type"] == "value_error.extra":
+    if problem.kind == UNKNOWN:
         return "unknown field (allowed: url, track, commit, submodules, derived_from)"
-    return str(err["msg"])
+    return problem.message
 
 
 def lookup_pin(pins: Mapping[str, Pin], name: str, path: str, owner: str) -> Pin:
