@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""README's table of the last triton_kernel_test runs, from their reports in dist/test/.
+"""docs/checks.md's table of the last triton_kernel_test runs, from their reports in dist/test/.
 
 Usage: python3 bench/kernel_table.py [DIST]   (after `./pants test components/flash_attention:kernels
        components/vllm:kernels tests/kernels:lds`; prints one Markdown row per test and target)

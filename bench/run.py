@@ -323,7 +323,7 @@ def source_stage(out: Path, n_files: int) -> None:
     preflight_log = (ws.named_caches / "rocm_build_logs" / "bench_big@probe.preflight.log").read_text()
     found = re.search(r"^== source tree: .*checked out of the pack.*, in ([\d.]+) s$", preflight_log, re.M)
     checkout = float(found.group(1)) if found else 0.0
-    # This VM's disk swings within minutes (README): the clone's median of three.
+    # This VM's disk swings within minutes (docs/performance.md): the clone's median of three.
     clones = []
     for i in range(3):
         clones.append(timed(lambda: subprocess.run(["git", "-c", "protocol.file.allow=always", "clone", "-q", "--depth", "1",

@@ -70,7 +70,7 @@ def check_built_against(wheels: Dict[str, Path], tmp_path: Path) -> None:
     refused = subprocess.run([*pip, "--dry-run", str(vllm), str(fa), str(other_torch), *sdk], capture_output=True, text=True)
     assert refused.returncode != 0
     assert f"mini-vllm {version(vllm)} depends on mini_torch=={version(torch)}" in refused.stdout + refused.stderr
-    # The chain as `package` leaves it to install: README's command, from dist/.
+    # The chain as `package` leaves it to install: the install set's own command (docs/checks.md), from dist/.
     install = vllm.parent.parent / "tests.mini.vllm.install"
     requirements = (install / "requirements.txt").read_text()
     for wheel in wheels.values():

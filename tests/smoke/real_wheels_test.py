@@ -65,7 +65,7 @@ def install_dir() -> Path:
 
 @pytest.fixture(scope="module")
 def venv(tmp_path_factory) -> Path:
-    # Installed as README says: the chain's install set, every wheel by version and sha256
+    # Installed as docs/checks.md says: the chain's install set, every wheel by version and sha256
     # (--no-deps: the upstreams' own runtime requirements, numpy and the like, are not ours).
     install = install_dir()
     if not (install / "requirements.txt").exists():

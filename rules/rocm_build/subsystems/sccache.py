@@ -53,7 +53,7 @@ class Sccache(ExternalTool):
             server compiles with the build's own toolchain, sent as an archive whose digest is
             in the build's key; the farm (this URL, its size, its addresses) is in no key. A
             scheduler that does not answer costs a warning and local compiles, not a failed
-            build. See README, "Compiling on a farm".
+            build. See docs/caches.md, "Compiling on a farm".
             """
         ),
     )
