@@ -115,9 +115,6 @@ async def _rebuild(
         env=dict(spec.env),
         gpu_targets=spec.gpu_targets,
         archives={var: a.sha256 for (var, _), a in zip(spec.archives, archives)},
-        cargo_vendor=(await Get(ArchiveSpec, ArchiveRequest(spec.cargo_vendor, f"the `cargo_vendor` field of {spec.owner}"))).sha256
-        if spec.cargo_vendor
-        else "",
         image=image.image_id if image else "",
         prebuilt={
             a.spec: (await Get(PrebuiltSpec, PrebuiltRequest(a, f"the `dependencies` field of {spec.owner}"))).pin.sha256
@@ -170,7 +167,7 @@ async def _describe(
     )
     request = WheelBuildRequest(
         spec, toolchain, python, isolation.isolated(bool(image)), image,
-        local_version_label(toolchain, spec), 0, EMPTY_DIGEST, rust=UNRESOLVED if spec.cargo_vendor else "",
+        local_version_label(toolchain, spec), 0, EMPTY_DIGEST, rust=UNRESOLVED if spec.rust else "",
     )  # fmt: skip
     process = await Get(Process, WheelBuildRequest, request)
     lock, locked = await _lock_summary(spec)
@@ -189,8 +186,8 @@ async def _describe(
         *[f"  prebuilt  {line}" for line in await _prebuilt_lines(spec)],
         f"  rebuild   {await _rebuild(spec, python, image, dist, rebuilding)}",
         *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),
-        *([f"  cargo     crates <- {spec.cargo_vendor.spec} (offline; CARGO_HOME's config.toml made from the tree's Cargo.lock)"]
-          if spec.cargo_vendor else []),  # fmt: skip
+        *([f"  cargo     crates <- {spec.cargo_lock} of the tree, each fetched by its checksum or commit (offline build)"]
+          if spec.cargo_lock else []),  # fmt: skip
         f"  argv      {' '.join(process.argv)}",
         "  env (`$ROCM_BUILD_SANDBOX` is the build's sandbox)",
         *(f"    {line}" for line in quote_env({**process.env, "SOURCE_DATE_EPOCH": "<time of the pinned commit>"})),

@@ -75,17 +75,18 @@ def pages(root: Path) -> List[Path]:
 def link_problems(root: Path, page: Path) -> List[str]:
     problems = []
     name = page.relative_to(root)
-    for number, line in enumerate(page.read_text().splitlines(), 1):
-        for target in LINK.findall(line):
-            if re.match(r"^[a-z]+:", target):
-                continue  # https://, mailto:
-            path_part, _, fragment = target.partition("#")
-            linked = (page.parent / path_part).resolve() if path_part else page
-            where = f"{name}:{number}: link {target!r}"
-            if not linked.exists():
-                problems.append(f"{where}: {linked.relative_to(root.resolve()) if _inside(linked, root) else linked} does not exist")
-            elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
-                problems.append(f"{where}: {linked.name} has no heading with the anchor #{fragment}")
+    text = page.read_text()
+    for match in LINK.finditer(text):  # over the whole text: a link's words may wrap
+        target, number = match.group(1), text.count("\n", 0, match.start(1)) + 1
+        if re.match(r"^[a-z]+:", target):
+            continue  # https://, mailto:
+        path_part, _, fragment = target.partition("#")
+        linked = (page.parent / path_part).resolve() if path_part else page
+        where = f"{name}:{number}: link {target!r}"
+        if not linked.exists():
+            problems.append(f"{where}: {linked.relative_to(root.resolve()) if _inside(linked, root) else linked} does not exist")
+        elif fragment and linked.suffix == ".md" and fragment not in anchors(linked):
+            problems.append(f"{where}: {linked.name} has no heading with the anchor #{fragment}")
     return problems
 
 

@@ -35,7 +35,7 @@ PROGRAM = 'parser.add_argument("--only")\n'
 
 def test_each_mistake_is_named(tmp_path: Path) -> None:
     write(tmp_path, {
-        "README.md": "# x\n\n[Pins](docs/pins.md) and [gone](docs/gone.md) and [web](https://example.org)\n",
+        "README.md": "# x\n\n[Pins](docs/pins.md) and [a page that is\ngone](docs/gone.md) and [web](https://example.org)\n",
         "docs/pins.md": (
             "# Pins\n\n## Moving them\n\n[ok](#moving-them), [bad](#moving), [up](../README.md#x)\n\n"
             "    ./pants rocm-plan --check components/vllm:wheel\n"
@@ -55,7 +55,7 @@ def test_each_mistake_is_named(tmp_path: Path) -> None:
         "bench/run.py": "",
     })  # fmt: skip
     assert check(tmp_path) == [
-        f"README.md:3: link 'docs/gone.md': docs/gone.md does not exist",
+        "README.md:4: link 'docs/gone.md': docs/gone.md does not exist",  # a link may wrap
         "docs/orphan.md: not linked from README.md (its table of pages)",
         "docs/pins.md:5: link '#moving': pins.md has no heading with the anchor #moving",
         "docs/pins.md:8: `./pants rocm-plan --frobnicate components/vllm:whee`: --frobnicate is not an option of `rocm-plan` (rules/rocm_build/goals/)",

@@ -1,4 +1,4 @@
-"""The Rust toolchain a build with `cargo_vendor` compiles with: the `cargo` and `rustc` on
+"""The Rust toolchain a Rust build (`cargo_lock`) compiles with: the `cargo` and `rustc` on
 the build's PATH (/usr/bin:/bin, or the image's), never a rustup under a home directory.
 
 Its identity (`rustc -V` and `cargo -V`) is part of the build's key (wheel/cargo.py), and
@@ -52,7 +52,7 @@ async def find_rust_toolchain(request: RustToolchainRequest, tools: HostTools) -
     if result.exit_code != 0:
         where = f"in image {request.image.reference}" if request.image else f"on this machine's {BUILD_PATH}"
         raise RocmBuildError(
-            f"{request.owner}: its `cargo_vendor` makes it a Rust build, but there is no usable cargo and rustc {where} "
+            f"{request.owner}: its `cargo_lock` makes it a Rust build, but there is no usable cargo and rustc {where} "
             f"(a rustup under a home directory is not on a build's PATH). Fix: {INSTALL}.\n"
             f"{indent(tail(result.stderr.decode(errors='replace'), 4))}"
         )

@@ -125,12 +125,7 @@ def build_info_json(
                 var: {"target": a.address.spec, "url": a.url, "sha256": a.sha256}
                 for (var, _), a in zip(spec.archives, archives)
             },
-            **(
-                {"cargo_vendor": {"target": cargo.archive.address.spec, "url": cargo.archive.url, "sha256": cargo.archive.sha256,
-                                  "rust": cargo.rust.identity}}  # fmt: skip
-                if cargo
-                else {}
-            ),
+            **({"cargo_crates": dict(cargo.info)} if cargo else {}),
             "source_date_epoch": upstream.commit_time,
             "dependencies": [
                 {
@@ -206,7 +201,7 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
         Get(FetchedArchive, ArchiveRequest(a, f"the `archives` field of {owner}")) for _, a in spec.archives
     )
     # A Rust build: its crates, the cargo config that keeps it offline, the Rust toolchain (cargo.py).
-    cargo = await Get(CargoBuild, CargoBuildRequest(spec, upstream.source, image)) if spec.cargo_vendor else None
+    cargo = await Get(CargoBuild, CargoBuildRequest(spec, upstream.source, image)) if spec.rust else None
     locked = None
     if spec.lock_path:
         locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, host_python))

@@ -49,7 +49,7 @@ VENV_CACHE_DIR = ".build-venvs"
 WHEEL_CHUNKS_DIR = ".wheel-chunks"
 TREE_CHANGES = ".tree-changes"
 ARCHIVES_DIR = ".archives"
-CARGO_VENDOR_DIR = ".cargo-vendor"  # `cargo_vendor` unpacked (wheel/cargo.py)
+CARGO_VENDOR_DIR = ".cargo-vendor"  # the crates, one directory each (wheel/cargo.py)
 CARGO_HOME_DIR = ".cargo-home"  # empty but for its config.toml, which points cargo at CARGO_VENDOR_DIR
 SANDBOX = "$ROCM_BUILD_SANDBOX"
 
@@ -82,7 +82,7 @@ class WheelBuildRequest:
     # What the build venv is made of (the Python, the bootstrap and dependency wheels and the
     # lock, by digest): the name of the machine's copy of it, which builds reuse.
     venv_key: str = ""
-    rust: str = ""  # with `cargo_vendor`: the Rust toolchain's identity (toolchain/rust.py)
+    rust: str = ""  # a Rust build's (`cargo_lock`): the Rust toolchain's identity (toolchain/rust.py)
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def sandbox_env(request: WheelBuildRequest) -> Dict[str, str]:
         "HOME": f"{SANDBOX}/.home",
         "XDG_CACHE_HOME": f"{SANDBOX}/.home/cache",
         **{var: f"{SANDBOX}/{ARCHIVES_DIR}/{var}" for var, _ in request.spec.archives},
-        **({"CARGO_HOME": f"{SANDBOX}/{CARGO_HOME_DIR}"} if request.spec.cargo_vendor else {}),
+        **({"CARGO_HOME": f"{SANDBOX}/{CARGO_HOME_DIR}"} if request.spec.rust else {}),
     }
 
 
@@ -140,7 +140,7 @@ def process_env(request: WheelBuildRequest) -> Dict[str, str]:
         "ROCM_BUILD_VENV_KEY": request.venv_key,
         "ROCM_BUILD_EXPAND_VARS": " ".join(dict.fromkeys(expand)),
         **({"MAX_JOBS": str(spec.max_jobs)} if spec.max_jobs else {}),
-        **({"CARGO_NET_OFFLINE": "true", "ROCM_BUILD_RUST": request.rust} if spec.cargo_vendor else {}),
+        **({"CARGO_NET_OFFLINE": "true", "ROCM_BUILD_RUST": request.rust} if spec.rust else {}),
     }
 
 

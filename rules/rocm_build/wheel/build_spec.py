@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import posixpath
 import re
 from dataclasses import dataclass
 from typing import Optional, Sequence, Tuple
@@ -36,7 +37,7 @@ from rocm_build.wheel.target_types import (
     WheelArchivesField,
     WheelBuildCommandField,
     WheelBuildRequirementsField,
-    WheelCargoVendorField,
+    WheelCargoLockField,
     WheelCommandField,
     WheelDependenciesField,
     WheelDownloadsCoveredField,
@@ -92,11 +93,16 @@ class WheelBuildSpec:
     version: str = ""  # the pin's version (version_env.py)
     downloads_covered: FrozenDict[str, str] = FrozenDict()  # tree file -> the variable that stops its download
     kind: str = "generic"  # which component: torch, triton, vllm, ... (env.py)
-    cargo_vendor: Optional[Address] = None  # the upstream_archive of `cargo vendor` output (cargo.py)
+    cargo_lock: str = ""  # the tree's Cargo.lock whose crates are fetched (cargo_crates.py)
 
     @property
     def owner(self) -> str:
         return self.address.spec
+
+    @property
+    def rust(self) -> bool:
+        """A Rust build: cargo runs offline on the crates of `cargo_lock`."""
+        return bool(self.cargo_lock)
 
     def unsupported_gpu_targets(self) -> Optional[str]:
         """Why upstream would not build a requested gpu target, or None."""
@@ -226,8 +232,15 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
         version=version,
         downloads_covered=FrozenDict(covered),
         kind=target[WheelKindField].value,
-        cargo_vendor=await _optional_single(target, WheelCargoVendorField),
+        cargo_lock=_cargo_lock(target),
     )
+
+
+def _cargo_lock(target: RocmWheelTarget) -> str:
+    lock = (target[WheelCargoLockField].value or "").strip("/")
+    if lock and (lock.startswith("..") or "/../" in lock or posixpath.basename(lock) != "Cargo.lock"):
+        raise RocmBuildError(f"{target.address}: `cargo_lock` {lock!r} must be a path to a Cargo.lock inside the tree")
+    return lock
 
 
 def check_same_python(owner: str, python: str, deps: Sequence[Tuple[str, str]]) -> None:

@@ -1,6 +1,7 @@
-"""A rocm_wheel's Rust build, offline: its `cargo_vendor` archive unpacked in the sandbox, an
-empty CARGO_HOME whose config.toml sends every source the tree's Cargo.lock files name to that
-archive, and the Rust toolchain's identity in the key.
+"""A rocm_wheel's Rust build, offline: its crates in the sandbox (fetched from its `cargo_lock`
+by cargo_crates.py), an empty CARGO_HOME whose
+config.toml sends every source the tree's Cargo.lock files name to them, and the Rust
+toolchain's identity in the key.
 
 The config is made here, from the preflight's scan of the same tree (scripts/tree_scan.py
 reads the locks), so it is an input of the build and part of its key. Cargo resolves a
@@ -17,34 +18,34 @@ from urllib.parse import parse_qsl
 
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.frozendict import FrozenDict
 
 from rocm_build.toolchain.container import BuildImage
 from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
-from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 from rocm_build.upstream.source_tree import SourceTree
 from rocm_build.wheel.build_process import CARGO_HOME_DIR, CARGO_VENDOR_DIR
 from rocm_build.wheel.build_spec import WheelBuildSpec
+from rocm_build.wheel.cargo_crates import VendoredCrates, VendoredCratesRequest
+from rocm_build.wheel.cargo_lock import CRATES_IO
 from rocm_build.wheel.upstream_steps import TreeScan, TreeScanRequest
 
 VENDORED = "vendored-sources"
-# crates.io as a Cargo.lock names it (the git index; lock files name the sparse one the same way).
-CRATES_IO = ("registry+https://github.com/rust-lang/crates.io-index", "sparse+https://index.crates.io/")
 GIT_REFS = ("rev", "tag", "branch")
 
 
 @dataclass(frozen=True)
 class CargoBuildRequest:
-    spec: WheelBuildSpec  # with `cargo_vendor` set
+    spec: WheelBuildSpec  # a Rust build: `cargo_lock` set
     source: SourceTree
     image: Optional[BuildImage]
 
 
 @dataclass(frozen=True)
 class CargoBuild:
-    inputs: Digest  # CARGO_VENDOR_DIR/ (the archive) and CARGO_HOME_DIR/config.toml
-    archive: FetchedArchive
+    inputs: Digest  # CARGO_VENDOR_DIR/ (the crates) and CARGO_HOME_DIR/config.toml
     rust: RustToolchain
     config: str
+    info: FrozenDict[str, object]  # where the crates came from, for rocm_build_info.json
 
 
 def toml_string(text: str) -> str:
@@ -58,7 +59,7 @@ def cargo_config(locks: Iterable[dict]) -> str:
     gits = sorted({g["source"].split("#", 1)[0] for lock in locks for g in lock["git"]})
     lines: List[str] = [
         "# Written by rocm_build (wheel/cargo.py) from the tree's Cargo.lock files: every source they",
-        "# name comes from `cargo_vendor`, unpacked beside CARGO_HOME; cargo never goes online.",
+        "# name comes from the vendored crates beside CARGO_HOME; cargo never goes online.",
         "[source.crates-io]",
         f'replace-with = "{VENDORED}"',
     ]
@@ -78,22 +79,22 @@ def cargo_config(locks: Iterable[dict]) -> str:
 @rule(desc="Preparing a rocm_wheel's offline cargo")
 async def prepare_cargo_build(request: CargoBuildRequest) -> CargoBuild:
     spec = request.spec
-    assert spec.cargo_vendor
     owner = spec.owner
     rust = await Get(RustToolchain, RustToolchainRequest(owner, request.image))
-    archive = await Get(FetchedArchive, ArchiveRequest(spec.cargo_vendor, f"the `cargo_vendor` field of {owner}"))
+    vendored = await Get(VendoredCrates, VendoredCratesRequest(request.source, spec.cargo_lock, owner))
     scan = json.loads((await Get(TreeScan, TreeScanRequest(request.source, owner))).result)
     config = cargo_config(scan["cargo"]["locks"])
     inputs = await Get(
         Digest,
         MergeDigests(
             [
-                await Get(Digest, AddPrefix(archive.tree, CARGO_VENDOR_DIR)),
+                await Get(Digest, AddPrefix(vendored.digest, CARGO_VENDOR_DIR)),
                 await Get(Digest, CreateDigest([FileContent(f"{CARGO_HOME_DIR}/config.toml", config.encode())])),
             ]
         ),
     )
-    return CargoBuild(inputs, archive, rust, config)
+    info = {"lock": vendored.lock, "registry_crates": vendored.registry, "git_crates": vendored.git, "rust": rust.identity}
+    return CargoBuild(inputs, rust, config, FrozenDict(info))
 
 
 def rules():

@@ -173,14 +173,13 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
             await Get(BuildPython, BuildPythonRequest(spec.python, owner, image))
         except Exception as e:
             problems.append(problem_text(e))
-        if spec.cargo_vendor:
+        if spec.rust:
             try:
                 await Get(RustToolchain, RustToolchainRequest(owner, image))
             except Exception as e:
                 problems.append(problem_text(e))
     problems += await _prebuilt_problems(spec)
     archives = [(address, f"the `archives` field of {owner}") for _, address in spec.archives]
-    archives += [(spec.cargo_vendor, f"the `cargo_vendor` field of {owner}")] if spec.cargo_vendor else []
     for address, origin in archives:
         try:
             archive = await Get(ArchiveSpec, ArchiveRequest(address, origin))

@@ -34,7 +34,6 @@ class Inputs:
     archives: Dict[str, str]  # env var -> sha256
     image: str = ""  # the build image's id; "" when the build runs on this machine
     prebuilt: Dict[str, str] = field(default_factory=dict)  # prebuilt_wheel target -> pinned sha256
-    cargo_vendor: str = ""  # its sha256; "" without one
 
 
 def last_build_info(dist_folder: Path) -> Optional[Dict[str, Any]]:
@@ -89,9 +88,6 @@ def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
         found.append(f"gpu targets {', '.join(previous.get('gpu_targets', []))} -> {', '.join(now.gpu_targets)}")
     archives_before = {var: a.get("sha256") for var, a in previous.get("archives", {}).items()}
     found += [f"archive {var} changed" for var in changed_keys(archives_before, now.archives)]
-    cargo_before = (previous.get("cargo_vendor") or {}).get("sha256", "")
-    if cargo_before != now.cargo_vendor:
-        found.append(f"cargo_vendor {cargo_before[:12] or 'none'} -> {now.cargo_vendor[:12] or 'none'}")
     return found
 
 

@@ -214,18 +214,20 @@ class WheelDownloadsCoveredField(DictStringToStringField):
     )
 
 
-class WheelCargoVendorField(StringField):
-    alias = "cargo_vendor"
+class WheelCargoLockField(StringField):
+    alias = "cargo_lock"
     help = help_text(
         lambda: f"""
-        Address of an `upstream_archive` holding the crates the tree's `Cargo.lock` names, as
-        `cargo vendor --locked --versioned-dirs` writes them (one directory per crate, each with
-        its `.cargo-checksum.json`), e.g. `":crates"`. The build gets it unpacked, with an empty
-        `CARGO_HOME` in the sandbox whose `config.toml` replaces crates.io and every git source
-        of the lock with it and sets cargo offline; `cargo` and `rustc` come from /usr/bin, and
-        `rustc -V` is part of the cache key. Without it the preflight reports each `Cargo.lock`
-        of the tree (and each `Cargo.toml` with no lock) as a download, unless
-        `{WheelDownloadsCoveredField.alias}` maps the file to `"not run: <why>"`.
+        The `Cargo.lock` of the patched tree whose crates the build fetches, e.g.
+        `"rust/Cargo.lock"` (vLLM's). The lock is the pin list: each crates.io crate is downloaded
+        by name and version and checked against the lock's sha256 `checksum`, each git crate is
+        fetched at the commit the lock names (its manifest made standalone, as `cargo vendor`
+        does); `[rocm-build] mirrors` applies (crates.io's downloads are under
+        `https://static.crates.io/crates/`). They are laid out as a vendor directory in the
+        build's sandbox, with an empty `CARGO_HOME` whose `config.toml` replaces crates.io and
+        every git source of the tree's locks with it and sets cargo offline; `cargo` and `rustc`
+        come from /usr/bin, and `rustc -V` is part of the cache key. A crate whose bytes do not
+        match the lock stops the build naming the crate.
         """
     )
 
@@ -275,7 +277,7 @@ class RocmWheelTarget(Target):
         WheelArchivesField,
         WheelVersionEnvField,
         WheelDownloadsCoveredField,
-        WheelCargoVendorField,
+        WheelCargoLockField,
         WheelOptionalField,
         WheelTimeoutField,
         WheelMaxJobsField,

@@ -11,7 +11,8 @@ Checks of a rocm_wheel's patched tree that the file checks (preflight.py) cannot
 - a scan of the tree for configure-time downloads (scripts/tree_scan.py, a process keyed by the
   tree alone): each hit is in a file `downloads_covered` maps to an override variable the
   recipe sets, or it is a problem naming file and line. A Cargo.lock is a download too (cargo
-  fetches its crates) unless the recipe's `cargo_vendor` brings them (cargo.py); a Cargo.toml
+  fetches its crates) unless the recipe's `cargo_lock` names it (its crates are then
+  fetched from it, cargo_crates.py); a Cargo.toml
   with no lock is unpinned.
 - the torch/triton versions the upstream names, found by the same scan, against the chain's
   (chain_versions.py).
@@ -37,6 +38,7 @@ from pants.util.logging import LogLevel
 from rocm_build.wheel.build_process import PreflightBuild, PreflightWheelRequest, WheelBuildRequest
 from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec
 from rocm_build.errors import RocmBuildError, indent, process_failed, tail
+from rocm_build.wheel.cargo_lock import CRATES_IO
 from rocm_build.wheel.chain_versions import module_name
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes, script_digest
 from rocm_build.upstream.source_tree import PACK_ROOT, SourceTree
@@ -199,7 +201,7 @@ def runs_in_build(file: str, project: str) -> bool:
 
 def download_findings(spec: WheelBuildSpec, where: str, scan: dict, project: str = "") -> Tuple[List[str], List[str]]:
     """(problems, notes): each download in a file `downloads_covered` does not cover, and each
-    Cargo.lock whose crates `cargo_vendor` does not bring."""
+    Cargo.lock that `cargo_lock` does not name."""
     owner, build_file = spec.owner, f"{spec.address.spec_path}/BUILD"
     set_by_recipe = {*spec.env, *(var for var, _ in spec.archives)}
     problems: List[str] = []
@@ -245,8 +247,9 @@ def download_findings(spec: WheelBuildSpec, where: str, scan: dict, project: str
 
 
 def cargo_findings(spec: WheelBuildSpec, where: str, cargo: dict) -> Tuple[List[str], List[str], set]:
-    """(problems, notes, the Cargo files seen): each Cargo.lock's crates come from `cargo_vendor`,
-    and no Cargo.toml is without a lock, unless `downloads_covered` says cargo never runs there."""
+    """(problems, notes, the Cargo files seen): each Cargo.lock is the `cargo_lock` its crates are
+    fetched from, and no Cargo.toml is without a lock, unless `downloads_covered` says cargo
+    never runs there."""
     owner, build_file = spec.owner, f"{spec.address.spec_path}/BUILD"
     problems: List[str] = []
     notes: List[str] = []
@@ -260,15 +263,21 @@ def cargo_findings(spec: WheelBuildSpec, where: str, cargo: dict) -> Tuple[List[
         crates = sum(lock["registries"].values())
         git = lock["git"]
         what = f"{crates} registry crate(s)" + (f" and {len(git)} git source(s)" if git else "")
-        if spec.cargo_vendor:
-            notes.append(f"{lock['file']}: {what}, from `cargo_vendor` {spec.cargo_vendor.spec} (cargo offline)")
+        if spec.cargo_lock == lock["file"]:
+            others = sorted(set(lock["registries"]) - set(CRATES_IO))
+            problems += [
+                f"{owner}: {lock['file']} ({where}) names crates of the registry {r!r}: only crates.io crates and git "
+                f"sources are fetched from a lock. Fix: vendor them into the tree with a patch (and say so in "
+                f"`downloads_covered` in {build_file})"
+                for r in others
+            ]
+            notes.append(f"{lock['file']}: {what}, each fetched by its checksum or commit (`cargo_lock`; cargo offline)")
             continue
         sources = "".join(f"; line {g['line']} `{g['source']}`" for g in git)
         problems.append(
             f"{owner}: {lock['file']} ({where}) has cargo fetch {what} at build time, which a build cannot "
-            f"(no network){sources}. Fix: vendor them where crates.io{' and the git hosts' if git else ''} are reachable "
-            f"(`cargo vendor --locked --versioned-dirs` in {posixpath.dirname(lock['file']) or 'the tree root'} at the pin), "
-            f"pin the result as an upstream_archive and name it in `cargo_vendor` in {build_file} {not_run_fix}."
+            f"(no network){sources}. Fix: name it in `cargo_lock` in {build_file} (each crate is then fetched by the "
+            f"checksum or commit the lock gives) {not_run_fix}."
         )
     for manifest in unlocked:
         if manifest in not_run:
@@ -276,11 +285,12 @@ def cargo_findings(spec: WheelBuildSpec, where: str, cargo: dict) -> Tuple[List[
         problems.append(
             f"{owner}: {manifest} ({where}) is a Cargo manifest with no Cargo.lock in its directory or above: cargo "
             "would resolve its crates at build time, unpinned (and, with no network, fail). Fix: add the lock to the "
-            f"tree with a patch (`cargo generate-lockfile` where crates.io is reachable) and vendor it into "
-            f"`cargo_vendor` in {build_file} {not_run_fix}."
+            f"tree with a patch (`cargo generate-lockfile` where crates.io is reachable) and name it in "
+            f"`cargo_lock` in {build_file} {not_run_fix}."
         )
-    if spec.cargo_vendor and not locks:
-        notes.append(f"`cargo_vendor` is set, but {where} has no Cargo.lock: drop it")
+    if spec.cargo_lock and spec.cargo_lock not in {lock["file"] for lock in locks}:
+        known = ", ".join(sorted(lock["file"] for lock in locks)) or "none"
+        problems.append(f"{owner}: its `cargo_lock` {spec.cargo_lock!r} is not a Cargo.lock of {where} (its locks: {known}); fix it in {build_file}")
     return problems, notes, seen
 
 

@@ -270,34 +270,34 @@ def test_findings_name_file_line_and_fix(rule_runner: RuleRunner, tmp_path: Path
     )
 
 
-def test_a_cargo_lock_is_a_download_until_cargo_vendor_brings_its_crates(rule_runner: RuleRunner, tmp_path: Path) -> None:
+def test_a_cargo_lock_is_a_download_until_cargo_lock_names_it(rule_runner: RuleRunner, tmp_path: Path) -> None:
     sha = setup_chain(rule_runner, tmp_path)
     spec = rule_runner.request(WheelBuildSpec, [WheelRequest(Address("c", target_name="up"))])
     where = f"up at {sha}"
     scan = scan_of(rule_runner)
-    fix = (
-        '`cargo_vendor` in c/BUILD (or `"not run: <why>"` for the file in `downloads_covered` where this build '
-        "never runs cargo)."
-    )
+    not_run = '(or `"not run: <why>"` for the file in `downloads_covered` where this build never runs cargo).' 
     cargo = [p for p in download_findings(spec, where, scan)[0] if "Cargo" in p]
     assert cargo == [
         f"c:up: rust/Cargo.lock ({where}) has cargo fetch 2 registry crate(s) and 1 git source(s) at build time, which a "
-        f"build cannot (no network); line 22 `{HARMONY}`. Fix: vendor them where crates.io and the git hosts are "
-        "reachable (`cargo vendor --locked --versioned-dirs` in rust at the pin), pin the result as an upstream_archive "
-        f"and name it in {fix}",
+        f"build cannot (no network); line 22 `{HARMONY}`. Fix: name it in `cargo_lock` in c/BUILD (each crate is then "
+        f"fetched by the checksum or commit the lock gives) {not_run}",
         f"c:up: tools/helper/Cargo.toml ({where}) is a Cargo manifest with no Cargo.lock in its directory or above: "
         "cargo would resolve its crates at build time, unpinned (and, with no network, fail). Fix: add the lock to the "
-        "tree with a patch (`cargo generate-lockfile` where crates.io is reachable) and vendor it into "
-        f"{fix}",
+        f"tree with a patch (`cargo generate-lockfile` where crates.io is reachable) and name it in `cargo_lock` in c/BUILD {not_run}",
     ]
-    # With the crates vendored, the lock is covered; a lock-less manifest stays a problem.
-    vendored = replace(spec, cargo_vendor=Address("c", target_name="crates"))
-    problems, notes = download_findings(vendored, where, scan)
+    # From the lock itself: covered, and said so.
+    from_lock = replace(spec, cargo_lock="rust/Cargo.lock")
+    problems, notes = download_findings(from_lock, where, scan)
     assert [p for p in problems if "Cargo" in p] == cargo[1:]
-    assert "rust/Cargo.lock: 2 registry crate(s) and 1 git source(s), from `cargo_vendor` c:crates (cargo offline)" in notes
+    assert "rust/Cargo.lock: 2 registry crate(s) and 1 git source(s), each fetched by its checksum or commit (`cargo_lock`; cargo offline)" in notes
+    wrong = replace(spec, cargo_lock="Cargo.lock")
+    assert (
+        f"c:up: its `cargo_lock` 'Cargo.lock' is not a Cargo.lock of {where} (its locks: rust/Cargo.lock); fix it in c/BUILD"
+        in download_findings(wrong, where, scan)[0]
+    )
     # A Cargo file this build never runs cargo on says why, and is no download then.
-    not_run = replace(vendored, downloads_covered=FrozenDict({"tools/helper/Cargo.toml": "not run: a tool"}))
-    assert not [p for p in download_findings(not_run, where, scan)[0] if "Cargo" in p]
+    not_run_spec = replace(from_lock, downloads_covered=FrozenDict({"tools/helper/Cargo.toml": "not run: a tool"}))
+    assert not [p for p in download_findings(not_run_spec, where, scan)[0] if "Cargo" in p]
 
 
 def test_the_cargo_config_sends_every_source_of_the_locks_to_the_vendored_crates() -> None:
