@@ -8,7 +8,7 @@ from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.kernels import kernel_rules
 from rocm_build.subsystems import host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
-from rocm_build.toolchain.target_types import ImageRecipeField
+from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk, rust
 from rocm_build.upstream import archives, download, fetch, mirrors, patching, prebuilt, source_tree, upstream_repo
 from rocm_build.wheel import (
@@ -52,6 +52,7 @@ def rules():
         *interpreters.rules(),
         *container.rules(),
         DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
+        DockerEnvironmentTarget.register_plugin_field(ImageContainerfileField),
         *isolation.rules(),
         # The wheel build: requirements, compiler cache, spec and process, checks, build, audits
         *build_requirements.rules(),

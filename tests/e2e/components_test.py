@@ -53,10 +53,9 @@ def test_the_unresolved_build_image_stops_before_any_fetch(ws: Workspace) -> Non
     assert run.returncode != 0
     assert (
         "components:build-box: image localhost/rocm-pants/rocm-build-gfx1151 (environment rocm-build-box) "
-        "is not resolved: it is not pinned by digest. Build it where the registry is "
-        "reachable (`podman build -t localhost/rocm-pants/rocm-build-gfx1151 components/images/rocm-build`; its "
-        "digest: `podman image inspect --format '{{.Digest}}' localhost/rocm-pants/rocm-build-gfx1151`), and write "
-        "`localhost/rocm-pants/rocm-build-gfx1151@sha256:<that digest>` as the `image` of components:build-box."
+        "is not resolved: it is not pinned by digest. Run `pants run rules:update-pins -- --resolve`: it builds it "
+        "from components/images/rocm-build/Containerfile (where its base image's registry is reachable) and writes "
+        "`localhost/rocm-pants/rocm-build-gfx1151@sha256:<digest>` as the `image` of components:build-box."
     ) in run.stderr
     assert "Fetching" not in run.stderr and "Building rocm_wheel" not in run.stderr
     assert not (ws.root / "dist").exists()

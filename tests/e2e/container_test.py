@@ -199,10 +199,9 @@ def test_another_image_rebuilds_and_another_checkout_does_not(ws, shared, varian
             "registry.example.com/rocm/box:2026.11",
             False,
             "tests/mini:box: image registry.example.com/rocm/box:2026.11 (environment mini-box) "
-            "is not resolved: it is not pinned by digest. Run `podman pull registry.example.com/rocm/box:2026.11 && "
-            "podman image inspect --format '{{.Digest}}' registry.example.com/rocm/box:2026.11` where the registry is "
-            "reachable (or build it there, see the target's description), and write "
-            "`registry.example.com/rocm/box@sha256:<that digest>` as the `image` of tests/mini:box. Never write a "
+            "is not resolved: it is not pinned by digest. Run `pants run rules:update-pins -- --resolve --pins-file "
+            "tests/mini/pins.toml`: it pulls it by its tag (where its registry is reachable) and writes "
+            "`registry.example.com/rocm/box:2026.11@sha256:<digest>` as the `image` of tests/mini:box. Never write a "
             "digest you have not pulled or built.",
         ),
     ],

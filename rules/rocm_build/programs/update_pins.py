@@ -7,6 +7,10 @@ too; set derived pins (e.g.
 aotriton from torch's `cmake/External/aotriton.cmake`), check that each moved component's
 patches still apply, and rewrite the pins file atomically, keeping comments and order.
 Nothing is written unless every step succeeded.
+
+With `--resolve` (a machine's first run, resolve_pins.py): fill every pin not resolved yet
+(prebuilt wheels, archives, build images by digest) from what this machine reaches, list what it
+cannot, and move nothing that is resolved.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from rocm_build.programs.new_commits import RELEASE, Move, derived_commit_and_so
 from rocm_build.programs.patch_check import keep_patchable
 from rocm_build.programs.pins_rewrite import moved_archives, moved_pins, print_diff, write_if_changed
 from rocm_build.programs.prebuilt_update import PrebuiltMove, plan_prebuilt
+from rocm_build.programs import resolve_pins
 from rocm_build.upstream.archive_pins import ArchivePin, parse_archive_pins
 from rocm_build.upstream.pins import Pin, PinsError, PrebuiltPin, parse_pins, parse_prebuilt_pins
 
@@ -58,6 +63,10 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-lock-refresh", action="store_true", help="leave the locks of moved pins stale")
     parser.add_argument("--pants", default="./pants", help="the Pants launcher that refreshes locks")
     parser.add_argument(
+        "--resolve", action="store_true",
+        help="fill every pin not resolved yet (prebuilt wheels, archives, build images by digest); move none",
+    )  # fmt: skip
+    parser.add_argument(
         "--github-api",
         default=os.environ.get("ROCM_PANTS_GITHUB_API", "https://api.github.com"),
         help="GitHub API base URL (env ROCM_PANTS_GITHUB_API)",
@@ -74,7 +83,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         locks = read_locks(Path(args.locks_dir))
         archives_text = archives_path.read_text() if archives_path.exists() else ""
         archives = parse_archive_pins(str(archives_path), archives_text)
-        planned = plan(args, pins, archives, parse_prebuilt_pins(str(pins_path), text))
+        prebuilt = parse_prebuilt_pins(str(pins_path), text)
+        if args.resolve:
+            return resolve_and_write(args, pins_path, text, pins, archives_path, archives_text, archives, prebuilt)
+        planned = plan(args, pins, archives, prebuilt)
     except (UpdateError, PinsError, OSError) as e:
         print(f"update-pins: {e}", file=sys.stderr)
         return 1
@@ -97,6 +109,28 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     if problem:
         print(f"update-pins: {problem}; the pins are moved, the locks are stale", file=sys.stderr)
     return 1 if planned.patch_failures or problem else 0
+
+
+def resolve_and_write(
+    args: argparse.Namespace, pins_path: Path, text: str, pins: Dict[str, Pin],
+    archives_path: Path, archives_text: str, archives: Dict[str, ArchivePin], prebuilt: Dict[str, PrebuiltPin],
+) -> int:  # fmt: skip
+    """--resolve: what this machine can reach, written; what it cannot, listed (exit 1)."""
+    with tempfile.TemporaryDirectory(prefix="update-pins-") as tmp:
+        builds = resolve_pins.build_files(pins_path)  # the images of this chain: beside the pins file and below
+        done = resolve_pins.resolve(pins, archives, prebuilt, builds, checkouts(pins, {}, tmp), Path("."))
+    resolve_pins.report(done)
+    changes = {
+        pins_path: (text, moved_pins(text, [], done.prebuilt_moves)),
+        archives_path: (archives_text, moved_archives(archives_text, done.archive_moves)),
+        **{path: (path.read_text(), new) for path, new in resolve_pins.pinned_build_files(done).items()},
+    }
+    for path, (before, after) in changes.items():
+        if args.dry_run:
+            print_diff(path, before, after)
+        else:
+            write_if_changed(path, before, after)
+    return 1 if done.unreached else 0
 
 
 def plan(

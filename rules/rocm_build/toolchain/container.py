@@ -30,7 +30,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
-from rocm_build.toolchain.target_types import ImageRecipeField
+from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.subsystems.host_tools import SYSTEM_DIRS
 
 # Where the sandbox is mounted in the container: the same fixed path as namespaced host
@@ -93,21 +93,18 @@ async def find_container_engine(settings: RocmBuildSubsystem) -> ContainerEngine
     return ContainerEngine("", "")
 
 
-def unpinned_message(env: str, target: str, reference: str, description: str) -> str:
-    name = reference.split("@")[0]
-    if ":" in name.rsplit("/", 1)[-1]:
-        name = name.rsplit(":", 1)[0]  # the tag: the digest replaces it
-    if reference.startswith("localhost/"):  # built, not pulled: the description says how
-        how = "Build it where the registry is reachable" + (f" ({description})," if description else ",")
-    else:
-        how = (
-            f"Run `podman pull {reference} && podman image inspect --format '{{{{.Digest}}}}' {reference}` "
-            "where the registry is reachable (or build it there, see the target's description),"
-        )
+def unpinned_message(env: str, target: str, reference: str, containerfile: str) -> str:
+    directory = target.split(":", 1)[0]
+    flag = "" if directory == "components" else f" --pins-file {directory}/pins.toml"
+    how = (
+        f"builds it from {containerfile} (where its base image's registry is reachable)"
+        if containerfile
+        else "pulls it by its tag (where its registry is reachable)"
+    )
     return (
-        f"{target}: image {reference} (environment {env}) is not resolved: it is not pinned "
-        f"by digest. {how} and write `{name}@sha256:<that digest>` as the `image` of {target}. Never "
-        "write a digest you have not pulled or built."
+        f"{target}: image {reference} (environment {env}) is not resolved: it is not pinned by digest. "
+        f"Run `pants run rules:update-pins -- --resolve{flag}`: it {how} and writes `{reference}@sha256:<digest>` "
+        f"as the `image` of {target}. Never write a digest you have not pulled or built."
     )
 
 
@@ -139,7 +136,7 @@ async def build_environment(request: BuildEnvironmentRequest, engine: ContainerE
     env, where = name.val or request.raw, env_target.address.spec
     description = env_target[DescriptionField].value or ""
     if not recipe and not _DIGEST.search(reference):
-        raise RocmBuildError(unpinned_message(env, where, reference, description))
+        raise RocmBuildError(unpinned_message(env, where, reference, env_target[ImageContainerfileField].value or ""))
     if not engine.path:
         raise RocmBuildError(
             f"{where}: environment {env} runs builds in a container, and no container "
@@ -167,7 +164,8 @@ async def build_environment(request: BuildEnvironmentRequest, engine: ContainerE
         raise RocmBuildError(
             f"{where}: image {reference} (environment {env}) does not match: the "
             f"image this machine has under that name has digests {', '.join(digests) or 'none'}. "
-            f"Pull it again where the registry is reachable (`podman pull {reference}`)."
+            f"Pull it again where the registry is reachable (`podman pull {reference}`), or run "
+            "`pants run rules:update-pins -- --resolve`, which says whether its tag still names that digest."
         )
     manifests = tuple(sorted({d.rpartition("@")[2] for d in digests}))
     return BuildEnvironment(env, BuildImage(env, where, reference, image_id, manifests, engine.path))

@@ -131,3 +131,16 @@ class ImageRecipeField(StringField):
         pinned by digest (`name@sha256:<digest>`): rocm_wheel builds refuse an unpinned one.
         """
     )
+
+
+class ImageContainerfileField(StringField):
+    alias = "image_containerfile"
+    help = help_text(
+        """
+        For a `docker_environment` whose image is made here from a recipe but pinned by digest
+        like a published one (the real chain's build box): the Containerfile (a path from the
+        build root) that `pants run rules:update-pins -- --resolve` builds, tagged with `image`,
+        before it writes the digest the engine reports into `image` (`name:tag@sha256:...`).
+        Without it, `--resolve` pulls `image` by its tag. Builds read only the pinned `image`.
+        """
+    )
