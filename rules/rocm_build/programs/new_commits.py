@@ -1,13 +1,16 @@
 """update-pins' choice of a git pin's new commit: where its `track` (a branch or tag) points
 upstream (`git ls-remote`, or the GitHub API for github.com URLs, honouring GITHUB_TOKEN);
 with `track = "release"`, the newest final release among the tags matching its `tags` glob;
-for a derived pin, the commit a file of another pin's tree names."""
+for a derived pin, the commit a file of another pin's tree names: its first full SHA, or with
+`#NAME` the ref a recipe line gives (a Dockerfile ARG, a CMake variable; upstream/recipe_values.py),
+a full or short SHA, a tag or a branch, resolved in the pin's own repository."""
 
 from __future__ import annotations
 
 import fnmatch
 import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Optional, Tuple
@@ -16,13 +19,16 @@ import requests
 from packaging.version import InvalidVersion, Version
 
 from rocm_build.programs.host_git import UpdateError, git, redact
+from rocm_build.upstream.pin_model import with_values
 from rocm_build.upstream.pins import FULL_SHA, Pin
+from rocm_build.upstream.recipe_values import RecipeValue, recipe_value, split_spec
 
 RELEASE = "release"  # `track = "release"`: the newest tag matching the pin's `tags`
 GITHUB_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$")
 # How PyTorch names its AOTriton commit in cmake/External/aotriton.cmake.
 CMAKE_COMMIT = re.compile(r'__AOTRITON_CI_COMMIT\s+"?([0-9a-f]{40})"?')
 ANY_SHA = re.compile(r"\b([0-9a-f]{40})\b")
+SHORT_SHA = re.compile(r"^[0-9a-f]{7,39}$")
 # A file named in a build file: `${PROJECT_SOURCE_DIR}/.ci/docker/aotriton_version.txt`.
 REFERENCED_FILE = re.compile(r"([\w${}./-]*[\w-]+\.(?:txt|json|cmake))")
 
@@ -34,6 +40,47 @@ class Move:
     new: str
     why: str
     version: Optional[str] = None  # a release pin's version, from its tag
+    track: Optional[str] = None  # a pin derived from a recipe line: the ref the line names
+
+
+def resolve_ref(name: str, pin: Pin, ref: str, api: str) -> str:
+    """The full commit `ref` (a full or short SHA, a tag, a branch) names in the pin's repository."""
+    if FULL_SHA.match(ref):
+        return ref
+    if SHORT_SHA.match(ref) and not GITHUB_URL.match(pin.url):  # the GitHub API takes short SHAs
+        return resolve_short_sha(name, pin.url, ref)
+    return resolve(name, with_values(pin, {"track": ref}), api)
+
+
+def resolve_short_sha(name: str, url: str, short: str) -> str:
+    """A short SHA as git expands it, in a blob-less fetch of the repository's branches and tags."""
+    with tempfile.TemporaryDirectory(prefix="update-pins-sha-") as tmp:
+        steps = [
+            ("init", "-q", "--", tmp),
+            ("-C", tmp, "fetch", "-q", "--filter=blob:none", "--", url, "+refs/heads/*:refs/remotes/up/*", "+refs/tags/*:refs/tags/*"),
+            ("-C", tmp, "rev-parse", "--verify", "-q", f"{short}^{{commit}}"),
+        ]
+        for step in steps:
+            result = git(*step, pin_url=url)
+            if result.returncode != 0:
+                raise UpdateError(
+                    f"[{name}] the short SHA {short} names no commit of {redact(url)} (git {step[2] if step[0] == '-C' else step[0]}: "
+                    f"{redact(result.stderr.strip()) or 'not found'}); the pins file was not changed."
+                )
+        return result.stdout.strip()
+
+
+def derived_value(spec: str, tree: str, name: str) -> RecipeValue:
+    """The recipe line `spec` (`pin:path#NAME`) names, read from the tree."""
+    source, path, key = split_spec(spec)
+    try:
+        text = Path(tree, path).read_text()
+    except OSError:
+        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: {path} is not in {source}'s tree") from None
+    found = recipe_value(path, text, key)
+    if found is None:
+        raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: {path} of {source} does not set {key}")
+    return found
 
 
 def resolve(name: str, pin: Pin, api: str) -> str:

@@ -22,6 +22,8 @@ def moved_pins(text: str, moves: Sequence[Move], prebuilt_moves: Sequence[Prebui
         text = set_commit_in_text(text, move.name, move.new)
         if move.version:
             text = set_fields_in_text(text, move.name, {"version": move.version}, add_missing=True)
+        if move.track:
+            text = set_fields_in_text(text, move.name, {"track": move.track}, add_missing=True)
     for pmove in prebuilt_moves:
         text = set_fields_in_text(text, pmove.table, pmove.values, add_missing=True)
     return text

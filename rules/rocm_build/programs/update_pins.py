@@ -26,7 +26,15 @@ from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 from rocm_build.programs.archive_update import ArchiveMove, plan_archives
 from rocm_build.programs.build_locks import read_locks, refresh_locks, stale_locks
 from rocm_build.programs.host_git import UpdateError, checkout
-from rocm_build.programs.new_commits import RELEASE, Move, derived_commit_and_source, resolve, resolve_release
+from rocm_build.programs.new_commits import (
+    RELEASE,
+    Move,
+    derived_commit_and_source,
+    derived_value,
+    resolve,
+    resolve_ref,
+    resolve_release,
+)
 from rocm_build.programs.patch_check import keep_patchable
 from rocm_build.programs.pins_rewrite import moved_archives, moved_pins, print_diff, write_if_changed
 from rocm_build.programs.prebuilt_update import PrebuiltMove, plan_prebuilt
@@ -146,7 +154,7 @@ def plan(
     held_back = False
     with tempfile.TemporaryDirectory(prefix="update-pins-") as tmp:
         tree_of = checkouts(pins, new, tmp)
-        moves += derived_moves(pins, selected, new, tree_of)
+        moves += derived_moves(pins, selected, new, tree_of, args.github_api)
         commits = {n: new.get(n, p.commit) for n, p in pins.items() if n in selected}
         commits.update({m.name: m.new for m in moves})
         archive_moves = plan_archives(archives, commits, tree_of)
@@ -176,7 +184,9 @@ def tracked_moves(pins: Dict[str, Pin], selected: Set[str], github_api: str) -> 
     return new, moves
 
 
-def derived_moves(pins: Dict[str, Pin], selected: Set[str], new: Dict[str, str], tree_of: Callable[[str], str]) -> List[Move]:
+def derived_moves(
+    pins: Dict[str, Pin], selected: Set[str], new: Dict[str, str], tree_of: Callable[[str], str], github_api: str
+) -> List[Move]:
     """The derived pins whose source's tree (at its new commit) names another commit."""
     moves = []
     for name, pin in pins.items():
@@ -188,6 +198,12 @@ def derived_moves(pins: Dict[str, Pin], selected: Set[str], new: Dict[str, str],
         if source not in selected and name not in selected:
             continue
         commit = new.get(source, pins[source].commit)
+        if "#" in pin.derived_from:  # a recipe line: a ref to resolve in this pin's repository
+            line = derived_value(pin.derived_from, tree_of(source), name)
+            sha = resolve_ref(name, pin, line.value, github_api)
+            if sha != pin.commit or line.value != pin.track:
+                moves.append(Move(name, pin.commit, sha, f"{line.where(f'{source} {commit[:12]}')} names {line.value}", track=line.value))
+            continue
         sha, read = derived_commit_and_source(pin.derived_from, tree_of(source), name)
         if sha != pin.commit:
             via = "" if read == pin.derived_from.partition(":")[2] else f", read from {read}, which it names"
