@@ -290,3 +290,34 @@ def test_the_upstreams_own_steps_report_git_versions_downloads_and_torch_before_
     assert f"ok    tests/mini/scm:wheel  (mini-scm {commits['scm'][:12]}, 0 patch(es))" in run.stdout
     plan = ws.pants("rocm-plan", "tests/mini/scm:wheel")
     assert "    MINI_SCM_PRETEND_VERSION=0.31.0" in plan.stdout, plan.stdout
+
+
+def test_a_pin_derived_from_a_recipe_line_must_be_what_the_line_names(tmp_path) -> None:
+    # Mini flash-attention's tree carries the recipe (vLLM's docker/Dockerfile.rocm_base in small):
+    # mini torch is derived from its ARG, as the real torch pin is from vLLM's.
+    ups = make_fixture_upstreams(tmp_path / "upstreams")
+    torch = ups.commits["torch"]
+    recipe = "docker/Dockerfile.rocm_base"
+    fa = ups.new_commit("flash_attention", {recipe: f'ARG PYTORCH_BRANCH="{torch[:7]}" # release\n'}, "recipe")
+    ws = Workspace(tmp_path / "checkout", ups, tmp_path / "store", tmp_path / "named")
+    derived = f'commit = "{torch}"\nderived_from = "mini-flash_attention:{recipe}#PYTORCH_BRANCH"\n'
+    ws.write("tests/mini/pins.toml", ws.read("tests/mini/pins.toml").replace(f'commit = "{torch}"\n', derived))
+    try:
+        ok = check(ws)
+        assert ok.returncode == 0, ok.stdout + ok.stderr[-3000:]
+        line = f'`ARG PYTORCH_BRANCH="{torch[:7]}" # release`'
+        assert f"mini-torch {torch[:12]} is what {recipe} line 1 of mini-flash_attention at {fa[:12]} ({line}) names" in ok.stdout
+        # The recipe moves to another torch; the pin stays: refused before any build, naming both.
+        moved = ups.new_commit("flash_attention", {recipe: 'ARG PYTORCH_BRANCH="0123abc"\n'}, "another torch")
+        ws.write("tests/mini/pins.toml", ws.read("tests/mini/pins.toml").replace(fa, moved))
+        run = check(ws)
+        assert run.returncode == 1
+        assert (
+            f"tests/mini/torch:wheel: [mini-torch] in tests/mini/pins.toml pins file://{ups.root}/torch at {torch[:12]} "
+            f"(track 'main'), but {recipe} line 1 of mini-flash_attention at {moved[:12]} (`ARG PYTORCH_BRANCH=\"0123abc\"`) "
+            "names 0123abc: the chain is not the one the recipe builds. Fix: `pants run rules:update-pins -- --only "
+            "mini-flash_attention` sets it from the recipe"
+        ) in run.stdout, run.stdout
+        assert_nothing_built(ws, run)
+    finally:
+        ws.stop()
