@@ -51,10 +51,19 @@ class PrebuiltMove:
         return f"{PREBUILT}.{self.name}"
 
 
-def newest(pin: PrebuiltPin, files: Sequence[IndexFile]) -> Optional[Tuple[Version, IndexFile]]:
+def candidates(pin: PrebuiltPin, files: Sequence[IndexFile]) -> List[Tuple[Version, IndexFile]]:
+    """Each version `track` allows for the pin's Python, newest first, with its file."""
     track = SpecifierSet(pin.track)
     found = [(v, f) for f in files for v in [fits(f.name, pin.python)] if v is not None and track.contains(v, prereleases=True)]
-    return max(found, key=lambda pair: (pair[0], pair[1].name)) if found else None
+    best: Dict[Version, IndexFile] = {}
+    for version, file in sorted(found, key=lambda pair: (pair[0], pair[1].name)):
+        best[version] = file
+    return sorted(best.items(), reverse=True)
+
+
+def newest(pin: PrebuiltPin, files: Sequence[IndexFile]) -> Optional[Tuple[Version, IndexFile]]:
+    found = candidates(pin, files)
+    return found[0] if found else None
 
 
 def requires_rocm(metadata: str, python: str = "3.12") -> str:
@@ -89,13 +98,15 @@ def plan_prebuilt(pins: Dict[str, PrebuiltPin], only: Optional[Sequence[str]]) -
         devices = {n: p for n, p in pins.items() if p.device_of == name}
         if pin.device_of or (only and name not in only and not set(devices) & set(only)):
             continue  # a device pin moves with its host: `--only` either selects both
-        version, chosen = _newest_or_fail(name, pin, index)
+        version, chosen, passed_over = _newest_complete(name, pin, devices, index)
         if chosen.name == pin.file and pin.sha256 and all(_current(d, pin.version) for d in devices.values()):
             continue
         sha256, metadata = _sha256_and_metadata(chosen, index)
         values = {"version": str(version), "file": chosen.name, "sha256": sha256, "requires_rocm": requires_rocm(metadata, pin.python)}
         if chosen.name != pin.file or not pin.sha256:
-            moves.append(PrebuiltMove(name, pin.version, values, f"newest {pin.project} for {pin.track!r} on {pin.index_url}"))
+            why = f"newest {pin.project} for {pin.track!r} on {pin.index_url}"
+            why += f" with every device wheel pinned; not {'; '.join(passed_over)}" if passed_over else ""
+            moves.append(PrebuiltMove(name, pin.version, values, why))
         host = with_values(pin, values)
         try:  # the device pins follow the host's metadata, or the whole set is refused
             for device_name, device in sorted(host_devices(name, host, metadata, devices).items()):
@@ -119,15 +130,28 @@ def _files(name: str, pin: PrebuiltPin, index: types.ModuleType) -> List[IndexFi
         ) from None
 
 
-def _newest_or_fail(name: str, pin: PrebuiltPin, index: types.ModuleType) -> Tuple[Version, IndexFile]:
-    files = _files(name, pin, index)
-    found = newest(pin, files)
-    if found is None:
+def _newest_complete(
+    name: str, pin: PrebuiltPin, devices: Dict[str, PrebuiltPin], index: types.ModuleType
+) -> Tuple[Version, IndexFile, List[str]]:
+    """The newest version `track` allows that has a wheel for each of the host's device pins
+    (a stream's newest release may lack a target's device wheel), and the newer ones passed over."""
+    found = candidates(pin, _files(name, pin, index))
+    if not found:
         raise OSError(
             f"[{PREBUILT}.{name}]: {index.project_url(pin.index_url, pin.project)} has no wheel of "
             f"{pin.project} matching `track` {pin.track!r} for CPython {pin.python} on linux x86_64"
         )
-    return found
+    device_files = {n: _files(n, d, index) for n, d in sorted(devices.items())}
+    passed_over: List[str] = []
+    for version, chosen in found:
+        missing = [devices[n].project for n, files in device_files.items() if not any(fits(f.name, devices[n].python) == version for f in files)]
+        if not missing:
+            return version, chosen, passed_over
+        passed_over.append(f"{version} (no {', '.join(missing)})")
+    raise OSError(
+        f"[{PREBUILT}.{name}]: no version of {pin.project} that `track` {pin.track!r} allows has every device "
+        f"wheel its pins need: {'; '.join(passed_over)}"
+    )
 
 
 def _device_move(

@@ -307,3 +307,31 @@ def test_an_unreachable_index_names_the_pin_and_changes_nothing(tmp_path, capsys
     err = capsys.readouterr().err
     assert err.startswith("update-pins: [prebuilt.therock-torch]: cannot read http://127.0.0.1:9/whl-next/torch/ (")
     assert err.rstrip().endswith("or point `index_url` at a mirror. The pins file was not changed.")
+
+
+def test_a_stream_track_takes_the_newest_release_with_every_device_wheel(tmp_path, index, capsys) -> None:
+    # A stream (`==2.13.0` over rocm7.14.x): 7.14.2 is out, but not yet for gfx1151.
+    tag = "cp312-cp312-linux_x86_64"
+    devices = {"gfx1151": ["amd-torch-device-gfx1151", "amd-torch-device-gfx115x"]}
+    versions = [f"2.13.0+rocm7.14.{n}" for n in range(3)]
+    wheels: Dict[str, Dict[str, str]] = {"torch": {}, "amd-torch-device-gfx1151": {}, "amd-torch-device-gfx115x": {}}
+    for n, version in enumerate(versions):
+        wheels["torch"][f"torch-{version}-{tag}.whl"] = host_metadata("torch", version, f"7.14.{n}", devices)
+        wheels["amd-torch-device-gfx115x"][f"amd_torch_device_gfx115x-{version}-{tag}.whl"] = device_metadata(
+            "amd-torch-device-gfx115x", version, "torch", version
+        )
+        if n < 2:
+            wheels["amd-torch-device-gfx1151"][f"amd_torch_device_gfx1151-{version}-{tag}.whl"] = device_metadata(
+                "amd-torch-device-gfx1151", version, "torch", version, f"rocm-sdk-device-gfx1151 == 7.14.{n}", f"amd-torch-device-gfx115x == {version}"
+            )
+    serve_index(index, wheels)
+    text = "\n\n".join(pins_text(tmp_path).split("\n\n")[:4]).replace(f"=={TORCH}", "==2.13.0") + "\n"
+    assert update_pins(tmp_path, text) == 0
+    after = (tmp_path / "pins.toml").read_text()
+    assert 'version = "2.13.0+rocm7.14.1"' in table(after, "therock-torch")
+    assert 'version = "2.13.0+rocm7.14.1"' in table(after, "therock-torch-gfx1151")
+    assert (
+        "therock-torch: (not resolved) -> 2.13.0+rocm7.14.1 torch-2.13.0+rocm7.14.1-cp312-cp312-linux_x86_64.whl (newest torch "
+        "for '==2.13.0' on " + (tmp_path / "url").read_text() + " with every device wheel pinned; not 2.13.0+rocm7.14.2 "
+        "(no amd-torch-device-gfx1151))"
+    ) in capsys.readouterr().out
