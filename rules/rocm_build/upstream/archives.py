@@ -12,6 +12,7 @@ from typing import Optional, Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.fs import (
+    EMPTY_DIGEST,
     Digest,
     RemovePrefix,
 )
@@ -98,35 +99,68 @@ def pin_problem(spec: ArchiveSpec) -> Optional[str]:
     return None
 
 
+@dataclass(frozen=True)
+class UnpackRequest:
+    """scripts/fetch_archive.py as a download process: the first URL that gives the bytes of
+    `sha256`, unpacked below `strip_prefix` (upstream archives, and the crates of a Cargo.lock)."""
+
+    sha256: str
+    strip_prefix: str
+    urls: Tuple[str, ...]
+    description: str
+
+
+@dataclass(frozen=True)
+class Unpacked:
+    exit_code: int  # fetch_archive.py's: 0, or why it failed (EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_UNPACK)
+    said: str
+    tree: Digest
+
+
+@rule
+async def fetch_and_unpack(request: UnpackRequest) -> Unpacked:
+    process = await Get(
+        Process,
+        DownloadProcess(
+            "fetch_archive.py",
+            (request.sha256, request.strip_prefix, *request.urls),
+            request.description,
+            output_directories=(FETCH_ARCHIVE.OUT,),
+        ),
+    )
+    result = await Get(FallibleProcessResult, Process, process)
+    tree = await Get(Digest, RemovePrefix(result.output_digest, FETCH_ARCHIVE.OUT)) if result.exit_code == 0 else EMPTY_DIGEST
+    return Unpacked(result.exit_code, result.stderr.decode(errors="replace"), tree)
+
+
 @rule(desc="Fetching an upstream_archive")
 async def fetch_archive(request: ArchiveRequest) -> FetchedArchive:
     spec = await Get(ArchiveSpec, ArchiveRequest, request)
     problem = pin_problem(spec)
     if problem:
         raise RocmBuildError(problem)
-    process = await Get(
-        Process,
-        DownloadProcess(
-            "fetch_archive.py",
-            (spec.sha256, spec.strip_prefix, spec.url, *spec.mirrors),
-            f"Fetching upstream_archive {spec.address.spec} ({spec.url})",
-            output_directories=(FETCH_ARCHIVE.OUT,),
-        ),
+    fetched = await Get(
+        Unpacked,
+        UnpackRequest(spec.sha256, spec.strip_prefix, (spec.url, *spec.mirrors), f"Fetching upstream_archive {spec.address.spec} ({spec.url})"),
     )
-    result = await Get(FallibleProcessResult, Process, process)
-    if result.exit_code != 0:
-        raise RocmBuildError(explain_archive_failure(spec, result.exit_code, result.stderr.decode(errors="replace")))
-    tree = await Get(Digest, RemovePrefix(result.output_digest, FETCH_ARCHIVE.OUT))
-    return FetchedArchive(spec.address, spec.url, spec.sha256, tree)
+    if fetched.exit_code != 0:
+        raise RocmBuildError(explain_archive_failure(spec, fetched.exit_code, fetched.said))
+    return FetchedArchive(spec.address, spec.url, spec.sha256, fetched.tree)
+
+
+def other_bytes(said: str, url: str) -> Tuple[str, str]:
+    """(the URL, the sha256 it gave) when fetch_archive.py found other bytes than the pin's."""
+    got = re.search(r"got sha256:(\w+) from (\S+)", said)
+    return (got.group(2), got.group(1)) if got else (url, "?")
 
 
 def explain_archive_failure(spec: ArchiveSpec, exit_code: int, said: str) -> str:
     owner, url, sha256 = spec.address.spec, spec.url, spec.sha256
     if exit_code == FETCH_ARCHIVE.EXIT_MISMATCH:
-        got = re.search(r"got sha256:(\w+) from (\S+)", said)
+        where, got = other_bytes(said, url)
         return (
-            f"upstream_archive {owner}: the file at {got.group(2) if got else url} has sha256 "
-            f"{got.group(1) if got else '?'}, but the target pins {sha256}. Nothing was "
+            f"upstream_archive {owner}: the file at {where} has sha256 "
+            f"{got}, but the target pins {sha256}. Nothing was "
             f"unpacked. If the new bytes are expected, check them and update {spec.pinned_in}."
         )
     if exit_code == FETCH_ARCHIVE.EXIT_UNPACK and said.startswith("refused member"):

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import posixpath
-import re
 from dataclasses import dataclass
 from typing import Tuple
 
@@ -28,18 +27,15 @@ from pants.engine.fs import (
     PathGlobs,
     RemovePrefix,
 )
-from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.sandbox_scripts import load_script
-from rocm_build.upstream.download import DownloadProcess
+from rocm_build.upstream.archives import FETCH_ARCHIVE, Unpacked, UnpackRequest, other_bytes
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree, source_files
 from rocm_build.wheel.cargo_lock import GitCrate, LockedCrates, RegistryCrate, read_lock
 from rocm_build.wheel.crate_manifest import ManifestError, find_package, standalone_manifest, workspace_root
 
-FETCH_ARCHIVE = load_script("fetch_archive.py")
 CHECKSUM_FILE = ".cargo-checksum.json"
 
 
@@ -86,19 +82,10 @@ def checksum_file(package: object) -> FileContent:
 async def fetch_registry_crate(request: RegistryCrateRequest) -> VendoredCrate:
     crate = request.crate
     directory = f"{crate.name}-{crate.version}"
-    process = await Get(
-        Process,
-        DownloadProcess(
-            "fetch_archive.py",
-            (crate.checksum, directory, crate.url),
-            f"Fetching crate {crate.name} {crate.version} for {request.owner}",
-            output_directories=(FETCH_ARCHIVE.OUT,),
-        ),
-    )
-    result = await Get(FallibleProcessResult, Process, process)
-    if result.exit_code != 0:
-        raise RocmBuildError(explain_crate_failure(request, result.exit_code, result.stderr.decode(errors="replace")))
-    files = await Get(Digest, RemovePrefix(result.output_digest, FETCH_ARCHIVE.OUT))
+    fetched = await Get(Unpacked, UnpackRequest(crate.checksum, directory, (crate.url,), f"Fetching crate {crate.name} {crate.version} for {request.owner}"))
+    if fetched.exit_code != 0:
+        raise RocmBuildError(explain_crate_failure(request, fetched.exit_code, fetched.said))
+    files = fetched.tree
     checksum = await Get(Digest, CreateDigest([checksum_file(crate.checksum)]))
     return VendoredCrate(await Get(Digest, AddPrefix(await Get(Digest, MergeDigests([files, checksum])), directory)))
 
@@ -106,9 +93,9 @@ async def fetch_registry_crate(request: RegistryCrateRequest) -> VendoredCrate:
 def explain_crate_failure(request: RegistryCrateRequest, exit_code: int, said: str) -> str:
     crate, where = request.crate, f"{request.owner}: crate {request.crate.name} {request.crate.version} ({request.lock})"
     if exit_code == FETCH_ARCHIVE.EXIT_MISMATCH:
-        got = re.search(r"got sha256:(\w+) from (\S+)", said)
+        url, got = other_bytes(said, crate.url)
         return (
-            f"{where}: the file at {got.group(2) if got else crate.url} has sha256 {got.group(1) if got else '?'}, but "
+            f"{where}: the file at {url} has sha256 {got}, but "
             f"the lock's checksum is {crate.checksum}. Nothing of it was used. A crates.io crate never changes: "
             "the server or a mirror ([rocm-build] mirrors) serves other bytes under its name."
         )
