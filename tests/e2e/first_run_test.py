@@ -5,14 +5,15 @@
 - GitHub: git's own `git http-backend` over the miniature repositories (git_http_server.py),
   reached through `[rocm-build] mirrors` as the pins name https://github.com/... URLs;
 - TheRock's package index: a PEP 503 tree of the mini SDK's host and device wheels;
-- a container registry: Debian's docker-registry, holding the mini box image by tag.
+- a container registry: Debian's docker-registry, holding the mini box image by tag;
+- crates.io: its download API as a static tree, for the mini Rust upstream's Cargo.lock (whose
+  git crate comes from the GitHub stand-in too).
 
 A clone of the repository whose miniature chain has its prebuilt SDK pins unresolved and its
 build image named by tag only: `--resolve` fills both (the SDK's wheels by file and sha256, the
 image by the digest the registry reports), the chain builds in that image with no network, a
 second `--resolve` changes nothing, and the wheels build again with every server stopped. A
 registry that then serves another image under the tag is refused, naming both digests.
-(crates.io's stand-in serves tests/e2e/rust_test.py.)
 """
 
 from __future__ import annotations
@@ -27,6 +28,9 @@ from pathlib import Path
 from e2e.git_http_server import serving_git
 from e2e.http_server import serving
 from e2e.registry_server import registry
+from e2e.rust_upstream import RECIPE as RUST_RECIPE
+from e2e.rust_upstream import TARGET as RUST
+from e2e.rust_upstream import crates_io, make_rust_upstream
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 
 VLLM = "tests/mini/vllm:wheel"
@@ -60,14 +64,19 @@ def unresolved_clone(ws: Workspace, index_url: str, box: str) -> dict:
 
 def test_a_first_run_resolves_every_pin_builds_in_the_pinned_image_then_needs_no_server(tmp_path: Path) -> None:
     upstreams = make_fixture_upstreams(tmp_path / "upstreams")
+    rust = make_rust_upstream(upstreams.root, upstreams.root)  # mini-rust and greeting.git beside the others
     ws = Workspace(tmp_path / "checkout", upstreams, tmp_path / "store", tmp_path / "named")
     try:
         with serving_git(upstreams.root) as (git_url, fetched), serving(upstreams.root / "index") as (index_url, served), \
-                registry(tmp_path / "registry") as host:  # fmt: skip
+                registry(tmp_path / "registry") as host, serving(crates_io(tmp_path / "crates.io", rust.crate)) as (crates_url, crates):  # fmt: skip
             box = f"{host}/rocm-pants/mini-box:bookworm"
             podman("push", "--tls-verify=false", LOCAL_BOX, box)
             expected = unresolved_clone(ws, index_url, box)
-            ws.pants_env_extra = {"PANTS_ROCM_BUILD_MIRRORS": json.dumps({GITHUB: f"{git_url}/"})}
+            ws.write(PINS, ws.read(PINS) + f'\n[mini-rust]\nurl = "{GITHUB}mini-rust"\ntrack = "main"\ncommit = "{rust.commit}"\n')
+            ws.path("tests/mini/rust").mkdir()  # built on this machine: the box has no cargo
+            ws.write("tests/mini/rust/BUILD", RUST_RECIPE.format(extra='    cargo_lock="Cargo.lock",\n    environment="__local__",\n'))
+            mirrors = {GITHUB: f"{git_url}/", "https://example.invalid/": f"{git_url}/", "https://static.crates.io/crates/": f"{crates_url}/crates/"}
+            ws.pants_env_extra = {"PANTS_ROCM_BUILD_MIRRORS": json.dumps(mirrors)}
 
             resolve = require_success(ws.pants(*RESOLVE), "update-pins --resolve")
             pins = tomllib.loads(ws.read(PINS))["prebuilt"]
@@ -80,11 +89,15 @@ def test_a_first_run_resolves_every_pin_builds_in_the_pinned_image_then_needs_no
             assert f"image tests/mini:box: {box}@{digest.group(1)} (pulled {box}; the registry reports {digest.group(1)})" in resolve.stdout
             assert f"{host}/rocm-pants/mini-box@{digest.group(1)}" in podman("image", "inspect", "--format", "{{.RepoDigests}}", box)
 
-            package = require_success(ws.package(VLLM), "package after --resolve")
-            assert sorted(package.built) == sorted(CHAIN)
-            assert sorted(set(fetched)) == ["/aotriton", "/flash_attention", "/torch", "/vllm"]  # through the git stand-in
+            package = require_success(ws.package(VLLM, RUST), "package after --resolve")
+            assert sorted(package.built) == sorted([*CHAIN, RUST])
+            # Through the stand-ins: every repository from the git server, the crate from crates.io's.
+            assert sorted(set(fetched)) == ["/aotriton", "/flash_attention", "/greeting.git", "/mini-rust", "/torch", "/vllm"]
             assert any(p.endswith(".whl") for p in served)  # the SDK's wheels from the index stand-in
-            for wheel in ws.dist_wheels().values():
+            assert crates == ["/crates/itoa/1.0.1/download"]
+            for address, wheel in ws.dist_wheels().items():
+                if "rust" in address:
+                    continue
                 info = json.loads(zip_read(wheel, "rocm_build_info.json"))
                 assert info["environment"]["name"] == "mini-box" and info["network"].startswith("none")
                 assert digest.group(1) in info["environment"]["repo_digests"]
@@ -94,7 +107,7 @@ def test_a_first_run_resolves_every_pin_builds_in_the_pinned_image_then_needs_no
             assert again.stdout.strip().endswith("every pin is resolved")
             assert {p: ws.read(p) for p in files} == files
         # Every server is gone: what was resolved and fetched is all a build needs.
-        rebuilt = require_success(ws.package(VLLM), "package with no server")
+        rebuilt = require_success(ws.package(VLLM, RUST), "package with no server")
         assert rebuilt.built == []
     finally:
         ws.stop()
