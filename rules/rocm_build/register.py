@@ -22,6 +22,7 @@ from rocm_build.wheel import (
     ccache,
     chain,
     gpu_audit,
+    patch_files,
     portable,
     preflight,
     sccache_dist,
@@ -67,6 +68,7 @@ def rules():
         *build.rules(),
         *build_output.rules(),
         *gpu_audit.rules(),
+        *patch_files.rules(),
         *portable.rules(),
         # Install sets
         *runtime_lock.rules(),

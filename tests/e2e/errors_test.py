@@ -78,6 +78,14 @@ replace = "#include <Python.h>\\nlong mini_vllm_missing_answer(void);"
 count = 1
 """
 
+ADDED_FILE_PATCH = """\
+Add the gfx1151 tuning table (a stand-in for torch/_rocm_init.py, which our torch patch adds).
+
+--- /dev/null
++++ b/mini_vllm/gfx1151.json
+@@ -0,0 +1 @@
++{"gfx1151": {"block": 64}}
+"""
 CASES = [
     # --- pins
     ("unknown pin", {"tests/mini/vllm/BUILD": sub('pin="mini-vllm"', 'pin="mini-vlm"')}, VLLM,
@@ -145,6 +153,12 @@ CASES = [
      ["tests/mini/torch:wheel builds for gfx1151 (gpu_targets) on prebuilt_wheel tests/mini/sdk:core (mini-rocm-sdk-core, "
       "pin `mini-sdk`), whose GPU code is in device wheels, but depends on none for gfx1151: add the prebuilt_wheel of "
       "pin `mini-sdk-gfx1151` to its `dependencies`"]),
+    # A file our patch adds that the build backend leaves out of the wheel (setuptools ships no
+    # data file without `package_data`; scikit-build-core none its .gitignore covers).
+    ("patch-added file left out", {"tests/mini/patches/vllm/0002-gfx1151-table.patch": lambda _: ADDED_FILE_PATCH}, VLLM,
+     ["tests/mini/vllm:wheel: mini_vllm/gfx1151.json, which our patches add (tests/mini/patches/vllm/), is not in "
+      "mini_vllm-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl, although the wheel ships mini_vllm/: the build backend "
+      "left it out"]),
     ("pip cmake", {AOT_BUILD: wheel_field(
         'build_command=["printf \'#!/bin/sh\\\\necho pip cmake\\\\n\' > $ROCM_BUILD_DEPS_PREFIX/bin/cmake", '
         '"chmod +x $ROCM_BUILD_DEPS_PREFIX/bin/cmake"]')}, AOT,

@@ -1,7 +1,8 @@
 """Which AMD GPU architectures each library of a wheel carries code for, read from the bytes.
 
 Usage: gpu_code.py WHEEL   prints JSON {"libraries": {member: [gfx...]},
-                                         "code_objects": {member: [gfx]}, "unreadable": {member: why}}
+                                         "code_objects": {member: [gfx]}, "unreadable": {member: why},
+                                         "members": [every file of the wheel]}
 
 A member carries AMDGPU code when it is an AMDGPU code object itself (an ELF with e_machine
 EM_AMDGPU: `.co`, `.hsaco`; AOTriton ships one per kernel and arch), or a host library (a
@@ -137,8 +138,9 @@ def member_bytes(wheel, info):
 
 
 def main():
-    found = {"libraries": {}, "code_objects": {}, "unreadable": {}}
+    found = {"libraries": {}, "code_objects": {}, "unreadable": {}, "members": []}
     with zipfile.ZipFile(sys.argv[1]) as wheel:
+        found["members"] = sorted(i.filename for i in wheel.infolist() if not i.is_dir())
         for info in wheel.infolist():
             if info.is_dir() or info.file_size < 64:
                 continue

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import posixpath
 from dataclasses import dataclass, replace
 from typing import Optional, Tuple
 
@@ -47,6 +48,7 @@ from rocm_build.wheel.ccache import CcacheRemote
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.gpu_audit import GpuCode, audit_problems, with_gpu_code
+from rocm_build.wheel.patch_files import PatchAddedFiles, PatchAddedFilesRequest, missing_patch_files
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
@@ -293,7 +295,10 @@ async def build_rocm_wheel(
     code, _ = await MultiGet(
         Get(GpuCode, BuiltWheel(out.payload, out.wheel_name)), Get(PlatformPolicy, BuiltWheel(out.payload, out.wheel_name))
     )
-    problems = audit_problems(spec, out.wheel_name, code)
+    upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {spec.owner}"))
+    added = await Get(PatchAddedFiles, PatchAddedFilesRequest(upstream.source, spec.owner))
+    patch_sets = ", ".join(sorted({posixpath.dirname(p.path) + "/" for p in spec.upstream.patches})) or "none"
+    problems = (*audit_problems(spec, out.wheel_name, code), *missing_patch_files(spec.owner, out.wheel_name, patch_sets, added.paths, code.members))
     if problems:
         return failed(spec, build_info, "\n".join(problems))
     build_info = with_gpu_code(build_info, spec, code)

@@ -35,6 +35,7 @@ class GpuCode:
     # requested targets must all be among them.
     code_objects: FrozenDict[str, Tuple[str, ...]]
     unreadable: FrozenDict[str, str]  # wheel member -> why its GPU code could not be read
+    members: Tuple[str, ...] = ()  # every file of the wheel (read in the same pass)
 
 
 @rule(desc="Reading the GPU code of a wheel", level=LogLevel.DEBUG)
@@ -55,6 +56,7 @@ async def read_gpu_code(request: BuiltWheel, tools: HostTools) -> GpuCode:
     return GpuCode(
         *(FrozenDict({k: tuple(v) for k, v in found[kind].items()}) for kind in ("libraries", "code_objects")),
         FrozenDict(found["unreadable"]),
+        tuple(found["members"]),
     )
 
 
