@@ -26,6 +26,9 @@ def test_plan_lists_the_chain_in_build_order(ws: Workspace) -> None:
     assert "FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE" in run.stdout
     assert "python tools/use_existing_torch.py --prefix" in run.stdout
     assert "components/aiter:wheel  (optional)" in run.stdout
+    # Torch on TheRock's SDK requires that SDK and a triton, as TheRock's own torch wheels do.
+    torch_plan = run.stdout.split("components/torch:wheel", 1)[1].split("\n[", 1)[0]
+    assert "PYTORCH_EXTRA_INSTALL_REQUIREMENTS='rocm[libraries]==10.0.0|triton'" in torch_plan
 
 
 def test_missing_toolchain_stops_before_any_fetch(ws: Workspace) -> None:

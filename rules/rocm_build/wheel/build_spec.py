@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from rocm_build.pants_environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
@@ -53,6 +53,7 @@ from rocm_build.wheel.target_types import (
     WheelVersionEnvField,
 )
 from rocm_build.target_types_rules import expect_target
+from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainProviderField, ToolchainVersionField
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 from rocm_build.wheel.version_env import pin_version, version_values
 
@@ -205,12 +206,14 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
         if not ENV_NAME.match(var):
             raise RocmBuildError(f"{owner}: {var!r} in `{WheelVersionEnvField.alias}` or `{WheelDownloadsCoveredField.alias}` is not an environment variable name")
     version = pin_version(upstream.pin.version, upstream.pin.track, upstream.pin.commit)
-    env = {**version_values(version_env, version), **env}  # the target's `env` wins
+    toolchain = await _single(target, WheelToolchainField)
+    sdk_requires = await _sdk_requirements(target[WheelKindField].value, toolchain, owner)
+    env = {**sdk_requires, **version_values(version_env, version), **env}  # the target's `env` wins
     dependencies, prebuilt = await _dependencies(target, python, defaults)
     return WheelBuildSpec(
         address=target.address,
         upstream=upstream,
-        toolchain=await _single(target, WheelToolchainField),
+        toolchain=toolchain,
         dependencies=dependencies,
         prebuilt=prebuilt,
         archives=archives,
@@ -234,6 +237,18 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
         kind=target[WheelKindField].value,
         cargo_lock=_cargo_lock(target),
     )
+
+
+async def _sdk_requirements(kind: str, toolchain: Address, owner: str) -> Dict[str, str]:
+    """A torch built on TheRock's SDK requires that SDK and a triton, as TheRock's own torch
+    wheels do (build_prod_wheels.py: PYTORCH_EXTRA_INSTALL_REQUIREMENTS, which PyTorch's setup.py
+    adds to install_requires): installed elsewhere, pip brings the libraries it links."""
+    if kind != "torch":
+        return {}
+    target = await expect_target(toolchain, RocmToolchainTarget, f"the `toolchain` field of {owner}")
+    if target[ToolchainProviderField].value != "therock" or not target[ToolchainVersionField].value:
+        return {}
+    return {"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": f"rocm[libraries]=={target[ToolchainVersionField].value}|triton"}
 
 
 def _cargo_lock(target: RocmWheelTarget) -> str:
