@@ -193,6 +193,11 @@ def derived_commit_and_source(spec: str, tree: str, name: str) -> Tuple[str, str
     """The commit `spec`'s file names, and the file it was read from: when the file holds no
     SHA but names another file of the tree (PyTorch's aotriton.cmake reading
     .ci/docker/aotriton_version.txt), that file is read instead."""
+    if "#" in spec:  # one line of a recipe: for an archive's {hash}, it must be a full SHA
+        line = derived_value(spec, tree, name)
+        if not FULL_SHA.match(line.value):
+            raise UpdateError(f"[{name}] `derived_from = \"{spec}\"`: {line.where(spec.partition(':')[0])} names {line.value!r}, not a full commit SHA")
+        return line.value, line.path
     _, _, path = spec.partition(":")
     try:
         text = Path(tree, path).read_text()

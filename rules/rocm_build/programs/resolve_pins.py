@@ -4,7 +4,9 @@ can reach; move none that is resolved.
 - prebuilt wheels without version, file or sha256 (and their device wheels): from their index;
 - archives without sha256: downloaded and hashed, their `strip_prefix` checked against the
   archive's members; a derived one first takes its url from the file its source pin's tree names;
-- build images that are tags: pinned by the digest the container engine reports (image_pins.py).
+- build images that are tags: pulled and pinned by the digest the registry reports, or built from
+  their Containerfile and pinned by the digest the engine reports (image_pins.py); an image
+  already pinned whose tag now names another digest is reported, not moved.
 
 What cannot be reached is listed with the URL and the error, and stays unresolved; what was
 resolved is written (each file replaced whole). A second run changes nothing.

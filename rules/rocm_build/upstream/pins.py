@@ -63,7 +63,9 @@ class Pin(PinModel):
     commit: str
     submodules: bool = False
     # "torch:cmake/External/aotriton.cmake": update-pins derives this pin from a file in
-    # another component's tree instead of following `track`.
+    # another component's tree instead of following `track`; with "#NAME"
+    # ("vllm:docker/Dockerfile.rocm_base#PYTORCH_BRANCH") from one line of it, whose ref it
+    # writes as `track` (upstream/recipe_values.py), and the preflight checks the pairing.
     derived_from: Optional[str] = None
     # "0.31.0": the version the upstream says it is at `commit` (a tree without .git cannot
     # say it); rocm_wheel's `version_env` sets it. Unset: from a release `track` (v0.31.0), else
