@@ -298,17 +298,23 @@ def test_a_pin_derived_from_a_recipe_line_must_be_what_the_line_names(tmp_path) 
     ups = make_fixture_upstreams(tmp_path / "upstreams")
     torch = ups.commits["torch"]
     recipe = "docker/Dockerfile.rocm_base"
-    fa = ups.new_commit("flash_attention", {recipe: f'ARG PYTORCH_BRANCH="{torch[:7]}" # release\n'}, "recipe")
+    # Its requirement file names the SDK the prebuilt pin must be (requirements/build/rocm.txt in small).
+    requirements = "requirements/rocm.txt"
+    fa = ups.new_commit("flash_attention", {recipe: f'ARG PYTORCH_BRANCH="{torch[:7]}" # release\n',
+                                            requirements: "mini-rocm-sdk-core==1.0.0\n"}, "recipe")  # fmt: skip
     ws = Workspace(tmp_path / "checkout", ups, tmp_path / "store", tmp_path / "named")
     derived = f'commit = "{torch}"\nderived_from = "mini-flash_attention:{recipe}#PYTORCH_BRANCH"\n'
-    ws.write("tests/mini/pins.toml", ws.read("tests/mini/pins.toml").replace(f'commit = "{torch}"\n', derived))
+    sdk = 'project = "mini-rocm-sdk-core"\n'
+    pins = ws.read("tests/mini/pins.toml").replace(f'commit = "{torch}"\n', derived)
+    ws.write("tests/mini/pins.toml", pins.replace(sdk, sdk + f'derived_from = "mini-flash_attention:{requirements}#mini-rocm-sdk-core"\n'))
     try:
         ok = check(ws)
         assert ok.returncode == 0, ok.stdout + ok.stderr[-3000:]
         line = f'`ARG PYTORCH_BRANCH="{torch[:7]}" # release`'
         assert f"mini-torch {torch[:12]} is what {recipe} line 1 of mini-flash_attention at {fa[:12]} ({line}) names" in ok.stdout
+        assert f"prebuilt.mini-sdk 1.0.0 is what {requirements} line 1 of mini-flash_attention at {fa[:12]}" in ok.stdout
         # The recipe moves to another torch; the pin stays: refused before any build, naming both.
-        moved = ups.new_commit("flash_attention", {recipe: 'ARG PYTORCH_BRANCH="0123abc"\n'}, "another torch")
+        moved = ups.new_commit("flash_attention", {recipe: 'ARG PYTORCH_BRANCH="0123abc"\n', requirements: "mini-rocm-sdk-core==1.0.1\n"}, "another torch")
         ws.write("tests/mini/pins.toml", ws.read("tests/mini/pins.toml").replace(fa, moved))
         run = check(ws)
         assert run.returncode == 1
@@ -317,6 +323,10 @@ def test_a_pin_derived_from_a_recipe_line_must_be_what_the_line_names(tmp_path) 
             f"(track 'main'), but {recipe} line 1 of mini-flash_attention at {moved[:12]} (`ARG PYTORCH_BRANCH=\"0123abc\"`) "
             "names 0123abc: the chain is not the one the recipe builds. Fix: `pants run rules:update-pins -- --only "
             "mini-flash_attention` sets it from the recipe"
+        ) in run.stdout, run.stdout
+        assert (
+            "[prebuilt.mini-sdk] in tests/mini/pins.toml pins mini-rocm-sdk-core 1.0.0 (track '==1.0.0'), but "
+            f"{requirements} line 1 of mini-flash_attention at {moved[:12]} (`mini-rocm-sdk-core==1.0.1`) names 1.0.1"
         ) in run.stdout, run.stdout
         assert_nothing_built(ws, run)
     finally:

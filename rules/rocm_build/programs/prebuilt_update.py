@@ -14,11 +14,12 @@ import tempfile
 import types
 import zipfile
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
+from rocm_build.programs.new_commits import derived_value
 from rocm_build.upstream.pin_model import with_values
 from rocm_build.upstream.pins import PREBUILT, PrebuiltPin
 from rocm_build.upstream.wheel_tags import fits
@@ -175,3 +176,29 @@ def _device_move(
     if all(getattr(device, k) == v for k, v in values.items()):
         return []
     return [PrebuiltMove(name, device.version, values, f"{device.project} for {host.project} {host.version} (device_of {host_name})")]
+
+
+def derived_tracks(
+    prebuilt: Dict[str, PrebuiltPin], sources: Sequence[str], tree_of: Callable[[str], str]
+) -> Tuple[Dict[str, PrebuiltPin], Dict[str, str]]:
+    """The prebuilt host pins derived from a requirement line of one of `sources`' trees, with
+    the `==` track that line gives now; returns the pins to plan with and the tracks that moved."""
+    moved: Dict[str, str] = {}
+    for name, pin in prebuilt.items():
+        source = pin.derived_from.partition(":")[0]
+        if not pin.derived_from or source not in sources:
+            continue
+        track = f"=={derived_value(pin.derived_from, tree_of(source), f'{PREBUILT}.{name}').value}"
+        if track != pin.track:
+            moved[name] = track
+    return {n: with_values(p, {"track": moved[n]}) if n in moved else p for n, p in prebuilt.items()}, moved
+
+
+def with_tracks(moves: List[PrebuiltMove], prebuilt: Dict[str, PrebuiltPin], tracks: Dict[str, str]) -> List[PrebuiltMove]:
+    """The moves, each host whose track moved writing its new track too."""
+    out = [PrebuiltMove(m.name, m.old, {**m.values, "track": tracks[m.name]} if m.name in tracks else m.values, m.why) for m in moves]
+    out += [
+        PrebuiltMove(n, prebuilt[n].version, {"track": t}, "the recipe line it is derived from names it")
+        for n, t in sorted(tracks.items()) if n not in {m.name for m in moves}
+    ]  # fmt: skip
+    return out

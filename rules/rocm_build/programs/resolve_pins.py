@@ -1,7 +1,8 @@
 """`update-pins -- --resolve`: fill every pin not resolved yet, in one run, from what this machine
 can reach; move none that is resolved.
 
-- prebuilt wheels without version, file or sha256 (and their device wheels): from their index;
+- prebuilt wheels without version, file or sha256 (and their device wheels): from their index,
+  a host derived from a requirement line at the version that line names;
 - archives without sha256: downloaded and hashed, their `strip_prefix` checked against the
   archive's members; a derived one first takes its url from the file its source pin's tree names;
 - build images that are tags: pulled and pinned by the digest the registry reports, or built from
@@ -28,7 +29,7 @@ import requests
 from rocm_build.programs.archive_update import ArchiveMove, plan_archives
 from rocm_build.programs.host_git import UpdateError, redact
 from rocm_build.programs.image_pins import ImageError, ImageMove, image_envs, pinned_build_file, plan_images
-from rocm_build.programs.prebuilt_update import PrebuiltMove, plan_prebuilt
+from rocm_build.programs.prebuilt_update import PrebuiltMove, derived_tracks, plan_prebuilt, with_tracks
 from rocm_build.upstream.archive_pins import ArchivePin
 from rocm_build.upstream.pins import PREBUILT, Pin, PrebuiltPin
 
@@ -50,6 +51,13 @@ def resolve(
     root: Path,
 ) -> Resolution:
     done = Resolution()
+    tracks: Dict[str, str] = {}
+    try:  # an unresolved host derived from a recipe line takes the version that line names
+        derived, tracks = derived_tracks({n: p for n, p in prebuilt.items() if not p.resolved}, sorted(pins), tree_of)
+    except (OSError, UpdateError) as e:
+        done.unreached.append(f"recipe lines of [{PREBUILT}.*] pins: {said(e)}")
+        derived = {}
+    original, prebuilt = prebuilt, {**prebuilt, **derived}
     for name, pin in sorted(prebuilt.items()):
         devices = [p for p in prebuilt.values() if p.device_of == name]
         if pin.device_of or (pin.resolved and all(d.resolved for d in devices)):
@@ -58,6 +66,7 @@ def resolve(
             done.prebuilt_moves += plan_prebuilt(prebuilt, [name])
         except OSError as e:
             done.unreached.append(f"[{PREBUILT}.{name}] {pin.index_url}: {said(e)}")
+    done.prebuilt_moves = with_tracks(done.prebuilt_moves, original, tracks)
     for name, archive in sorted(archives.items()):
         if archive.sha256:
             continue

@@ -37,7 +37,7 @@ from rocm_build.programs.new_commits import (
 )
 from rocm_build.programs.patch_check import keep_patchable
 from rocm_build.programs.pins_rewrite import moved_archives, moved_pins, print_diff, write_if_changed
-from rocm_build.programs.prebuilt_update import PrebuiltMove, plan_prebuilt
+from rocm_build.programs.prebuilt_update import PrebuiltMove, derived_tracks, plan_prebuilt, with_tracks
 from rocm_build.programs import resolve_pins
 from rocm_build.upstream.archive_pins import ArchivePin, parse_archive_pins
 from rocm_build.upstream.pins import Pin, PinsError, PrebuiltPin, parse_pins, parse_prebuilt_pins
@@ -158,9 +158,12 @@ def plan(
         commits = {n: new.get(n, p.commit) for n, p in pins.items() if n in selected}
         commits.update({m.name: m.new for m in moves})
         archive_moves = plan_archives(archives, commits, tree_of)
+        planned_prebuilt, tracks = derived_tracks(prebuilt, sorted(commits), tree_of)
         if not args.no_patch_check:
             moves, held_back = keep_patchable(moves, pins, Path(args.patches_dir), tmp, args.force)
-    return Plan(moves, archive_moves, plan_prebuilt(prebuilt, args.only), held_back)
+    only = [*args.only, *tracks] if args.only else None  # a host the recipe moved is planned again
+    prebuilt_moves = with_tracks(plan_prebuilt(planned_prebuilt, only), prebuilt, tracks)
+    return Plan(moves, archive_moves, prebuilt_moves, held_back)
 
 
 def tracked_moves(pins: Dict[str, Pin], selected: Set[str], github_api: str) -> Tuple[Dict[str, str], List[Move]]:

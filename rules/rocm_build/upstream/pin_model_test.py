@@ -60,7 +60,7 @@ def test_runs_on_the_resolves_pydantic() -> None:
             parse_prebuilt_pins,
             PREBUILT + 'extr = "device-gfx1151"\n',
             "[prebuilt.torch] field `extr`: unknown field (allowed: index_url, project, python, track, device_of, "
-            "version, file, sha256, requires_rocm, extra, requires_devices). Did you mean `extra`?",
+            "version, file, sha256, requires_rocm, extra, requires_devices, derived_from). Did you mean `extra`?",
         ),
         (
             parse_prebuilt_pins,

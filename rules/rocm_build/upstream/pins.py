@@ -183,6 +183,10 @@ class PrebuiltPin(PinModel):
     # this one requires (space-separated projects, e.g. its family wheel).
     extra: str = ""
     requires_devices: str = ""
+    # Host pins: "vllm:requirements/build/rocm.txt#torch", the requirement line of another pin's
+    # tree whose `==` version this wheel must be; update-pins sets `track` from it and the
+    # preflight checks the pairing (upstream/recipe_values.py).
+    derived_from: str = ""
 
     @checks("index_url")
     def _index_url(cls, url: str) -> str:
@@ -247,8 +251,9 @@ def _host_problem(pin: PrebuiltPin, pins: Mapping[str, PrebuiltPin]) -> Optional
         hosts = ", ".join(sorted(n for n, p in pins.items() if not p.device_of)) or "none"
         why = "is not a [prebuilt.*] table" if host is None else "is a device pin itself"
         return f"field `device_of`: {pin.device_of!r} {why}; name the host wheel's pin (host pins: {hosts})"
-    if pin.track:
-        return f"field `track`: a device pin takes exactly its host's version (device_of = {pin.device_of!r}); remove `track`"
+    if pin.track or pin.derived_from:
+        field = "track" if pin.track else "derived_from"
+        return f"field `{field}`: a device pin takes exactly its host's version (device_of = {pin.device_of!r}); remove `{field}`"
     if not DEVICE_PROJECT.match(pin.project):
         return (
             f"field `project`: {pin.project!r} is not a device wheel's name; expected `<prefix>-device-<gfx>` "

@@ -99,7 +99,7 @@ def test_prebuilt_device_pins_take_index_and_python_from_host_or_prebuilt_table(
          "[prebuilt.mirror-torch-gfx115x] field `python`: '3.13', but its host [prebuilt.mirror-torch] is for '3.12'"),
         ('device_of = "mirror-torch"', 'device_of = "mirror-torch"\ndevice = "gfx115x"',
          "[prebuilt.mirror-torch-gfx115x] field `device`: unknown field (allowed: index_url, project, python, track, "
-         "device_of, version, file, sha256, requires_rocm, extra, requires_devices). Did you mean `device_of`?"),
+         "device_of, version, file, sha256, requires_rocm, extra, requires_devices, derived_from). Did you mean `device_of`?"),
     ],
 )  # fmt: skip
 def test_prebuilt_pin_errors_name_file_table_key_and_form(old: str, new: str, message: str) -> None:

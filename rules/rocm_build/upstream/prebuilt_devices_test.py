@@ -18,7 +18,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
-from rocm_build.testutil.git_fixtures import pins_toml
+from rocm_build.testutil.git_fixtures import commit_files, git, init_repo, pins_toml
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec, missing_device_wheels
 from rocm_build.programs.prebuilt_update import requires_rocm
 from rocm_build.programs.update_pins import main
@@ -309,8 +309,8 @@ def test_an_unreachable_index_names_the_pin_and_changes_nothing(tmp_path, capsys
     assert err.rstrip().endswith("or point `index_url` at a mirror. The pins file was not changed.")
 
 
-def test_a_stream_track_takes_the_newest_release_with_every_device_wheel(tmp_path, index, capsys) -> None:
-    # A stream (`==2.13.0` over rocm7.14.x): 7.14.2 is out, but not yet for gfx1151.
+def stream_wheels() -> Dict[str, Dict[str, str]]:
+    """torch 2.13.0 over a rocm7.14.x stream: 7.14.2 is out, but not yet for gfx1151."""
     tag = "cp312-cp312-linux_x86_64"
     devices = {"gfx1151": ["amd-torch-device-gfx1151", "amd-torch-device-gfx115x"]}
     versions = [f"2.13.0+rocm7.14.{n}" for n in range(3)]
@@ -324,7 +324,11 @@ def test_a_stream_track_takes_the_newest_release_with_every_device_wheel(tmp_pat
             wheels["amd-torch-device-gfx1151"][f"amd_torch_device_gfx1151-{version}-{tag}.whl"] = device_metadata(
                 "amd-torch-device-gfx1151", version, "torch", version, f"rocm-sdk-device-gfx1151 == 7.14.{n}", f"amd-torch-device-gfx115x == {version}"
             )
-    serve_index(index, wheels)
+    return wheels
+
+
+def test_a_stream_track_takes_the_newest_release_with_every_device_wheel(tmp_path, index, capsys) -> None:
+    serve_index(index, stream_wheels())
     text = "\n\n".join(pins_text(tmp_path).split("\n\n")[:4]).replace(f"=={TORCH}", "==2.13.0") + "\n"
     assert update_pins(tmp_path, text) == 0
     after = (tmp_path / "pins.toml").read_text()
@@ -335,3 +339,23 @@ def test_a_stream_track_takes_the_newest_release_with_every_device_wheel(tmp_pat
         "for '==2.13.0' on " + (tmp_path / "url").read_text() + " with every device wheel pinned; not 2.13.0+rocm7.14.2 "
         "(no amd-torch-device-gfx1151))"
     ) in capsys.readouterr().out
+
+
+def test_a_host_derived_from_a_requirement_line_follows_the_recipe(tmp_path, index, capsys) -> None:
+    # vLLM's requirements/build/rocm.txt in small: the exact torch its ROCm wheels build against.
+    serve_index(index, stream_wheels())
+    recipe = init_repo(tmp_path / "vllm")
+    commit_files(recipe, {"requirements/build/rocm.txt": "torch==2.13.0+rocm7.14.0\n"})
+    pins = "\n\n".join(pins_text(tmp_path).split("\n\n")[:4]) + "\n"
+    pins = pins.replace('project = "torch"\n', 'project = "torch"\nderived_from = "vllm:requirements/build/rocm.txt#torch"\n')
+    pins += f'\n[vllm]\nurl = "file://{recipe}"\ntrack = "main"\ncommit = "{git(recipe, "rev-parse", "HEAD")}"\n'
+    assert update_pins(tmp_path, pins) == 0
+    after = (tmp_path / "pins.toml").read_text()
+    assert 'track = "==2.13.0+rocm7.14.0"' in table(after, "therock-torch")
+    assert 'version = "2.13.0+rocm7.14.0"' in table(after, "therock-torch-gfx1151")
+    # The recipe moves to 7.14.1: moving vllm moves the torch pin, its track and its device wheels.
+    commit_files(recipe, {"requirements/build/rocm.txt": "torch==2.13.0+rocm7.14.1\n"})
+    assert update_pins(tmp_path, after, "vllm") == 0
+    moved = (tmp_path / "pins.toml").read_text()
+    assert 'track = "==2.13.0+rocm7.14.1"' in table(moved, "therock-torch") and 'version = "2.13.0+rocm7.14.1"' in table(moved, "therock-torch")
+    assert 'version = "2.13.0+rocm7.14.1"' in table(moved, "therock-torch-gfx1151")

@@ -38,7 +38,7 @@ from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
 from rocm_build.wheel import chain_versions, recipe_pairing, upstream_steps
 from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, version_findings
-from rocm_build.wheel.recipe_pairing import RecipePairing, RecipePairingRequest
+from rocm_build.wheel.recipe_pairing import ComponentPairingRequest, RecipePairing
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel.upstream_steps import (
     MetadataHook,
@@ -237,7 +237,7 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
         except Exception as e:
             return ComponentStatus(owner, (problem_text(e),))
     where = f"{upstream.pin_name} at {upstream.pin.commit}"
-    pairing = await Get(RecipePairing, RecipePairingRequest(spec.upstream, owner))
+    pairing = await Get(RecipePairing, ComponentPairingRequest(spec))
     problems = [*pairing.problems, *await _missing_files(spec, upstream, where), *_pip_cmake_steps(spec)]
     notes: List[str] = list(pairing.notes)
     summary = f"{upstream.pin_name} {upstream.pin.commit[:12]}, {len(upstream.patches)} patch(es)"

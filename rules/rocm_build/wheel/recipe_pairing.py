@@ -10,23 +10,34 @@ build would; our patches to it are not the recipe).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Optional, Tuple
 
 from pants.engine.fs import Digest, DigestContents
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
-from rocm_build.upstream.pins import FULL_SHA, HEX, Pin
+from rocm_build.upstream.pins import FULL_SHA, HEX, PREBUILT
+from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.recipe_values import RecipeValue, recipe_value, split_spec
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest
 from rocm_build.upstream.upstream_repo import UpstreamSpec
+from rocm_build.wheel.build_spec import WheelBuildSpec
 
 
 @dataclass(frozen=True)
 class RecipePairingRequest:
-    upstream: UpstreamSpec
+    """A pin derived from a recipe line: a git pin (`commit`, `track`) or a prebuilt host pin
+    (`version`, `track`), as the table of `pins_file` writes it."""
+
+    pins_file: str
+    table: str  # "[torch]", "[prebuilt.therock-torch]"
+    derived_from: str
     owner: str
+    pinned: str  # the pin as a message shows it
+    commit: str = ""
+    track: str = ""
+    version: str = ""
 
 
 @dataclass(frozen=True)
@@ -35,39 +46,72 @@ class RecipePairing:
     notes: Tuple[str, ...] = ()
 
 
-def agrees(pin: Pin, line: RecipeValue) -> bool:
-    """A SHA (full or short) the commit starts with; a tag or branch, the pin's `track`
-    (update-pins writes the ref there when it resolves it)."""
+def git_pin_pairing(upstream: UpstreamSpec, owner: str) -> Optional[RecipePairingRequest]:
+    pin = upstream.pin
+    if "#" not in (pin.derived_from or ""):
+        return None
+    pinned = f"{pin.url} at {pin.commit[:12]} (track {pin.track!r})"
+    return RecipePairingRequest(upstream.pins_file, f"[{upstream.pin_name}]", pin.derived_from or "", owner, pinned, pin.commit, pin.track)
+
+
+def prebuilt_pin_pairing(prebuilt: PrebuiltSpec, owner: str) -> Optional[RecipePairingRequest]:
+    pin = prebuilt.pin
+    if not pin.derived_from:
+        return None
+    pinned = f"{pin.project} {pin.version or '(not resolved)'} (track {pin.track!r})"
+    return RecipePairingRequest(prebuilt.pins_file, f"[{PREBUILT}.{prebuilt.pin_name}]", pin.derived_from, owner, pinned, track=pin.track, version=pin.version)
+
+
+def agrees(request: RecipePairingRequest, line: RecipeValue) -> bool:
+    """A git pin: the SHA (full or short) its commit starts with, or, for a tag or branch, its
+    `track` (update-pins writes the ref there). A prebuilt pin: the `==` version it is pinned at
+    (or tracks, while not resolved)."""
+    if not request.commit:
+        return request.version == line.value or (not request.version and request.track == f"=={line.value}")
     if HEX.match(line.value) and (FULL_SHA.match(line.value) or 7 <= len(line.value) < 40):
-        return pin.commit.startswith(line.value.lower())
-    return pin.track == line.value
+        return request.commit.startswith(line.value.lower())
+    return request.track == line.value
 
 
 @rule(desc="Checking a pin against the recipe line it is derived from")
 async def check_recipe_pairing(request: RecipePairingRequest) -> RecipePairing:
-    upstream, owner = request.upstream, request.owner
-    pin = upstream.pin
-    if "#" not in (pin.derived_from or ""):
-        return RecipePairing()
-    source_name, path, key = split_spec(pin.derived_from or "")
-    table = f"[{upstream.pin_name}] in {upstream.pins_file}"
-    source = dict((await load_pins(upstream.pins_file, owner)).pins).get(source_name)
+    owner = request.owner
+    source_name, path, key = split_spec(request.derived_from)
+    table = f"{request.table} in {request.pins_file}"
+    source = dict((await load_pins(request.pins_file, owner)).pins).get(source_name)
     if source is None:
         return RecipePairing((f"{owner}: {table} is derived from `{source_name}`, which is not a pin of that file",))
-    fetched = await Get(FetchedTree, FetchRequest(source.url, source.commit, False, source_name, upstream.pins_file, owner))
+    fetched = await Get(FetchedTree, FetchRequest(source.url, source.commit, False, source_name, request.pins_file, owner))
     read = await Get(CheckedOut, CheckoutRequest(fetched.pack, owner, "read", (path,)))
     texts = {fc.path[len(TREE_DIR) + 1 :]: fc.content.decode(errors="replace") for fc in await Get(DigestContents, Digest, read.digest)}
     where = f"{source_name} at {source.commit[:12]}"
     line = recipe_value(path, texts[path], key) if path in texts else None
     if line is None:
         return RecipePairing((f"{owner}: {table} is derived from {path} of {where}, which does not set {key}",))
-    if not agrees(pin, line):
+    if not agrees(request, line):
         return RecipePairing((
-            f"{owner}: {table} pins {pin.url} at {pin.commit[:12]} (track {pin.track!r}), but {line.where(where)} "
-            f"names {line.value}: the chain is not the one the recipe builds. Fix: `pants run rules:update-pins "
-            f"-- --only {source_name}` sets it from the recipe",
+            f"{owner}: {table} pins {request.pinned}, but {line.where(where)} names {line.value}: the chain is not "
+            f"the one the recipe builds. Fix: `pants run rules:update-pins -- --only {source_name}` sets it from the recipe",
         ))  # fmt: skip
-    return RecipePairing(notes=(f"{upstream.pin_name} {pin.commit[:12]} is what {line.where(where)} names",))
+    pinned_at = request.commit[:12] if request.commit else (request.version or request.track)
+    return RecipePairing(notes=(f"{request.table[1:-1]} {pinned_at} is what {line.where(where)} names",))
+
+
+@dataclass(frozen=True)
+class ComponentPairingRequest:
+    """A component's git pin, and the prebuilt host pins it builds on, against the recipe lines
+    they are derived from: one RecipePairing for all of them."""
+
+    spec: WheelBuildSpec
+
+
+@rule(desc="Checking a component's pins against the recipe lines they are derived from")
+async def check_component_pairing(request: ComponentPairingRequest) -> RecipePairing:
+    spec = request.spec
+    prebuilt = await MultiGet(Get(PrebuiltSpec, PrebuiltRequest(a, f"the `dependencies` field of {spec.owner}")) for a in spec.prebuilt)
+    requests = [git_pin_pairing(spec.upstream, spec.owner), *(prebuilt_pin_pairing(p, spec.owner) for p in prebuilt)]
+    found = await MultiGet(Get(RecipePairing, RecipePairingRequest, r) for r in requests if r is not None)
+    return RecipePairing(tuple(p for f in found for p in f.problems), tuple(n for f in found for n in f.notes))
 
 
 def rules():
