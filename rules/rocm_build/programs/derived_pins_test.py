@@ -69,5 +69,6 @@ def test_a_recipe_naming_a_ref_that_does_not_exist_refuses_the_whole_move(chain,
     assert run(tmp_path, pins) == 1
     assert pins.read_text() == before
     err = capsys.readouterr().err
-    assert "update-pins: [torch] the short SHA deadbee names no commit of file://" in err
+    assert "update-pins: docker/Dockerfile.rocm_base line 2 of vllm " in err
+    assert "names 'deadbee' for [torch]: [torch] the short SHA deadbee names no commit of file://" in err
     assert err.rstrip().endswith("the pins file was not changed.")

@@ -167,12 +167,18 @@ def pants_problems(root: Path, words: List[str]) -> List[str]:
     args: List[str] = []
     if "--" in words:
         words, args = words[: words.index("--")], words[words.index("--") + 1 :]
-    goals = [w for w in words if not w.startswith("-") and ":" not in w and "/" not in w and "..." not in w]
     ours = our_goals(root)
-    problems = [f"`{g}` is not a goal (Pants': {', '.join(sorted(PANTS_GOALS))}; ours: {', '.join(sorted(ours))})" for g in goals if g not in PANTS_GOALS and g not in ours]
+    known = PANTS_GOALS | ours
+    bare = [w for w in words if not w.startswith("-") and ":" not in w and "/" not in w and "..." not in w]
+    # The first bare word is the goal; later ones are more goals, or the values of options.
+    goals = [w for i, w in enumerate(bare) if i == 0 or w in known]
+    problems = [f"`{g}` is not a goal (Pants': {', '.join(sorted(PANTS_GOALS))}; ours: {', '.join(sorted(ours))})" for g in goals if g not in known]
+    current = ""  # the goal the words after it belong to; "" before any (global options)
     for word in words:
-        if word.startswith("-"):
-            problems += _option_problems(root, word, goals, ours)
+        if word in goals:
+            current = word
+        elif word.startswith("-"):
+            problems += _option_problems(root, word, current, ours)
         elif ":" in word:
             problems += address_problems(root, word)
     if args and goals == ["run"]:
@@ -180,13 +186,13 @@ def pants_problems(root: Path, words: List[str]) -> List[str]:
     return problems
 
 
-def _option_problems(root: Path, option: str, goals: List[str], ours: Set[str]) -> List[str]:
+def _option_problems(root: Path, option: str, goal: str, ours: Set[str]) -> List[str]:
+    """An option after one of our goals must be one it declares; a global one is Pants'."""
     name, _, value = option.partition("=")
     if name == "--pants-config-files":
         return _path_problems(root, [value])
-    mine = [g for g in goals if g in ours]
-    if mine and not any(name in goal_flags(goal_source(root, g)) for g in mine):
-        return [f"{name} is not an option of `{mine[0]}` (rules/rocm_build/goals/)"]
+    if goal in ours and name not in goal_flags(goal_source(root, goal)):
+        return [f"{name} is not an option of `{goal}` (rules/rocm_build/goals/)"]
     return []
 
 

@@ -44,6 +44,8 @@ def test_each_mistake_is_named(tmp_path: Path) -> None:
             "    ./pants run rules:update-pins -- --only vllm --dry-rum\n"
             "    ./pants --pants-config-files=pants.remote.toml test tests::\n"
             "    python3 bench/run.py && tests/mini/make_upstreams.py\n"
+            "    ./pants --no-pantsd rocm-plan --check components/vllm:wheel\n"  # a global option before the goal
+            "    ./pants test --test-output all tests::\n"  # an option's value is not a goal
             "\n```\nrebuild   yes: tests/mini/vllm:wheel (output, not a command)\n```\n"
         ),
         "docs/orphan.md": "# Orphan\n",

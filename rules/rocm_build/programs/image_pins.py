@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import shutil
 import subprocess
 from dataclasses import dataclass
@@ -55,6 +56,11 @@ class ImageEnv:
     @property
     def digest(self) -> str:
         return self.image.partition("@")[2]
+
+    @property
+    def has_tag(self) -> bool:
+        """`name:tag@sha256:...` (a tag to check the pin against), not `name@sha256:...`."""
+        return ":" in self.tag.rsplit("/", 1)[-1]
 
 
 @dataclass(frozen=True)
@@ -114,14 +120,17 @@ def _run(argv: Sequence[str]) -> str:
 
 
 def _loopback(registry: str) -> bool:
-    return registry.rsplit(":", 1)[0] in LOOPBACK_REGISTRIES
+    host = registry[: registry.index("]") + 1] if registry.startswith("[") else registry.split(":", 1)[0]
+    return host in LOOPBACK_REGISTRIES
 
 
 def split_reference(tag: str) -> Tuple[str, str, str]:
     """(registry, repository, tag) as engines read a reference: docker.io and library/ implied."""
     first, _, rest = tag.partition("/")
     if not rest or not ("." in first or ":" in first or first == "localhost"):
-        first, rest = "registry-1.docker.io", tag if "/" in tag else f"library/{tag}"
+        first, rest = "docker.io", tag
+    if first in ("docker.io", "index.docker.io"):  # Docker Hub: its API host, official images under library/
+        first, rest = "registry-1.docker.io", rest if "/" in rest else f"library/{rest}"
     repository, _, name = rest.rpartition(":") if ":" in rest.rsplit("/", 1)[-1] else (rest, "", "latest")
     return first, repository, name
 
@@ -146,14 +155,17 @@ def registry_digest(tag: str) -> str:
 
 
 def _anonymous_token(challenge: str) -> str:
-    fields: Dict[str, str] = dict(part.split("=", 1) for part in challenge.replace("Bearer ", "", 1).replace('"', "").split(","))
+    """An anonymous pull token, as the registry's `WWW-Authenticate: Bearer realm=...` offers one."""
+    fields: Dict[str, str] = dict(re.findall(r'(\w+)="([^"]*)"', challenge))
     realm = fields.pop("realm", "")
-    if not realm:
+    if not challenge.startswith("Bearer ") or not realm:
         raise ImageError(f"the registry asks for credentials this program does not have ({challenge!r})")
     response = requests.get(realm, params=fields, timeout=30)
     response.raise_for_status()
-    body = response.json()
-    return str(body.get("token") or body.get("access_token"))
+    token = response.json().get("token") or response.json().get("access_token")
+    if not token:
+        raise ImageError(f"{realm} gave no anonymous token")
+    return str(token)
 
 
 def engine_digests(tool: str, tag: str) -> List[str]:
@@ -162,8 +174,11 @@ def engine_digests(tool: str, tag: str) -> List[str]:
     return [d.partition("@")[2] for d in json.loads(out or "[]")]
 
 
-def fetch_image(tool: str, env: ImageEnv, root: Path) -> str:
+def fetch_image(env: ImageEnv, root: Path) -> str:
     """Pulls (or builds) the image of `env` by its tag; returns the digest to pin."""
+    tool = engine()
+    if env.containerfile and Path(tool).name != "podman":
+        raise ImageError("building an image to pin it needs podman (docker reports no digest for a local build): ./setup installs it")
     if env.containerfile:
         containerfile = root / env.containerfile
         _run([tool, "build", "-t", env.tag, "-f", str(containerfile), str(containerfile.parent)])
@@ -181,16 +196,17 @@ def plan_images(envs: Sequence[ImageEnv], root: Path, only: Optional[Sequence[st
     """(moves, problems): each unpinned image pinned; each pinned one whose tag moved, reported."""
     moves: List[ImageMove] = []
     problems: List[str] = []
-    # Made on each machine (image_recipe), or built here once and pinned: nothing to ask a registry.
-    todo = [e for e in envs if not e.recipe and not (e.digest and e.containerfile) and (not only or e.name in only)]
-    if not todo:
-        return moves, problems
-    tool = engine()
+    # Made on each machine (image_recipe), built here once and pinned, or pinned with no tag:
+    # nothing to ask a registry.
+    todo = [
+        e for e in envs
+        if not e.recipe and not (e.digest and (e.containerfile or not e.has_tag)) and (not only or e.name in only)
+    ]  # fmt: skip
     for env in todo:
         how = f"built from {env.containerfile}" if env.containerfile else f"pulled {env.tag}"
         try:
             # A pinned image is only checked: does its tag still name the pinned digest?
-            digest = registry_digest(env.tag) if env.digest else fetch_image(tool, env, root)
+            digest = registry_digest(env.tag) if env.digest else fetch_image(env, root)
         except ImageError as e:
             problems.append(f"image {env.address} ({env.tag}): {e}")
             continue

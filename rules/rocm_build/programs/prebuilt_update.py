@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
+from rocm_build.programs.host_git import UpdateError
 from rocm_build.programs.new_commits import derived_value
 from rocm_build.upstream.pin_model import with_values
 from rocm_build.upstream.pins import PREBUILT, PrebuiltPin
@@ -188,7 +189,12 @@ def derived_tracks(
         source = pin.derived_from.partition(":")[0]
         if not pin.derived_from or source not in sources:
             continue
-        track = f"=={derived_value(pin.derived_from, tree_of(source), f'{PREBUILT}.{name}').value}"
+        line = derived_value(pin.derived_from, tree_of(source), f"{PREBUILT}.{name}")
+        try:
+            Version(line.value)
+        except InvalidVersion:
+            raise UpdateError(f"[{PREBUILT}.{name}] {line.where(source)} names {line.value!r}, which is not a version") from None
+        track = f"=={line.value}"
         if track != pin.track:
             moved[name] = track
     return {n: with_values(p, {"track": moved[n]}) if n in moved else p for n, p in prebuilt.items()}, moved

@@ -28,9 +28,10 @@ import requests
 
 from rocm_build.programs.archive_update import ArchiveMove, plan_archives
 from rocm_build.programs.host_git import UpdateError, redact
-from rocm_build.programs.image_pins import ImageError, ImageMove, image_envs, pinned_build_file, plan_images
+from rocm_build.programs.image_pins import ImageMove, image_envs, pinned_build_file, plan_images
 from rocm_build.programs.prebuilt_update import PrebuiltMove, derived_tracks, plan_prebuilt, with_tracks
 from rocm_build.upstream.archive_pins import ArchivePin
+from rocm_build.upstream.pin_model import with_values
 from rocm_build.upstream.pins import PREBUILT, Pin, PrebuiltPin
 
 
@@ -62,8 +63,10 @@ def resolve(
         devices = [p for p in prebuilt.values() if p.device_of == name]
         if pin.device_of or (pin.resolved and all(d.resolved for d in devices)):
             continue
+        # A resolved host (one of its device pins is not) stays at its version.
+        planning = {**prebuilt, name: with_values(pin, {"track": f"=={pin.version}"})} if pin.resolved else prebuilt
         try:
-            done.prebuilt_moves += plan_prebuilt(prebuilt, [name])
+            done.prebuilt_moves += plan_prebuilt(planning, [name])
         except OSError as e:
             done.unreached.append(f"[{PREBUILT}.{name}] {pin.index_url}: {said(e)}")
     done.prebuilt_moves = with_tracks(done.prebuilt_moves, original, tracks)
@@ -75,10 +78,7 @@ def resolve(
         except (OSError, UpdateError, requests.RequestException) as e:
             done.unreached.append(f"[{name}] {archive.url or archive.url_template or '(no url)'}: {said(e)}")
     envs = [env for path in build_files for env in image_envs(path, path.read_text())]
-    try:
-        moves, problems = plan_images(envs, root)
-    except ImageError as error:
-        moves, problems = [], [f"images {', '.join(env.address for env in envs)}: {error}"]
+    moves, problems = plan_images(envs, root)
     done.image_moves, done.unreached = moves, done.unreached + problems
     return done
 
@@ -150,7 +150,7 @@ def report(done: Resolution) -> None:
     for archive in done.archive_moves:
         print(f"{archive.name}: sha256 {archive.values['sha256'][:12]} ({archive.why})")
     for move in done.prebuilt_moves:
-        print(f"{move.name}: {move.values['version']} {move.values['file']} ({move.why})")
+        print(f"{move.name}: {' '.join(move.values.get(k) or '' for k in ('track', 'version', 'file')).strip()} ({move.why})")
     for image in done.image_moves:
         print(f"image {image.env.address}: {image.env.tag}@{image.digest} ({image.why})")
     for line in done.unreached:

@@ -203,7 +203,10 @@ def derived_moves(
         commit = new.get(source, pins[source].commit)
         if "#" in pin.derived_from:  # a recipe line: a ref to resolve in this pin's repository
             line = derived_value(pin.derived_from, tree_of(source), name)
-            sha = resolve_ref(name, pin, line.value, github_api)
+            try:
+                sha = resolve_ref(name, pin, line.value, github_api)
+            except UpdateError as e:
+                raise UpdateError(f"{line.where(f'{source} {commit[:12]}')} names {line.value!r} for [{name}]: {e}") from None
             if sha != pin.commit or line.value != pin.track:
                 moves.append(Move(name, pin.commit, sha, f"{line.where(f'{source} {commit[:12]}')} names {line.value}", track=line.value))
             continue
@@ -233,7 +236,8 @@ def report(planned: Plan) -> None:
     for archive in planned.archive_moves:
         print(f"{archive.name}: {archive.values['url'] or '(no url)'} sha256 {archive.values['sha256'][:12] or '-'} ({archive.why})")
     for pmove in planned.prebuilt_moves:
-        print(f"{pmove.name}: {pmove.old or '(not resolved)'} -> {pmove.values['version']} {pmove.values['file']} ({pmove.why})")
+        new = " ".join(pmove.values.get(k) or "" for k in ("version", "file")).strip() or f"track {pmove.values.get('track')}"
+        print(f"{pmove.name}: {pmove.old or '(not resolved)'} -> {new} ({pmove.why})")
     if not planned.moves_any:
         print("all pins are up to date")
 

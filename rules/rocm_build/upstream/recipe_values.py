@@ -48,9 +48,11 @@ def recipe_value(path: str, text: str, name: str) -> Optional[RecipeValue]:
     base = posixpath.basename(path)
     lines = text.splitlines()
     if base.startswith("Dockerfile") or base.endswith((".Dockerfile", ".dockerfile", "Containerfile")):
-        return _first_line(path, lines, name, re.compile(rf'^\s*ARG\s+{re.escape(name)}\s*=\s*"?([^"\s#]+)"?', re.I))
+        return _first_line(path, lines, name, re.compile(rf"""^\s*(?i:ARG)\s+{re.escape(name)}\s*=\s*["']?([^"'\s#]+)["']?"""))
     if base.endswith((".cmake", "CMakeLists.txt")):
-        found = _first_line(path, lines, name, re.compile(rf'set\(\s*{re.escape(name)}\s+"?([^"\s)]+)"?'))
+        # The first `set(NAME ...)` of the file, whatever branch it is in (vLLM's triton_kernels.cmake
+        # sets the ROCm tag first); a commented-out line does not count.
+        found = _first_line(path, lines, name, re.compile(rf'^\s*(?i:set)\(\s*{re.escape(name)}\s+"?([^"\s)]+)"?'))
         block = re.compile(rf'(?:FetchContent_Declare|ExternalProject_Add)\(\s*{re.escape(name)}\b[^)]*?GIT_TAG\s+"?([^"\s)]+)"?', re.S)
         match = None if found else block.search(text)
         if match:

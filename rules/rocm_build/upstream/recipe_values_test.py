@@ -53,3 +53,19 @@ def test_the_triton_kernels_archive_is_the_one_vllms_cmake_names(vllm: Path) -> 
     commit = derived_commit(archive.derived_from or "", str(vllm), "vllm-triton-kernels")
     assert commit == "669b31acc1dd1b3fd93286afd5db67f65d9f7557"
     assert archive.derive(commit) == {"url": archive.url, "strip_prefix": archive.strip_prefix}
+
+
+@pytest.mark.parametrize(
+    "path, text, name, expected",
+    [
+        ("Dockerfile", "ARG X='v1' # quoted\n", "X", "v1"),
+        ("Dockerfile", "arg X=v2\nARG X=v3\n", "X", "v2"),
+        ("Dockerfile", "ARG x=v2\n", "X", None),  # ARG names are case-sensitive
+        ("a.cmake", '# set(TAG "old")\nunset(TAG)\nSET(TAG "new")\n', "TAG", "new"),
+        ("CMakeLists.txt", 'FetchContent_Declare(\n  fmt\n  GIT_REPOSITORY x\n  GIT_TAG 10.2.1\n)\n', "fmt", "10.2.1"),
+        ("requirements.txt", "Torch_Vision[extra] == 0.27.0 ; python_version>'3'\n", "torch.vision", "0.27.0"),  # PEP 503 names
+    ],
+)
+def test_what_a_recipe_line_gives(path: str, text: str, name: str, expected) -> None:
+    found = recipe_value(path, text, name)
+    assert (found.value if found else None) == expected

@@ -86,6 +86,9 @@ words = { workspace = true }
 [dev-dependencies]
 tester = { path = "../tester" }
 
+[target.'cfg(unix)'.dev-dependencies]
+unix-tester = { path = "../unix-tester" }
+
 [lints]
 workspace = true
 """
@@ -102,6 +105,7 @@ def test_a_workspace_member_is_made_standalone_as_cargo_vendor_does() -> None:
             "itoa": {"version": "1", "default-features": False, "features": ["std"]},
             "words": {"version": "1.0.0"},  # the path goes: the lock's crate of the same source is vendored beside it
         },
+        "target": {"cfg(unix)": {}},  # dev-dependencies go, per target too
     }
 
 
@@ -111,6 +115,8 @@ def test_a_manifest_that_stands_alone_is_kept_byte_for_byte() -> None:
 
 
 def test_what_cannot_be_made_standalone_is_said() -> None:
+    with pytest.raises(ManifestError, match="its Cargo.toml is not TOML this program reads"):
+        standalone_manifest('[package\nname = "g"\n', None)
     with pytest.raises(ManifestError, match=r"it inherits `edition` from its workspace's \[workspace.package\], which does not set it"):
         standalone_manifest('[package]\nname = "g"\nedition.workspace = true\n', {"package": {}})
     with pytest.raises(ManifestError, match="its path dependency `words` has no version, so it cannot be vendored"):

@@ -40,7 +40,10 @@ def workspace_root(manifests: Mapping[str, str], member: str) -> Optional[dict]:
     while True:
         path = posixpath.join(directory, "Cargo.toml") if directory else "Cargo.toml"
         if path in manifests:
-            parsed = toml.loads(manifests[path])
+            try:
+                parsed = toml.loads(manifests[path])
+            except (toml.TomlDecodeError, IndexError) as e:
+                raise ManifestError(f"its workspace's {path} is not TOML this program reads ({e})") from None
             if isinstance(parsed.get("workspace"), dict):
                 return parsed["workspace"]
         if not directory:
@@ -50,7 +53,10 @@ def workspace_root(manifests: Mapping[str, str], member: str) -> Optional[dict]:
 
 def standalone_manifest(text: str, workspace: Optional[dict]) -> Optional[str]:
     """The manifest to vendor, or None when `text` already stands alone."""
-    manifest = toml.loads(text)
+    try:
+        manifest = toml.loads(text)
+    except (toml.TomlDecodeError, IndexError) as e:
+        raise ManifestError(f"its Cargo.toml is not TOML this program reads ({e})") from None
     changed = copy.deepcopy(manifest)
     changed.pop("workspace", None)
     if isinstance(changed.get("lints"), dict) and changed["lints"].get("workspace"):
@@ -59,7 +65,11 @@ def standalone_manifest(text: str, workspace: Optional[dict]) -> Optional[str]:
     for key, value in list(package.items()):
         if _inherits(value):
             package[key] = _from_workspace(workspace, "package", key)
-    changed.pop("dev-dependencies", None)  # never built for a dependency; may name unpublished paths
+    # Never built for a dependency, and may name unpublished paths: dropped, also per target.
+    changed.pop("dev-dependencies", None)
+    for target in (changed.get("target") or {}).values():
+        if isinstance(target, dict):
+            target.pop("dev-dependencies", None)
     for table in _dependency_tables(changed):
         for dep, spec in list(table.items()):
             table[dep] = _standalone_dependency(dep, spec, workspace)

@@ -51,14 +51,14 @@ async def patch_added_files(request: PatchAddedFilesRequest) -> PatchAddedFiles:
     return PatchAddedFiles(tuple(sorted(p for p in written if p not in existing)))
 
 
+# Folders a tree keeps its Python packages under (src/ layouts; triton's python/).
+PACKAGE_ROOTS = ("src/", "python/")
+
+
 def _wheel_path(added: str, directories: FrozenSet[str]) -> Optional[str]:
-    """Where the wheel would hold `added`: its path, or its path below leading folders (src/)."""
-    parts = added.split("/")
-    for start in range(len(parts) - 1):
-        candidate = "/".join(parts[start:])
-        if posixpath.dirname(candidate) in directories:
-            return candidate
-    return None
+    """Where the wheel would hold `added`: its path, or its path below a package root."""
+    candidates = [added] + [added[len(root) :] for root in PACKAGE_ROOTS if added.startswith(root)]
+    return next((c for c in candidates if "/" in c and posixpath.dirname(c) in directories), None)
 
 
 def missing_patch_files(owner: str, wheel_name: str, patches: str, added: Sequence[str], members: Sequence[str]) -> List[str]:

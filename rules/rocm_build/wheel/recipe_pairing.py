@@ -12,6 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Tuple
 
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.version import InvalidVersion
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
@@ -66,8 +68,12 @@ def agrees(request: RecipePairingRequest, line: RecipeValue) -> bool:
     """A git pin: the SHA (full or short) its commit starts with, or, for a tag or branch, its
     `track` (update-pins writes the ref there). A prebuilt pin: the `==` version it is pinned at
     (or tracks, while not resolved)."""
-    if not request.commit:
-        return request.version == line.value or (not request.version and request.track == f"=={line.value}")
+    if not request.commit:  # `==X` as pip reads it: 2.12 is 2.12.0, and X matches X+local
+        try:
+            exact = SpecifierSet(f"=={line.value}")
+            return exact.contains(request.version, prereleases=True) if request.version else request.track == f"=={line.value}"
+        except (InvalidSpecifier, InvalidVersion):
+            return request.version == line.value
     if HEX.match(line.value) and (FULL_SHA.match(line.value) or 7 <= len(line.value) < 40):
         return request.commit.startswith(line.value.lower())
     return request.track == line.value
