@@ -118,9 +118,10 @@ def load_toml(path: str, text: str) -> Dict:
         return toml.loads(text)
     except toml.TomlDecodeError as e:
         raise PinsError(f"{path}: TOML syntax error at line {e.lineno}, column {e.colno}: {e.msg}")
-    except IndexError:
-        # toml 0.10 fails so on some malformed files (a stray `\r` at the end, `/b\t.`): found by
-        # tests/fuzz/fuzz_pins.py. Still a syntax error of the file, not a crash of the build.
+    except (IndexError, OverflowError):
+        # toml 0.10 fails so on some malformed files (a stray `\r` at the end, `/b\t.`, a `\U`
+        # escape of more than 8 hex digits' worth): found by tests/fuzz/fuzz_pins.py. Still a
+        # syntax error of the file, not a crash of the build.
         raise PinsError(
             f"{path}: TOML syntax error the parser cannot place; check quotes, brackets, stray "
             "characters and line endings (`\\r` without `\\n`)"

@@ -107,3 +107,10 @@ def test_prebuilt_pin_errors_name_file_table_key_and_form(old: str, new: str, me
     with pytest.raises(PinsError) as e:
         parse_prebuilt_pins("components/pins.toml", PREBUILT_SET.replace(old, new, 1))
     assert str(e.value).startswith("components/pins.toml: " + message), str(e.value)
+
+
+def test_a_unicode_escape_toml_cannot_hold_is_a_syntax_error() -> None:
+    # Found by tests/fuzz/fuzz_pins.py: toml 0.10 overflowed on `\\U` followed by many hex digits.
+    text = '[prebuilt.torch]\nsha256 = "aaaa\\Uaaaaaaaaaaaaaaaaa=aaa"\n'
+    with pytest.raises(PinsError, match=r"^p.toml: TOML syntax error the parser cannot place"):
+        parse_pins("p.toml", text)

@@ -27,7 +27,7 @@ def find_package(manifests: Mapping[str, str], name: str) -> Optional[str]:
     for path in sorted(manifests):
         try:
             package = toml.loads(manifests[path]).get("package", {})
-        except (toml.TomlDecodeError, IndexError):
+        except (toml.TomlDecodeError, IndexError, OverflowError):
             continue
         if isinstance(package, dict) and package.get("name") == name:
             return path
@@ -42,7 +42,7 @@ def workspace_root(manifests: Mapping[str, str], member: str) -> Optional[dict]:
         if path in manifests:
             try:
                 parsed = toml.loads(manifests[path])
-            except (toml.TomlDecodeError, IndexError) as e:
+            except (toml.TomlDecodeError, IndexError, OverflowError) as e:
                 raise ManifestError(f"its workspace's {path} is not TOML this program reads ({e})") from None
             if isinstance(parsed.get("workspace"), dict):
                 return parsed["workspace"]
@@ -55,7 +55,7 @@ def standalone_manifest(text: str, workspace: Optional[dict]) -> Optional[str]:
     """The manifest to vendor, or None when `text` already stands alone."""
     try:
         manifest = toml.loads(text)
-    except (toml.TomlDecodeError, IndexError) as e:
+    except (toml.TomlDecodeError, IndexError, OverflowError) as e:
         raise ManifestError(f"its Cargo.toml is not TOML this program reads ({e})") from None
     changed = copy.deepcopy(manifest)
     changed.pop("workspace", None)
