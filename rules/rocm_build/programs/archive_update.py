@@ -5,8 +5,10 @@ LLVM build), with the sha256 of the file downloaded from the new URL."""
 from __future__ import annotations
 
 import hashlib
+from contextlib import nullcontext
 from dataclasses import dataclass
-from typing import Callable, Dict, List
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
 
 import requests
 
@@ -22,12 +24,15 @@ class ArchiveMove:
     why: str
 
 
-def download_sha256(url: str) -> str:
+def download_sha256(url: str, keep: Optional[Path] = None) -> str:
+    """The sha256 of the file at `url`, streamed; with `keep`, the bytes are written there too."""
     digest = hashlib.sha256()
-    with requests.get(url, stream=True, timeout=60) as response:
+    with requests.get(url, stream=True, timeout=60) as response, (keep.open("wb") if keep else nullcontext()) as out:
         response.raise_for_status()
         for chunk in response.iter_content(1 << 20):
             digest.update(chunk)
+            if out:
+                out.write(chunk)
     return digest.hexdigest()
 
 

@@ -15,7 +15,6 @@ resolved is written (each file replaced whole). A second run changes nothing.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import tarfile
 import tempfile
@@ -26,7 +25,8 @@ from typing import Callable, Dict, List, Sequence
 
 import requests
 
-from rocm_build.programs.archive_update import ArchiveMove, plan_archives
+from rocm_build.programs.archive_update import ArchiveMove, download_sha256
+from rocm_build.programs.new_commits import derived_commit
 from rocm_build.programs.host_git import UpdateError, redact
 from rocm_build.programs.image_pins import ImageMove, image_envs, pinned_build_file, plan_images
 from rocm_build.programs.prebuilt_update import PrebuiltMove, derived_tracks, plan_prebuilt, with_tracks
@@ -97,35 +97,26 @@ def resolve_archive(name: str, archive: ArchivePin, pins: Dict[str, Pin], tree_o
         source = archive.derived_from.partition(":")[0]
         if source not in pins:
             raise UpdateError(f"`derived_from` names `{source}`, which is not a pin")
-        (move,) = plan_archives({name: archive}, {source: pins[source].commit}, tree_of)
-        if not move.values["sha256"]:
-            raise OSError(move.why)
-        check_strip_prefix_url(move.values["url"], move.values["strip_prefix"], move.values["sha256"])
-        return move
+        values = archive.derive(derived_commit(archive.derived_from, tree_of(source), name))
+        values["sha256"] = check_strip_prefix_url(values["url"], values["strip_prefix"])
+        return ArchiveMove(name, values, f"{archive.derived_from} at {source} {pins[source].commit[:12]}")
     if not archive.url:
         raise OSError("no `url`: set it to the file to download")
-    sha256 = check_strip_prefix_url(archive.url, archive.strip_prefix, "")
+    sha256 = check_strip_prefix_url(archive.url, archive.strip_prefix)
     return ArchiveMove(name, {"sha256": sha256}, f"downloaded {archive.url}")
 
 
-def check_strip_prefix_url(url: str, strip_prefix: str, expected: str) -> str:
+def check_strip_prefix_url(url: str, strip_prefix: str) -> str:
     """Downloads `url` once, returns its sha256, and checks that `strip_prefix` is in it."""
     with tempfile.TemporaryDirectory(prefix="update-pins-archive-") as tmp:
         path = Path(tmp) / "archive"
-        digest = hashlib.sha256()
-        with requests.get(url, stream=True, timeout=60) as response, path.open("wb") as out:
-            response.raise_for_status()
-            for chunk in response.iter_content(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
-        if expected and digest.hexdigest() != expected:
-            raise OSError(f"{url} changed between two downloads ({expected[:12]} then {digest.hexdigest()[:12]})")
+        sha256 = download_sha256(url, keep=path)
         names = member_names(path)
         prefix = strip_prefix.strip("/")
         if prefix and not any(n == prefix or n.startswith(prefix + "/") for n in names):
             tops = sorted({n.split("/", 1)[0] for n in names})[:5]
             raise OSError(f"no member of {url} is under `strip_prefix` {strip_prefix!r} (its top level: {', '.join(tops) or 'empty'})")
-        return digest.hexdigest()
+        return sha256
 
 
 def member_names(path: Path) -> List[str]:

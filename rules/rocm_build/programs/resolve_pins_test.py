@@ -45,14 +45,24 @@ def tarball(prefix: str) -> bytes:
     return out.getvalue()
 
 
+GETS: list = []  # the paths the served site was asked for
+
+
 @pytest.fixture
 def served(tmp_path: Path):
     site = tmp_path / "site"
     site.mkdir()
     (site / "llvm.tar.gz").write_bytes(tarball("llvm-3c709802"))
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    handler.log_message = lambda *a: None  # type: ignore[assignment]
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    class Handler(http.server.SimpleHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+            GETS.append(self.path)
+            super().do_GET()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    GETS.clear()
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Handler, directory=str(site)))
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}", site
     httpd.shutdown()
@@ -128,3 +138,21 @@ def test_image_pins_are_read_from_and_written_into_the_build_file(tmp_path: Path
     pinned = pinned_build_file(text, [ImageMove(envs[0], digest, "pulled")])
     assert pinned == text.replace('"registry.example:5000/rocm/box:1"', f'"registry.example:5000/rocm/box:1@{digest}"')
     assert image_envs(path, pinned)[0].digest == digest
+
+
+def test_a_derived_archive_takes_its_url_from_the_source_tree_and_is_downloaded_once(tmp_path, served, capsys) -> None:
+    base, site = served
+    repo = init_repo(tmp_path / "up")
+    sha = commit_files(repo, {"cmake/llvm-hash.txt": "3c709802" + "e" * 32 + "\n"})
+    (tmp_path / "pins.toml").write_text(f'[up]\nurl = "file://{repo}"\ntrack = "main"\ncommit = "{sha}"\n')
+    (tmp_path / "archives.toml").write_text(
+        '[llvm]\nurl = ""\nsha256 = ""\nstrip_prefix = ""\nderived_from = "up:cmake/llvm-hash.txt"\n'
+        f'url_template = "{base}/llvm-{{hash8}}.tar.gz"\nstrip_prefix_template = "llvm-{{hash8}}"\n'
+    )
+    (site / "llvm-3c709802.tar.gz").write_bytes(tarball("llvm-3c709802"))
+    assert resolve(tmp_path) == 0
+    text = (tmp_path / "archives.toml").read_text()
+    sha256 = hashlib.sha256((site / "llvm-3c709802.tar.gz").read_bytes()).hexdigest()
+    assert f'url = "{base}/llvm-3c709802.tar.gz"\nsha256 = "{sha256}"\nstrip_prefix = "llvm-3c709802"\n' in text
+    assert f"llvm: sha256 {sha256[:12]} (up:cmake/llvm-hash.txt at up {sha[:12]})" in capsys.readouterr().out
+    assert GETS == ["/llvm-3c709802.tar.gz"]

@@ -4,12 +4,13 @@
 
 - a Dockerfile's `ARG NAME=value` (vLLM's docker/Dockerfile.rocm_base: `ARG PYTORCH_BRANCH="733fca1"`);
 - a requirement file's exact pin, `NAME==version` (vLLM's requirements/build/rocm.txt:
-  `torch==2.12.0+rocm7.14.0`; the name compared as PEP 503 normalizes it);
+  `torch==2.12.0+rocm7.14.0`; the name compared as PEP 503 normalizes it, packaging's
+  canonicalize_name);
 - a CMake variable, `set(NAME "value")`, or the `GIT_TAG` of the FetchContent/ExternalProject
   whose name is NAME (vLLM's cmake/external_projects/triton_kernels.cmake).
 
 Without `#NAME` the file's first full commit SHA is the value (derived_from's first form, e.g.
-PyTorch's cmake/External/aotriton.cmake). Standard library only.
+PyTorch's cmake/External/aotriton.cmake).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import posixpath
 import re
 from dataclasses import dataclass
 from typing import List, Optional, Pattern, Tuple
+
+from packaging.utils import canonicalize_name
 
 
 @dataclass(frozen=True)
@@ -39,10 +42,6 @@ def split_spec(spec: str) -> Tuple[str, str, str]:
     return source, path, name
 
 
-def _normalized(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def recipe_value(path: str, text: str, name: str) -> Optional[RecipeValue]:
     """The value `name` has in the file at `path`, with its line; None when the file does not set it."""
     base = posixpath.basename(path)
@@ -59,10 +58,10 @@ def recipe_value(path: str, text: str, name: str) -> Optional[RecipeValue]:
             number = text.count("\n", 0, match.start(1)) + 1
             return RecipeValue(path, number, name, match.group(1), lines[number - 1].strip())
         return found
-    wanted = _normalized(name)  # a requirement file
+    wanted = canonicalize_name(name)  # a requirement file
     for number, line in enumerate(lines, 1):
         found = re.match(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)\s*(?:\[[^\]]*\])?\s*==\s*([^\s;#,]+)", line)
-        if found and _normalized(found.group(1)) == wanted:
+        if found and canonicalize_name(found.group(1)) == wanted:
             return RecipeValue(path, number, name, found.group(2), line.strip())
     return None
 
