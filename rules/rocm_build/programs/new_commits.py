@@ -20,7 +20,7 @@ from packaging.version import InvalidVersion, Version
 
 from rocm_build.programs.host_git import UpdateError, git, redact
 from rocm_build.upstream.pin_model import with_values
-from rocm_build.upstream.pins import FULL_SHA, Pin
+from rocm_build.upstream.pins import FULL_SHA, SHORT_SHA, Pin
 from rocm_build.upstream.recipe_values import RecipeValue, recipe_value, split_spec
 
 RELEASE = "release"  # `track = "release"`: the newest tag matching the pin's `tags`
@@ -28,7 +28,6 @@ GITHUB_URL = re.compile(r"^https://github\.com/([^/]+)/([^/]+?)(?:\.git)?/?$")
 # How PyTorch names its AOTriton commit in cmake/External/aotriton.cmake.
 CMAKE_COMMIT = re.compile(r'__AOTRITON_CI_COMMIT\s+"?([0-9a-f]{40})"?')
 ANY_SHA = re.compile(r"\b([0-9a-f]{40})\b")
-SHORT_SHA = re.compile(r"^[0-9a-f]{7,39}$")
 # A file named in a build file: `${PROJECT_SOURCE_DIR}/.ci/docker/aotriton_version.txt`.
 REFERENCED_FILE = re.compile(r"([\w${}./-]*[\w-]+\.(?:txt|json|cmake))")
 

@@ -19,6 +19,7 @@ from rocm_build.script_modules import load_script
 from rocm_build.upstream.pin_model import MISSING, UNKNOWN, FieldProblem, PinModel, checks, field_names, field_problems
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+SHORT_SHA = re.compile(r"^[0-9a-f]{7,39}$")  # a ref a recipe may give: git expands it
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 HEX = re.compile(r"^[0-9a-fA-F]+$")
 M = TypeVar("M", bound=PinModel)

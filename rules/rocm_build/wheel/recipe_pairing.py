@@ -18,7 +18,7 @@ from pants.engine.fs import Digest, DigestContents
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
-from rocm_build.upstream.pins import FULL_SHA, HEX, PREBUILT
+from rocm_build.upstream.pins import FULL_SHA, PREBUILT, SHORT_SHA
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.recipe_values import RecipeValue, recipe_value, split_spec
@@ -74,7 +74,7 @@ def agrees(request: RecipePairingRequest, line: RecipeValue) -> bool:
             return exact.contains(request.version, prereleases=True) if request.version else request.track == f"=={line.value}"
         except (InvalidSpecifier, InvalidVersion):
             return request.version == line.value
-    if HEX.match(line.value) and (FULL_SHA.match(line.value) or 7 <= len(line.value) < 40):
+    if FULL_SHA.match(line.value) or SHORT_SHA.match(line.value.lower()):
         return request.commit.startswith(line.value.lower())
     return request.track == line.value
 
