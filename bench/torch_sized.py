@@ -2,7 +2,8 @@
 
 - `big_tree`: an upstream shaped like PyTorch's checkout: ~100k files (third-party sources,
   headers, docs, tests) with, among them, a C component of ~2,000 translation units that its
-  setup.py compiles (MAX_JOBS at a time, through $CC, so ccache applies) and links into one
+  setup.py compiles (MAX_JOBS at a time, through $CC, so ccache applies; or through CMake +
+  ninja in a build directory a kept one can stand for, as PyTorch's) and links into one
   shared library.
   With `library_bytes`, each unit also carries its share of that many bytes of "device code"
   (as a HIP unit's object carries its offload bundle), so the shared library is torch-sized.
@@ -23,6 +24,7 @@ import subprocess
 from pathlib import Path
 from typing import Iterator, Tuple
 
+from mini import cmake_component
 from mini.make_upstreams import GIT_ENV, git
 
 # One translation unit: a few functions with loops, ~0.05 s at -O2 with clang-19.
@@ -121,7 +123,9 @@ def source_like(i: int) -> bytes:
     return (f"// third-party file {i}\n" + "".join(f"x = '{line}';\n" for line in lines)).encode()
 
 
-def big_tree_files(n_files: int, n_tus: int, variant: str = "", library_bytes: int = 0) -> Iterator[Tuple[str, bytes]]:
+def big_tree_files(n_files: int, n_tus: int, variant: str = "", library_bytes: int = 0, cmake: bool = False) -> Iterator[Tuple[str, bytes]]:
+    """With `cmake`, setup.py builds the units through CMake + ninja (mini/cmake_component.py),
+    as PyTorch does; without, through setuptools, MAX_JOBS at a time."""
     helpers = 12
     lines = -(-library_bytes // (n_tus * LINE_BYTES))  # per unit, rounded up
     for i in range(n_tus):
@@ -137,9 +141,13 @@ def big_tree_files(n_files: int, n_tus: int, variant: str = "", library_bytes: i
             text += f"/* {variant} */\n"
         yield f"csrc/tu{i}.c", text.encode()
     yield "csrc/big.h", "".join(f"double big_entry_{i}(double x);\n" for i in range(n_tus)).encode()
-    yield "setup.py", BIG_SETUP.format(n=n_tus, version="1.0.0").encode()
+    if cmake:
+        yield "setup.py", cmake_component.setup_py("big-torch", "big_torch", "csrc", no_ext="BIG_TORCH_NO_EXT").encode()
+        yield "csrc/CMakeLists.txt", cmake_component.cmake_lists("big-torch").encode()
+    else:
+        yield "setup.py", BIG_SETUP.format(n=n_tus, version="1.0.0").encode()
     yield "big_torch/__init__.py", b"ARCHS = ['gfx90a']\n"
-    fill = n_files - n_tus - 3
+    fill = n_files - n_tus - (4 if cmake else 3)
     for i in range(fill):
         yield f"third_party/lib{i % 40}/src/d{i // 2000}/f{i}.cpp", _filler(i)
 

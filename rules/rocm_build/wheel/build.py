@@ -9,7 +9,7 @@ import json
 import logging
 import posixpath
 from dataclasses import dataclass, replace
-from typing import Optional, Tuple
+from typing import Optional, Sequence, Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.fs import (
@@ -243,7 +243,30 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
         venv_key=venv_key(python, bootstrap, dep_wheels, locked),
         rust=cargo.rust.identity if cargo else "",
     )  # fmt: skip
+    if spec.kept_build_dir:
+        not_tree = [*archive_trees, *([cargo.inputs] if cargo else [])]
+        request = replace(request, kept_key=kept_build_dir_key(request, not_tree))
     return PreparedWheelBuild(request, info, usable)
+
+
+def kept_build_dir_key(request: WheelBuildRequest, inputs_not_tree: Sequence[Digest]) -> str:
+    """The name of the component's kept build directory: everything in the build's key but the
+    tree (its pins' commits and our patches) and what follows from it alone (its commit time)."""
+    spec = request.spec
+    made_of = {
+        "target": spec.owner,
+        "recipe": [spec.steps, spec.wheel_command, spec.kept_build_dir, spec.lock_path or "", sorted(spec.env.items())],
+        "gpu_targets": spec.gpu_targets,
+        "toolchain": request.toolchain.identity,
+        "python": request.python.identity,
+        "image": request.image.image_id if request.image else "",
+        "label": request.label,
+        "network_isolation": request.network_isolation,
+        "venv": request.venv_key,  # the bootstrap and dependency wheels and the lock
+        "inputs": [d.fingerprint for d in inputs_not_tree],  # archives, crates
+        "rust": request.rust,
+    }
+    return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:32]
 
 
 def venv_key(python: BuildPython, bootstrap: Digest, deps: Digest, locked: Optional[LockedRequirements]) -> str:

@@ -9,6 +9,7 @@ and the plan asks for the same `Process`, so the plan and the build cannot disag
 
 from __future__ import annotations
 
+import hashlib
 import shlex
 from dataclasses import dataclass
 from typing import Dict, Optional, Tuple
@@ -45,6 +46,9 @@ SOURCE_TREES_DIR = ".source-trees"
 # Build venvs, one per Python + bootstrap and dependency wheels + lock (build_wheel.sh).
 VENV_CACHE = "rocm_build_venvs"
 VENV_CACHE_DIR = ".build-venvs"
+# Kept build directories, one per component and everything in its key but the tree (kept_build_dir.py).
+KEPT_DIRS_CACHE = "rocm_build_dirs"
+KEPT_DIRS_DIR = ".build-dirs"
 # Deflated chunks of the component's last wheels, reused by the next (wheel_zip.py).
 WHEEL_CHUNKS_DIR = ".wheel-chunks"
 TREE_CHANGES = ".tree-changes"
@@ -83,6 +87,9 @@ class WheelBuildRequest:
     # lock, by digest): the name of the machine's copy of it, which builds reuse.
     venv_key: str = ""
     rust: str = ""  # a Rust build's (`cargo_lock`): the Rust toolchain's identity (toolchain/rust.py)
+    # The name of the component's kept build directory (`keep_build_dir`): made of everything
+    # above but the tree (build.py); "" when it is not kept.
+    kept_key: str = ""
 
 
 @dataclass(frozen=True)
@@ -237,7 +244,8 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
                 *[FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in ("wheel_files.py", "wheel_zip.py")],
                 FileContent(f"{SCRIPTS_DIR}/ccache_remote.py", script_bytes("ccache_remote.py")),
                 *[FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in ("dist_relay.py", "dist_proxy.py") if FARM_CACHE in launcher.caches],
-                *([FileContent(f"{SCRIPTS_DIR}/source_pack.py", script_bytes("source_pack.py"))] if request.source_pack else []),
+                *([FileContent(f"{SCRIPTS_DIR}/source_pack.py", script_bytes("source_pack.py"))] if request.source_pack or request.kept_key else []),
+                *([FileContent(f"{SCRIPTS_DIR}/kept_build_dir.py", script_bytes("kept_build_dir.py"))] if request.kept_key else []),
                 FileContent(f"{SCRIPTS_DIR}/steps.sh", steps_script(spec).encode()),
             ]
         ),
@@ -256,6 +264,12 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
         # and that git's version: machines with another git share wheels, not checkouts.
         # (A container's tree is checked out into its sandbox: in_container.sh.)
         caches[SOURCE_TREES_CACHE] = SOURCE_TREES_DIR
+    if request.kept_key:
+        # Objects of another launcher are the same bytes, but its settings are in CMake's cache.
+        key = hashlib.sha256(f"{request.kept_key} {settings.launcher()}".encode()).hexdigest()[:32]
+        env.update(ROCM_BUILD_KEPT_DIR=spec.kept_build_dir, ROCM_BUILD_KEPT_KEY=key)
+        if not request.image:  # a container's build tree starts empty (build_wheel.sh)
+            caches[KEPT_DIRS_CACHE] = KEPT_DIRS_DIR
     if request.image:
         # The image id, not its name, in argv: the key holds what the build runs in.
         argv = (tools.bash.path, f"{SCRIPTS_DIR}/in_container.sh", request.image.engine, request.image.image_id, "bash", *argv[1:])

@@ -36,12 +36,14 @@ from rocm_build.wheel.target_types import (
     SupportedGpuTargetsSourceField,
     WheelArchivesField,
     WheelBuildCommandField,
+    WheelBuildDirField,
     WheelBuildRequirementsField,
     WheelCargoLockField,
     WheelCommandField,
     WheelDependenciesField,
     WheelDownloadsCoveredField,
     WheelEnvField,
+    WheelKeepBuildDirField,
     WheelKindField,
     WheelLockField,
     WheelMaxJobsField,
@@ -95,6 +97,7 @@ class WheelBuildSpec:
     downloads_covered: FrozenDict[str, str] = FrozenDict()  # tree file -> the variable that stops its download
     kind: str = "generic"  # which component: torch, triton, vllm, ... (env.py)
     cargo_lock: str = ""  # the tree's Cargo.lock whose crates are fetched (cargo_crates.py)
+    kept_build_dir: str = ""  # the tree's build directory kept between builds ("": not kept)
 
     @property
     def owner(self) -> str:
@@ -236,6 +239,7 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
         downloads_covered=FrozenDict(covered),
         kind=target[WheelKindField].value,
         cargo_lock=_cargo_lock(target),
+        kept_build_dir=_kept_build_dir(target),
     )
 
 
@@ -256,6 +260,18 @@ def _cargo_lock(target: RocmWheelTarget) -> str:
     if lock and (lock.startswith("..") or "/../" in lock or posixpath.basename(lock) != "Cargo.lock"):
         raise RocmBuildError(f"{target.address}: `cargo_lock` {lock!r} must be a path to a Cargo.lock inside the tree")
     return lock
+
+
+def _kept_build_dir(target: RocmWheelTarget) -> str:
+    if not target[WheelKeepBuildDirField].value:
+        return ""
+    path = posixpath.normpath(target[WheelBuildDirField].value or "")
+    if path in (".", "") or path.startswith(("/", "..")):
+        raise RocmBuildError(
+            f"{target.address}: `{WheelBuildDirField.alias}` {target[WheelBuildDirField].value!r} must be a directory "
+            f"inside the tree (e.g. \"build\"); or set `{WheelKeepBuildDirField.alias}=False`"
+        )
+    return path
 
 
 def check_same_python(owner: str, python: str, deps: Sequence[Tuple[str, str]]) -> None:

@@ -256,6 +256,38 @@ class WheelMaxJobsField(IntField):
     help = "MAX_JOBS for the build. Default: fits the machine (cores, and 4 GiB of memory per job)."
 
 
+class WheelBuildDirField(StringField):
+    alias = "build_dir"
+    default = "build"
+    help = softwrap(
+        """
+        The directory of the tree where the upstream's build tool keeps its state: `build`
+        for PyTorch, vLLM and setuptools' temp, a CMake binary directory otherwise. With
+        `keep_build_dir` it is carried from one build of this component to the next (a named
+        cache of this machine), so a changed file recompiles what depends on it and nothing
+        else. The tree must have no files of its own there.
+        """
+    )
+
+
+class WheelKeepBuildDirField(BoolField):
+    alias = "keep_build_dir"
+    default = True
+    help = softwrap(
+        f"""
+        Keep `{WheelBuildDirField.alias}` between builds. Its entry is named by everything in
+        the build's key but the tree (toolchain, gpu targets, environment, dependency wheels,
+        lock, interpreter, recipe): a change to any of those starts from an empty directory;
+        a changed tree reuses it, with the times of the tree's files set by content (unchanged
+        since the entry was built: an old fixed time; changed: now), so the build tool decides
+        what to recompile. Only a build that succeeded leaves an entry to reuse. It is a speed-up
+        of this machine, never an input: the wheel is the same bytes as a clean build's, and
+        the cache keys are the same. False for an upstream whose build tool does not rebuild
+        correctly from a kept directory: then only the compiler cache applies.
+        """
+    )
+
+
 class RocmWheelTarget(Target):
     alias = "rocm_wheel"
     core_fields = (
@@ -281,6 +313,8 @@ class RocmWheelTarget(Target):
         WheelOptionalField,
         WheelTimeoutField,
         WheelMaxJobsField,
+        WheelBuildDirField,
+        WheelKeepBuildDirField,
         WheelRuntimeEnvField,
         WheelRuntimeRequirementsField,
         SystemLibrariesField,
