@@ -276,10 +276,10 @@ def build_log_phases(ws: Workspace, target_dir: str) -> dict:
     return {name: float(secs) for name, secs in re.findall(r"([a-z -]+?) ([\d.]+) s(?:, |$)", found)}
 
 
-def big_upstream(out: Path, n_files: int, n_tus: int, library_bytes: int = 0):
+def big_upstream(out: Path, n_files: int, n_tus: int, library_bytes: int = 0, cmake: bool = False):
     upstreams = make_fixture_upstreams(out / "upstreams")
     repo = out / "upstreams" / "big"
-    files = torch_sized.big_tree_files(n_files, n_tus, library_bytes=library_bytes)
+    files = torch_sized.big_tree_files(n_files, n_tus, library_bytes=library_bytes, cmake=cmake)
     sha = torch_sized.fast_import(repo, files, f"{n_files} files")
     return upstreams, repo, sha
 
@@ -379,8 +379,15 @@ def library_bytes_in(wheel: Path) -> int:
         return sum(i.file_size for i in archive.infolist() if re.search(r"\.so(\.|$)", i.filename))
 
 
+def kept_dir_figures(ws: Workspace) -> str:
+    """What the build's kept build directory said: how much of the tree changed, what it compiled."""
+    log = next(ws.path("dist/bench_big").glob("*.build.log")).read_text()
+    return "; ".join(re.findall(r"^== kept build directory build/: (.*)$", log, re.M))
+
+
 def incremental(out: Path, n_files: int, n_tus: int, library_bytes: int = 0, goal: str = "<= 0.03") -> None:
-    ws, _ = big_workspace(out, n_files, n_tus, big_upstream(out, n_files, n_tus, library_bytes))
+    # Built as PyTorch is: setup.py runs CMake + ninja in build/, which is kept between builds.
+    ws, _ = big_workspace(out, n_files, n_tus, big_upstream(out, n_files, n_tus, library_bytes, cmake=True))
     package = lambda what, *opts: require_success(ws.pants("-ldebug", *opts, "package", "bench_big:wheel", timeout=7200), what)  # noqa: E731
     try:
         clean_run, clean = timed(lambda: package("clean"))
@@ -391,10 +398,15 @@ def incremental(out: Path, n_files: int, n_tus: int, library_bytes: int = 0, goa
         # patch and the build run again, ccache (the named cache) has the other objects.
         ws.write("bench_big/tu0.edit.toml", ONE_TU_EDIT)
         run, one = timed(lambda: package("one file"))
-        split = one_file_split(run.stderr, one, ws)
-        # The clean build's inputs again, built incrementally (warm compiler and wheel-chunk
-        # caches; Pants' own cache off, in a fresh pantsd): its wheel must be the same bytes.
+        split, kept = one_file_split(run.stderr, one, ws), kept_dir_figures(ws)
+        # The edit undone, after a restart: Pants' own start, then the no-op rebuild.
         ws.path("bench_big/tu0.edit.toml").unlink()
+        ws.stop()
+        _, start = timed(lambda: require_success(ws.pants("--version"), "pantsd"))
+        ws.stop()
+        _, noop = timed(lambda: package("no-op after a restart"))
+        # The clean build's inputs again, built incrementally (warm kept directory, compiler and
+        # wheel-chunk caches; Pants' own cache off, in a fresh pantsd): the same bytes.
         ws.stop()
         package("again, incrementally", "--no-local-cache")
         same = ws.dist_wheels()["bench_big"].read_bytes() == clean_bytes
@@ -402,10 +414,11 @@ def incremental(out: Path, n_files: int, n_tus: int, library_bytes: int = 0, goa
         ws.stop()
     (out / "one.stderr").write_text(run.stderr)  # -ldebug: every process, kept with --keep
     what = f"{n_tus} translation units in one shared library of {lib_bytes / (1 << 30):.2f} GiB" if library_bytes else f"{n_tus} translation units in one shared library"
-    table(f"Incremental rebuild: {what}, one changed (ccache named cache)",
-          ["clean s", "one-file s", "fraction", "goal", "wheel bytes", "one-file run: where the time went (s)",
-           "incremental wheel = clean wheel"],
-          [[f"{clean:.1f}", f"{one:.1f}", f"{one / clean:.3f}", goal, len(clean_bytes), split, "yes" if same else "NO"]])  # fmt: skip
+    table(f"Incremental rebuild: {what} (CMake + ninja), one changed (kept build directory)",
+          ["clean s", "one-file s", "fraction", "goal", "wheel bytes", "one-file run: where the time went (s)", "kept build directory",
+           "no-op after a restart s (Pants' start s)", "goal", "incremental wheel = clean wheel"],
+          [[f"{clean:.1f}", f"{one:.1f}", f"{one / clean:.3f}", goal, len(clean_bytes), split, kept,
+            f"{noop:.1f} ({start:.1f}): +{noop - start:.1f}", "<= +2 s", "yes" if same else "NO"]])  # fmt: skip
     print(f"(the clean build: {clean_split})")
 
 
@@ -477,7 +490,7 @@ def shared_ccache(out: Path, n_files: int, n_tus: int) -> None:
     built before (the same tree without compiling, and the mini aotriton, so its store has
     the tree and the tools) but its compiler cache for the component is empty; it builds the
     component with one unit changed."""
-    upstream = big_upstream(out, n_files, n_tus)
+    upstream = big_upstream(out, n_files, n_tus, cmake=True)
     with redis_server(out / "redis") as port:
         env = {"PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE": f"redis://127.0.0.1:{port}"}
         a = big_workspace(out / "a", n_files, n_tus, upstream, env)[0]
@@ -498,11 +511,11 @@ def shared_ccache(out: Path, n_files: int, n_tus: int) -> None:
             b.stop()
     (out / "b.stderr").write_text(run.stderr)  # -ldebug: every process, kept with --keep
     took = process_seconds(run.stderr)
-    table(f"Compiler cache shared between machines: {n_tus} units, one changed, on another machine whose compiler cache is empty (Redis on 127.0.0.1)",
-          ["A clean s", "B one-file s", "fraction", "goal", "B fetch / patch / build process s", "B ccache"],
-          [[f"{clean:.1f}", f"{second:.1f}", f"{second / clean:.3f}", "<= 0.05",
+    table(f"Compiler cache shared between machines: {n_tus} units (CMake + ninja), one changed, on another machine whose compiler cache and build directory are empty (Redis on 127.0.0.1)",
+          ["A clean s", "B one-file s", "fraction", "goal", "B fetch / patch / build process s", "B ccache", "B kept build directory"],
+          [[f"{clean:.1f}", f"{second:.1f}", f"{second / clean:.3f}", "<= 0.12",
             f"{seconds_of(took, 'Fetching big'):.1f} / {seconds_of(took, 'Applying'):.1f} / {seconds_of(took, 'Building rocm_wheel'):.1f}",
-            ccache_figures(b)]])  # fmt: skip
+            ccache_figures(b), kept_dir_figures(b)]])  # fmt: skip
 
 
 class CountingProxy:
@@ -712,7 +725,7 @@ def main() -> int:
         incremental(out / "incremental", 10_000 if args.quick else 100_000, 200 if args.quick else 2000)
     if "torchsize" in chosen:
         incremental(out / "torchsize", 10_000 if args.quick else 100_000, 200 if args.quick else 2000,
-                     (1 << 27) if args.quick else (1 << 30), "<= 0.05")  # fmt: skip
+                     (1 << 27) if args.quick else (1 << 30), "<= 0.15")  # fmt: skip
     if "sharedccache" in chosen:
         shared_ccache(out / "sharedccache", 10_000 if args.quick else 100_000, 200 if args.quick else 2000)
     if "bigwheel" in chosen:

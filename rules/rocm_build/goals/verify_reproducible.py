@@ -64,8 +64,9 @@ async def verify_reproducible(
         owner = target.address.spec
         cached = await Get(BuiltRocmWheel, WheelRequest(target.address))
         prepared = await Get(PreparedWheelBuild, WheelRequest(target.address))
-        process = await Get(Process, WheelBuildRequest, prepared.request)
-        # Not read from any cache, and not written to the persistent ones: a real rebuild.
+        # From an empty build directory (none kept), not read from any cache, and not written
+        # to the persistent ones: a real rebuild.
+        process = await Get(Process, WheelBuildRequest, dataclasses.replace(prepared.request, kept_key=""))
         fresh = dataclasses.replace(
             process,
             env=FrozenDict({**process.env, "CCACHE_DISABLE": "1"}),

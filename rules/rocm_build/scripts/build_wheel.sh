@@ -258,7 +258,7 @@ phase_done() {
 wheel_step_split() {
   local dir="$top/.tree-upper"
   [[ -d "$dir" ]] || dir="$top/tree"
-  find "$dir" "$top/out/raw" -type f -newermt "@$1" \( -name '*.o' -o -name '*.obj' -o -name '*.so' -o -name '*.so.*' \
+  find "$dir" "$top/out/raw" ${kept_entry:+"$kept_entry/dir"} -type f -newermt "@$1" \( -name '*.o' -o -name '*.obj' -o -name '*.so' -o -name '*.so.*' \
     -o -name '*.whl' \) -printf '%T@ %f\n' 2>/dev/null | awk -v t0="$1" -v now="$(date +%s.%N)" '
     { kind = $2 ~ /\.whl$/ ? "wheel" : ($2 ~ /\.(o|obj)$/ ? "objects" : "libraries"); if ($1 > last[kind]) last[kind] = $1 }
     END {

@@ -251,7 +251,8 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
 
 def kept_build_dir_key(request: WheelBuildRequest, inputs_not_tree: Sequence[Digest]) -> str:
     """The name of the component's kept build directory: everything in the build's key but the
-    tree (its pins' commits and our patches) and what follows from it alone (its commit time)."""
+    tree (its pins' commits and our patches). The commit's time is in it: compilers write
+    SOURCE_DATE_EPOCH into __DATE__, which a unit that is not recompiled would keep."""
     spec = request.spec
     made_of = {
         "target": spec.owner,
@@ -265,6 +266,7 @@ def kept_build_dir_key(request: WheelBuildRequest, inputs_not_tree: Sequence[Dig
         "venv": request.venv_key,  # the bootstrap and dependency wheels and the lock
         "inputs": [d.fingerprint for d in inputs_not_tree],  # archives, crates
         "rust": request.rust,
+        "source_date_epoch": request.source_date_epoch,
     }
     return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:32]
 
