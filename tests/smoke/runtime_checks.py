@@ -9,7 +9,7 @@ It prints what it found, one line per check, and exits 1 naming every check that
   hipErrorInvalidImage);
 - flash-attention runs its AMD Triton backend (`flash_attn.flash_attn_interface` imports
   `flash_attn.flash_attn_triton_amd` only when FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE, at
-  v2.8.3.post1 lines 11-15; otherwise it imports the Composable Kernel extension);
+  0e60e394 and v2.8.3.post1 lines 11-15; otherwise it imports the Composable Kernel extension);
 and which SDPA backend torch chose on its own (gfx1151 has been seen falling back to the math
 path: TheRock #1364). The decisions are functions of the objects they read, so
 runtime_checks_test.py proves, with test doubles, that each fails when it should.
