@@ -72,3 +72,20 @@ def test_a_recipe_naming_a_ref_that_does_not_exist_refuses_the_whole_move(chain,
     assert "update-pins: docker/Dockerfile.rocm_base line 2 of vllm " in err
     assert "names 'deadbee' for [torch]: [torch] the short SHA deadbee names no commit of file://" in err
     assert err.rstrip().endswith("the pins file was not changed.")
+
+
+def test_a_recipe_that_no_longer_names_a_derived_pin_refuses_the_move(chain, capsys) -> None:
+    """vLLM 0.33.0's Dockerfile.rocm_base builds on TheRock's torchvision wheel: it sets
+    TORCHVISION_VERSION, no PYTORCH_VISION_BRANCH (read in its PyPI sdist)."""
+    tmp_path, pins, (_, _, vllm), (torch_1, _, _, _) = chain
+    recipe = f'ARG PYTORCH_BRANCH="{torch_1[:7]}"\nARG TORCHVISION_VERSION=0.28.0+rocm10.0.0\n'
+    vllm_2 = commit_files(vllm, {"docker/Dockerfile.rocm_base": recipe})
+    before = pins.read_text()
+    assert run(tmp_path, pins) == 1
+    assert pins.read_text() == before
+    assert capsys.readouterr().err.strip().splitlines()[-1] == (
+        'update-pins: [vision] `derived_from = "vllm:docker/Dockerfile.rocm_base#PYTORCH_VISION_BRANCH"`: '
+        f"docker/Dockerfile.rocm_base of vllm does not set PYTORCH_VISION_BRANCH at vllm {vllm_2[:12]}; nothing was "
+        "moved and the pins file was not changed. Point `derived_from` of [vision] at what that recipe names now, or "
+        "pin [vision] by hand without it."
+    )

@@ -202,7 +202,13 @@ def derived_moves(
             continue
         commit = new.get(source, pins[source].commit)
         if "#" in pin.derived_from:  # a recipe line: a ref to resolve in this pin's repository
-            line = derived_value(pin.derived_from, tree_of(source), name)
+            try:
+                line = derived_value(pin.derived_from, tree_of(source), name)
+            except UpdateError as e:  # the recipe changed shape: say at which commit, and that nothing moved
+                raise UpdateError(
+                    f"{e} at {source} {commit[:12]}; nothing was moved and the pins file was not changed. Point "
+                    f"`derived_from` of [{name}] at what that recipe names now, or pin [{name}] by hand without it."
+                ) from None
             try:
                 sha = resolve_ref(name, pin, line.value, github_api)
             except UpdateError as e:
