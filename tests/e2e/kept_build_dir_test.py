@@ -8,9 +8,12 @@ flag starts a new directory; a build that failed leaves nothing that is reused."
 from __future__ import annotations
 
 import io
+import json
 import re
 import shutil
+import signal
 import subprocess
+import time
 import zipfile
 from pathlib import Path
 
@@ -27,6 +30,7 @@ rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets
 """
 ARCH_EDIT = '[[edit]]\npath = "mini_cmake/__init__.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx1151\'"\n'
 HEADER_EDIT = '[[edit]]\npath = "csrc/include/mini.h"\npattern = "SCALE 3"\nreplace = "SCALE 5"\n'
+SLOW_EDIT = '[[edit]]\npath = "csrc/include/mini.h"\npattern = "SCALE 5"\nreplace = "SCALE 5 // SLOW"\n'
 BROKEN_EDIT = '[[edit]]\npath = "csrc/u1.c"\npattern = "return"\nreplace = "return return"\n'
 
 
@@ -94,6 +98,12 @@ def clean_build(ws: Workspace) -> bytes:
     return wheel
 
 
+def unfinished(ws: Workspace) -> list:
+    """Entries a build has taken and not yet kept."""
+    states = (ws.named_caches / "rocm_build_dirs").glob("*/state.json")
+    return [p.parent.name for p in states if json.loads(p.read_text() or "{}") == {"complete": False}]
+
+
 def entries(ws: Workspace) -> list:
     return sorted(p.name for p in (ws.named_caches / "rocm_build_dirs").iterdir() if p.is_dir())
 
@@ -137,3 +147,21 @@ def test_a_kept_build_directory_recompiles_what_changed_and_gives_the_clean_whee
     again, said, written = build(ws, "--no-local-cache")
     assert (said, written) == ("the last build in it did not finish: emptied", 5)
     assert again == flagged
+
+    # A build killed half-way (Ctrl-C while its steps run, the entry taken): the next build of
+    # that key empties the entry and compiles everything.
+    slow = ', env={"CFLAGS": "-O1"}, build_command=["if grep -q SLOW csrc/include/mini.h; then sleep 300; fi"]'
+    ws.write("tests/mini/cmake/BUILD", RECIPE.format(extra=slow))
+    ws.write("tests/mini/cmake/slow.edit.toml", SLOW_EDIT)
+    proc = ws.start("package", TARGET)
+    deadline = time.time() + 300
+    while not unfinished(ws):
+        assert time.time() < deadline and proc.poll() is None, ws.partial_stderr(proc)[-3000:]
+        time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    proc.wait(timeout=120)
+    assert proc.returncode != 0
+    ws.path("tests/mini/cmake/slow.edit.toml").unlink()
+    wheel, said, written = build(ws)
+    assert (said, written) == ("the last build in it did not finish: emptied", 5)
+    assert exported(wheel, tmp_path) == ["u0", "u1", "u3", "u5", "u6"]
