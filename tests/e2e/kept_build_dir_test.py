@@ -165,3 +165,14 @@ def test_a_kept_build_directory_recompiles_what_changed_and_gives_the_clean_whee
     wheel, said, written = build(ws)
     assert (said, written) == ("the last build in it did not finish: emptied", 5)
     assert exported(wheel, tmp_path) == ["u0", "u1", "u3", "u5", "u6"]
+
+
+def test_a_container_build_keeps_its_build_directory_too(ws: Workspace) -> None:
+    """In the `mini-box` image (in_container.sh takes the entry on this side and mounts only it)."""
+    ws.write("tests/mini/cmake/BUILD", RECIPE.format(extra=', environment="mini-box"'))
+    _, said, written = build(ws)
+    assert (said, written) == ("new: empty", 5)
+    ws.write("tests/mini/cmake/header.edit.toml", HEADER_EDIT)
+    wheel, said, written = build(ws)
+    assert (said, written) == ("reused: 1 of 9 file(s) changed since it was last built", 2)
+    assert wheel == clean_build(ws)

@@ -318,6 +318,11 @@ build_venv() {
 # runs without a mount namespace (a container, no isolation), starts from an empty one.
 take_build_dir() {
   [[ -n "${ROCM_BUILD_KEPT_KEY:-}" && -z "${ROCM_BUILD_PREFLIGHT:-}" ]] || return 0
+  if [[ -n "${ROCM_BUILD_IMAGE:-}" && -s "$top/.kept-note" ]]; then  # in_container.sh took it
+    kept_note="$(<"$top/.kept-note")"
+    kept_inside="$top/tree/$ROCM_BUILD_KEPT_DIR"
+    return 0
+  fi
   if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" || -n "${ROCM_BUILD_IMAGE:-}" || ! -d "$top/.build-dirs" ]]; then
     kept_note="not kept (no mount namespace): $ROCM_BUILD_KEPT_DIR/ starts empty"
     return 0
@@ -341,11 +346,13 @@ take_build_dir() {
   kept_entry="$entry"
 }
 keep_build_dir() {
-  [[ -n "${kept_entry:-}" ]] || return 0
+  local dir="${kept_inside:-${kept_entry:+$kept_entry/dir}}" since="${kept_inside:+$top/.kept-note}"
+  [[ -n "$dir" ]] || return 0
   local objects=(-type f \( -name '*.o' -o -name '*.obj' \))  # what the build tool compiled, against what it has
-  echo "== kept build directory $ROCM_BUILD_KEPT_DIR/: $(find "$kept_entry/dir" "${objects[@]}" -newer "$kept_entry/tree.next.json" |
-    wc -l) object(s) written by this build, $(find "$kept_entry/dir" "${objects[@]}" | wc -l) in it"
-  python3 "$top/__rocm_build/kept_build_dir.py" keep "$kept_entry"
+  echo "== kept build directory $ROCM_BUILD_KEPT_DIR/: $(find "$dir" "${objects[@]}" -newer "${since:-$kept_entry/tree.next.json}" |
+    wc -l) object(s) written by this build, $(find "$dir" "${objects[@]}" | wc -l) in it"
+  # In a container, in_container.sh keeps it once the container's build succeeded.
+  [[ -z "${kept_entry:-}" ]] || python3 "$top/__rocm_build/kept_build_dir.py" keep "$kept_entry"
 }
 
 build() {

@@ -38,5 +38,34 @@ fi
 if [[ -s .ccache-remote/storage.json ]]; then
   python3 __rocm_build/ccache_remote.py forward .ccache-remote .ccache-forward $$
 fi
+# The kept build directory (kept_build_dir.py): taken here, on the tree just written, and only
+# its entry mounted where the build writes; kept when the container's build succeeded. The
+# build inside reads what happened from .kept-note.
+kept_entry=""
+if [[ -n "${ROCM_BUILD_KEPT_KEY:-}" && -z "${ROCM_BUILD_PREFLIGHT:-}" && -d .build-dirs ]]; then
+  source __rocm_build/machine_caches.sh
+  entry="$(readlink -f .build-dirs)/$ROCM_BUILD_KEPT_KEY"
+  use_cache "$(readlink -f .build-dirs)" "$entry"
+  exec {lock}>"$entry.lock"
+  if flock -n "$lock"; then
+    pack=()
+    [[ -e .source-pack ]] && pack=(.source-pack .tree-changes)
+    if ! note="$(python3 __rocm_build/kept_build_dir.py take "$entry" tree "$ROCM_BUILD_KEPT_DIR" "${pack[@]}" 2>&1)"; then
+      echo "rocm_build: cannot build $ROCM_BUILD_TARGET with its kept build directory: $note" >&2
+      exit 48
+    fi
+    mkdir -p "tree/$ROCM_BUILD_KEPT_DIR"
+    args+=(-v "$entry/dir:$fixed/tree/$ROCM_BUILD_KEPT_DIR")
+    kept_entry="$entry"
+  else
+    note="in use by another build: $ROCM_BUILD_KEPT_DIR/ starts empty"
+  fi
+  echo "$note" > .kept-note
+fi
 for var in $ROCM_BUILD_CONTAINER_ENV; do args+=(-e "$var"); done
-exec "$engine" "${args[@]}" "$image" "$@"
+status=0
+"$engine" "${args[@]}" "$image" "$@" || status=$?
+if (( status == 0 )) && [[ -n "$kept_entry" ]]; then
+  python3 __rocm_build/kept_build_dir.py keep "$kept_entry"
+fi
+exit "$status"

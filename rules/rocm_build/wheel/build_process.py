@@ -268,8 +268,9 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
         # Objects of another launcher are the same bytes, but its settings are in CMake's cache.
         key = hashlib.sha256(f"{request.kept_key} {settings.launcher()}".encode()).hexdigest()[:32]
         env.update(ROCM_BUILD_KEPT_DIR=spec.kept_build_dir, ROCM_BUILD_KEPT_KEY=key)
-        if not request.image:  # a container's build tree starts empty (build_wheel.sh)
-            caches[KEPT_DIRS_CACHE] = KEPT_DIRS_DIR
+        # Taken and mounted by build_wheel.sh in its namespace, or for a container by
+        # in_container.sh, which mounts only the entry.
+        caches[KEPT_DIRS_CACHE] = KEPT_DIRS_DIR
     if request.image:
         # The image id, not its name, in argv: the key holds what the build runs in.
         argv = (tools.bash.path, f"{SCRIPTS_DIR}/in_container.sh", request.image.engine, request.image.image_id, "bash", *argv[1:])

@@ -11,8 +11,8 @@ engine="${1:-podman}"
 image=localhost/rocm-pants/mini-box:bookworm
 # What the miniature chain's builds run: bash, Python 3.11 (Debian 12's) with venv, the LLVM
 # toolchain (clang-19 with the AMDGPU target, lld), a host C compiler and Python headers for
-# extension modules, the system cmake, ccache.
-packages=bash,coreutils,python3,python3-venv,python3-dev,gcc,libc6-dev,clang-19,lld-19,llvm-19,cmake,ccache
+# extension modules, the system cmake and ninja (builds driven as PyTorch's are), ccache.
+packages=bash,coreutils,python3,python3-venv,python3-dev,gcc,libc6-dev,clang-19,lld-19,llvm-19,cmake,ninja-build,ccache
 recipe="$(sha256sum "$0" | cut -d' ' -f1)"
 
 have="$("$engine" image inspect --format '{{index .Labels "org.rocm-pants.recipe"}}' "$image" 2>/dev/null || true)"
