@@ -315,7 +315,8 @@ build_venv() {
 # The kept build directory (kept_build_dir.py): the upstream's build tree from the machine's
 # .build-dirs cache, at an entry named by everything in the build's key but the tree, mounted
 # where the build writes it. One build at a time per entry; a build that finds it taken, or
-# runs without a mount namespace (a container, no isolation), starts from an empty one.
+# runs without a mount namespace (no isolation), starts from an empty one. A container's
+# build finds it taken and mounted by in_container.sh, which says how in .kept-note.
 take_build_dir() {
   [[ -n "${ROCM_BUILD_KEPT_KEY:-}" && -z "${ROCM_BUILD_PREFLIGHT:-}" ]] || return 0
   if [[ -n "${ROCM_BUILD_IMAGE:-}" && -s "$top/.kept-note" ]]; then  # in_container.sh took it
