@@ -20,8 +20,9 @@ so on the stacked tree only the patched files and the changed ones are touched.
 Nothing but a complete entry is reused: `take` marks the entry incomplete before the build
 and `keep` marks it complete after it; an entry a build left incomplete (it failed, or was
 killed) is emptied. setuptools' staging directories (build/lib*, build/bdist*) are emptied
-every time: setuptools never removes a file from them, so a module the tree dropped would
-reach the wheel.
+every time (and `build/lib` when it holds Python files: a pure package's staging, not
+PyTorch's libraries): setuptools never removes a file from them, so a module the tree dropped
+would reach the wheel.
 
 Exit codes: 2 the tree has files of its own under BUILD_DIR (they would be hidden).
 """
@@ -38,7 +39,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import source_pack  # noqa: E402  # beside this script in the sandbox
 from source_pack import UNCHANGED  # noqa: E402
 
-STAGING = ("lib", "bdist", "scripts-")  # setuptools' copies of the package, refilled each build
+STAGING = ("lib.", "bdist.", "scripts-")  # setuptools' copies of the package, refilled each build
 
 
 def blob_id(path):
@@ -97,6 +98,12 @@ def set_times(tree, paths, changed):
             pass  # a path of the pack's tree the patches removed
 
 
+def holds_python(path):
+    """`build/lib` is setuptools' staging of a pure-Python package, refilled each build, when it
+    holds Python files; PyTorch's CMake writes its libraries there, which a build relinks."""
+    return any(f.endswith(".py") for _, _, files in os.walk(path) for f in files)
+
+
 def load(entry, name, default):
     try:
         with open(os.path.join(entry, name)) as f:
@@ -138,7 +145,7 @@ def take(entry, tree, build_dir, pack="", changes=""):
     target = os.path.join(entry, "dir")
     os.makedirs(target, exist_ok=True)
     for name in os.listdir(target):
-        if name.startswith(STAGING):
+        if name.startswith(STAGING) or (name == "lib" and holds_python(os.path.join(target, name))):
             shutil.rmtree(os.path.join(target, name), ignore_errors=True)
     write(entry, "tree.next.json", now)
     write(entry, "lower.next.json", lower_now)

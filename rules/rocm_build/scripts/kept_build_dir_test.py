@@ -88,9 +88,15 @@ def test_setuptools_staging_is_emptied_and_the_rest_kept(scripts: Path, tmp_path
     entry, tree = tmp_path / "entry", tmp_path / "tree"
     write_tree(tree, {"setup.py": "\n"})
     take(scripts, entry, tree, "build")
-    for d in ("lib.linux-x86_64-cpython-311/pkg", "bdist.linux-x86_64", "temp.linux-x86_64-cpython-311", "cmake"):
+    for d in ("lib.linux-x86_64-cpython-311/pkg", "bdist.linux-x86_64", "temp.linux-x86_64-cpython-311", "cmake", "lib"):
         (entry / "dir" / d).mkdir(parents=True)
         (entry / "dir" / d / "f").write_text("x")
+    keep(scripts, entry)
+    take(scripts, entry, tree, "build")
+    # `lib` holds no Python: a CMake library directory (PyTorch's), kept.
+    assert sorted(p.name for p in (entry / "dir").iterdir()) == ["cmake", "lib", "temp.linux-x86_64-cpython-311"]
+    (entry / "dir/lib/pkg").mkdir()
+    (entry / "dir/lib/pkg/__init__.py").write_text("")  # setuptools' staging of a pure package
     keep(scripts, entry)
     take(scripts, entry, tree, "build")
     assert sorted(p.name for p in (entry / "dir").iterdir()) == ["cmake", "temp.linux-x86_64-cpython-311"]
