@@ -328,23 +328,12 @@ take_build_dir() {
     kept_note="not kept (no mount namespace): $ROCM_BUILD_KEPT_DIR/ starts empty"
     return 0
   fi
-  local entry="$top/.build-dirs/$ROCM_BUILD_KEPT_KEY" lock
-  use_cache "$top/.build-dirs" "$entry"
-  exec {lock}>"$entry.lock"
-  if ! flock -n "$lock"; then
-    kept_note="in use by another build: $ROCM_BUILD_KEPT_DIR/ starts empty"
-    return 0
-  fi
-  local pack=() status=0
+  local pack=()
   [[ -d "$top/.source-pack" && -d "$top/.tree-changes" ]] && pack=("$top/.source-pack" "$top/.tree-changes")
-  kept_note="$(python3 "$top/__rocm_build/kept_build_dir.py" take "$entry" "$top/tree" "$ROCM_BUILD_KEPT_DIR" "${pack[@]}" 2>&1)" || status=$?
-  if (( status != 0 )); then
-    echo "rocm_build: cannot build $ROCM_BUILD_TARGET with its kept build directory: $kept_note"
-    exit 48
+  take_kept_entry "$top/.build-dirs" "$top/tree" "${pack[@]}"
+  if [[ -n "${kept_entry:-}" ]]; then
+    mount --bind "$kept_entry/dir" "$top/tree/$ROCM_BUILD_KEPT_DIR"
   fi
-  mkdir -p "$top/tree/$ROCM_BUILD_KEPT_DIR"
-  mount --bind "$entry/dir" "$top/tree/$ROCM_BUILD_KEPT_DIR"
-  kept_entry="$entry"
 }
 keep_build_dir() {
   local dir="${kept_inside:-${kept_entry:+$kept_entry/dir}}" since="${kept_inside:+$top/.kept-note}"

@@ -44,23 +44,13 @@ fi
 kept_entry=""
 if [[ -n "${ROCM_BUILD_KEPT_KEY:-}" && -z "${ROCM_BUILD_PREFLIGHT:-}" && -d .build-dirs ]]; then
   source __rocm_build/machine_caches.sh
-  entry="$(readlink -f .build-dirs)/$ROCM_BUILD_KEPT_KEY"
-  use_cache "$(readlink -f .build-dirs)" "$entry"
-  exec {lock}>"$entry.lock"
-  if flock -n "$lock"; then
-    pack=()
-    [[ -e .source-pack ]] && pack=(.source-pack .tree-changes)
-    if ! note="$(python3 __rocm_build/kept_build_dir.py take "$entry" tree "$ROCM_BUILD_KEPT_DIR" "${pack[@]}" 2>&1)"; then
-      echo "rocm_build: cannot build $ROCM_BUILD_TARGET with its kept build directory: $note" >&2
-      exit 48
-    fi
-    mkdir -p "tree/$ROCM_BUILD_KEPT_DIR"
-    args+=(-v "$entry/dir:$fixed/tree/$ROCM_BUILD_KEPT_DIR")
-    kept_entry="$entry"
-  else
-    note="in use by another build: $ROCM_BUILD_KEPT_DIR/ starts empty"
+  pack=()
+  [[ -e .source-pack ]] && pack=(.source-pack .tree-changes)
+  take_kept_entry "$(readlink -f .build-dirs)" tree "${pack[@]}"
+  if [[ -n "$kept_entry" ]]; then
+    args+=(-v "$kept_entry/dir:$fixed/tree/$ROCM_BUILD_KEPT_DIR")
   fi
-  echo "$note" > .kept-note
+  echo "$kept_note" > .kept-note
 fi
 for var in $ROCM_BUILD_CONTAINER_ENV; do args+=(-e "$var"); done
 status=0

@@ -31,7 +31,6 @@ import hashlib
 import json
 import os
 import shutil
-import subprocess
 import sys
 import time
 

@@ -20,3 +20,23 @@ use_cache() {  # DIR ENTRY: ENTRY is used now; entries unused for 30 days go, an
   fi
   flock -s "$lock"
 }
+# The component's kept build directory (kept_build_dir.py), for build_wheel.sh and, for a
+# container, in_container.sh; run from the sandbox's top. Sets kept_note, and kept_entry when
+# this build holds the entry (one build at a time: a second one gets none and starts empty);
+# exits 48 when the tree cannot have it. The caller mounts "$kept_entry/dir".
+take_kept_entry() {  # CACHE_DIR TREE [PACK CHANGES]
+  local entry="$1/$ROCM_BUILD_KEPT_KEY" tree="$2" lock
+  shift 2
+  use_cache "$(dirname "$entry")" "$entry"
+  exec {lock}>"$entry.lock"
+  if ! flock -n "$lock"; then
+    kept_note="in use by another build: $ROCM_BUILD_KEPT_DIR/ starts empty"
+    return 0
+  fi
+  if ! kept_note="$(python3 __rocm_build/kept_build_dir.py take "$entry" "$tree" "$ROCM_BUILD_KEPT_DIR" "$@" 2>&1)"; then
+    echo "rocm_build: cannot build $ROCM_BUILD_TARGET with its kept build directory: $kept_note" >&2
+    exit 48
+  fi
+  mkdir -p "$tree/$ROCM_BUILD_KEPT_DIR"
+  kept_entry="$entry"
+}
