@@ -41,8 +41,11 @@ def unit(i: int, body: str = "") -> str:
     return f"int u{i}(void) {{ return {i}{body}; }}\n"
 
 
-@pytest.fixture
-def ws(tmp_path: Path):
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    # One workspace for the host and the container case: its second Pants, bootstrap and
+    # first builds would cost CI minutes and prove nothing more.
+    tmp_path = tmp_path_factory.mktemp("kept")
     repo = tmp_path / "mini-cmake"
     repo.mkdir()
     make_upstreams.git(repo, "init", "-q", "-b", "main")
@@ -168,11 +171,12 @@ def test_a_kept_build_directory_recompiles_what_changed_and_gives_the_clean_whee
 
 
 def test_a_container_build_keeps_its_build_directory_too(ws: Workspace) -> None:
-    """In the `mini-box` image (in_container.sh takes the entry on this side and mounts only it)."""
+    """In the `mini-box` image (in_container.sh takes the entry on this side and mounts only it).
+    Another environment is another key: a new directory, whatever the test before left."""
     ws.write("tests/mini/cmake/BUILD", RECIPE.format(extra=', environment="mini-box"'))
     _, said, written = build(ws)
     assert (said, written) == ("new: empty", 5)
-    ws.write("tests/mini/cmake/header.edit.toml", HEADER_EDIT)
+    ws.write("tests/mini/cmake/header.edit.toml", HEADER_EDIT.replace("SCALE 5", "SCALE 7"))
     wheel, said, written = build(ws)
     assert (said, written) == ("reused: 1 of 9 file(s) changed since it was last built", 2)
     assert wheel == clean_build(ws)

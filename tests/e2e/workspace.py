@@ -23,6 +23,12 @@ from mini import make_upstreams
 WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "pants.offline.toml", "BUILD", "3rdparty", "rules", "tests/mini", "tests/kernels", "components", "patches")
 CACHE_ROOT = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
 FIXTURE_WHEELS = CACHE_ROOT / "fixture-wheels"
+# PEX's own cache (Pants' named cache `pex_root`), shared by every test workspace as Pants
+# shares it between a user's checkouts: content-addressed and safe for concurrent use. A
+# workspace's first build of a tool venv (auditwheel's) took ~60 s with it cold, in each of
+# the suite's ~70 workspaces; nothing a test checks lives there (Pants' store, our named
+# caches and the build venvs stay per workspace, per "machine").
+SHARED_PEX_ROOT = CACHE_ROOT / "e2e-pex-root"
 BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")
 
 
@@ -72,6 +78,10 @@ class Workspace:
                 shutil.copy2(src, dst)
         self.write("tests/mini/pins.toml", upstreams.pins_text())
         self.upstreams = upstreams
+        SHARED_PEX_ROOT.mkdir(parents=True, exist_ok=True)
+        named_caches.mkdir(parents=True, exist_ok=True)
+        if not (named_caches / "pex_root").exists():
+            (named_caches / "pex_root").symlink_to(SHARED_PEX_ROOT)
         # Host variables a test adds on purpose (e.g. a canary that must not reach builds).
         self.pants_env_extra: Dict[str, str] = {}
 

@@ -58,11 +58,8 @@ def walk(top):
 
 def pack_ids(pack):
     """{path: blob id} of the pack's tree, its submodules' included, without checking it out."""
-    git_dir = source_pack.pack_repository(os.path.realpath(pack), os.path.abspath(".kept-git"))
-    try:
+    with source_pack.pack_repository(pack, ".") as git_dir:
         return {path: sha for path, (_, sha) in source_pack.tree_entries(git_dir, pack).items()}
-    finally:
-        shutil.rmtree(git_dir)
 
 
 def tree_state(tree, pack, changes):

@@ -24,6 +24,7 @@ Every git process gets GIT_ALLOW_PROTOCOL for the pin's schemes only, and `--` b
 an upstream's `.gitmodules` is not trusted, and this runs on the host before any sandbox.
 """
 
+import contextlib
 import json
 import os
 import posixpath
@@ -184,20 +185,24 @@ def entries(git_dir, env):
     return [rest.split("\t", 1)[1] for rest in listed if rest and not rest.startswith(GITLINK)]
 
 
-def pack_repository(pack, dest):
-    """A temporary bare repository whose objects are the pack's, beside `dest`."""
-    git_dir = tempfile.mkdtemp(prefix=".source-git-", dir=os.path.dirname(dest))
-    subprocess.run(["git", "init", "-q", "--bare", "--", git_dir], check=True)
-    for ext in ("pack", "idx"):
-        os.symlink(os.path.join(pack, f"objects.{ext}"), os.path.join(git_dir, "objects", "pack", f"pack-source.{ext}"))
-    return git_dir
+@contextlib.contextmanager
+def pack_repository(pack, where):
+    """A temporary bare repository in the directory `where` whose objects are the pack's
+    (linked, not copied), removed when the block ends."""
+    git_dir = tempfile.mkdtemp(prefix=".source-git-", dir=where)
+    try:
+        subprocess.run(["git", "init", "-q", "--bare", "--", git_dir], check=True)
+        for ext in ("pack", "idx"):
+            os.symlink(os.path.join(os.path.realpath(pack), f"objects.{ext}"), os.path.join(git_dir, "objects", "pack", f"pack-source.{ext}"))
+        yield git_dir
+    finally:
+        shutil.rmtree(git_dir)
 
 
 def checkout(pack, dest, only=None, excluded=()):
     pack, dest = os.path.realpath(pack), os.path.abspath(dest)
     os.makedirs(dest, exist_ok=True)
-    git_dir = pack_repository(pack, dest)
-    try:
+    with pack_repository(pack, os.path.dirname(dest)) as git_dir:
         index = {"GIT_INDEX_FILE": os.path.join(git_dir, "index"), "GIT_WORK_TREE": dest}
         for path, commit in read_repos(pack):
             work_tree = dest if path == "." else os.path.join(dest, path)
@@ -216,8 +221,6 @@ def checkout(pack, dest, only=None, excluded=()):
                 stdin=None if wanted is None else "".join(f"{p}\0" for p in wanted).encode())
             for p in entries(git_dir, index) if wanted is None else wanted:
                 os.utime(os.path.join(work_tree, p), ns=(UNCHANGED * 10**9,) * 2, follow_symlinks=False)
-    finally:
-        shutil.rmtree(git_dir)
 
 
 def tree_entries(git_dir, pack):
@@ -259,8 +262,7 @@ def read(pack, dest, paths):
     """Each path's content at DEST/path, links followed; returns {path: the file it named}."""
     pack, dest = os.path.realpath(pack), os.path.abspath(dest)
     os.makedirs(dest, exist_ok=True)
-    git_dir = pack_repository(pack, dest)
-    try:
+    with pack_repository(pack, os.path.dirname(dest)) as git_dir:
         entries = tree_entries(git_dir, pack)
 
         def blob(sha):
@@ -278,8 +280,6 @@ def read(pack, dest, paths):
                 f.write(blob(entries[found][1]))
             os.chmod(out, 0o755 if entries[found][0] == "100755" else 0o644)
         return named
-    finally:
-        shutil.rmtree(git_dir)
 
 
 def main(argv):

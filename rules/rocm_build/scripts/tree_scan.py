@@ -30,7 +30,6 @@ import os
 import posixpath
 import re
 import subprocess
-import shutil
 import sys
 
 SKIP_DIRS = {"docs", "doc", "examples", "docker", ".github", ".gitlab", ".ci", ".circleci"}
@@ -193,13 +192,10 @@ def tree_files(pack, changes, touched):
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import source_pack  # beside this script in the sandbox
 
-    git_dir = source_pack.pack_repository(os.path.realpath(pack), os.path.abspath(".scan"))
-    try:
-        entries = source_pack.tree_entries(git_dir, os.path.realpath(pack))
+    with source_pack.pack_repository(pack, ".") as git_dir:
+        entries = source_pack.tree_entries(git_dir, pack)
         wanted = {p: sha for p, (mode, sha) in entries.items() if mode != source_pack.SYMLINK and p not in touched and kind(p)}
         contents = blobs(git_dir, sorted(set(wanted.values())))
-    finally:
-        shutil.rmtree(git_dir)
     files = {p: contents[sha] for p, sha in wanted.items()}
     paths = {p for p in entries if p not in touched}
     for root, _, names in os.walk(changes):
