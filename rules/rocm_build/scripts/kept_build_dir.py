@@ -83,6 +83,7 @@ def changed_paths(before, now, lower_before, lower_now):
 
 
 def set_times(tree, paths, changed):
+    """Changed paths get the current time, the others UNCHANGED (each only if it has not)."""
     stamp = time.time_ns()
     for path in paths:
         full = os.path.join(tree, path)
@@ -119,7 +120,11 @@ def take(entry, tree, build_dir, pack="", changes=""):
     os.makedirs(entry, exist_ok=True)
     state = load(entry, "state.json", {})
     now = tree_state(tree, pack, changes)
-    lower_now = pack_ids(pack) if pack else {}
+    before = load(entry, "tree.json", {"repos": None, "changes": {}}) if state.get("complete") else None
+    # The same pinned commits as the last build: their ids are the ones it recorded (a 100,000
+    # file tree's `git ls-tree` and the rewrite of its ids cost ~0.3 s of a one-file edit).
+    same_commits = bool(pack) and before is not None and before["repos"] == now["repos"]
+    lower_now = (load(entry, "lower.json", None) if same_commits else None) or (pack_ids(pack) if pack else {})
     paths = set(now["changes"]) | set(lower_now)
     inside = sorted(p for p in paths if p == build_dir or p.startswith(build_dir + "/"))
     if inside:
@@ -127,9 +132,8 @@ def take(entry, tree, build_dir, pack="", changes=""):
               "build directory would hide: set the target's `build_dir` to the directory its build writes, or "
               "`keep_build_dir=False`", file=sys.stderr)  # fmt: skip
         return 2
-    if state.get("complete"):
-        before = load(entry, "tree.json", {"repos": None, "changes": {}})
-        lower_before = load(entry, "lower.json", {}) if before["repos"] != now["repos"] else lower_now
+    if before is not None:
+        lower_before = lower_now if same_commits else load(entry, "lower.json", {})
         changed = changed_paths(before, now, lower_before, lower_now)
         note = f"reused: {len(changed)} of {len(paths)} file(s) changed since it was last built"
     else:
@@ -137,21 +141,28 @@ def take(entry, tree, build_dir, pack="", changes=""):
         shutil.rmtree(os.path.join(entry, "dir"), ignore_errors=True)
         changed, note = set(), why
     write(entry, "state.json", {"complete": False})
-    set_times(tree, paths, changed)
+    # On a stacked tree every file of the pack is UNCHANGED already (source_pack.py checks it
+    # out so): only the files written over it and the changed ones are looked at.
+    set_times(tree, set(now["changes"]) | changed if pack else paths, changed)
     target = os.path.join(entry, "dir")
     os.makedirs(target, exist_ok=True)
     for name in os.listdir(target):
         if name.startswith(STAGING) or (name == "lib" and holds_python(os.path.join(target, name))):
             shutil.rmtree(os.path.join(target, name), ignore_errors=True)
     write(entry, "tree.next.json", now)
-    write(entry, "lower.next.json", lower_now)
+    if same_commits:  # lower.json stays; a leftover of a killed build must not replace it
+        if os.path.exists(os.path.join(entry, "lower.next.json")):
+            os.remove(os.path.join(entry, "lower.next.json"))
+    else:
+        write(entry, "lower.next.json", lower_now)
     print(note)
     return 0
 
 
 def keep(entry):
     for name in ("tree", "lower"):  # the tree it was built from; the state last, so a kill between leaves it incomplete
-        os.replace(os.path.join(entry, f"{name}.next.json"), os.path.join(entry, f"{name}.json"))
+        if os.path.exists(os.path.join(entry, f"{name}.next.json")):  # lower: only when the commits moved
+            os.replace(os.path.join(entry, f"{name}.next.json"), os.path.join(entry, f"{name}.json"))
     write(entry, "state.json", {"complete": True})
     return 0
 
