@@ -25,9 +25,9 @@ CACHE_ROOT = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG
 FIXTURE_WHEELS = CACHE_ROOT / "fixture-wheels"
 # PEX's own cache (Pants' named cache `pex_root`), shared by every test workspace as Pants
 # shares it between a user's checkouts: content-addressed and safe for concurrent use. A
-# workspace's first build of a tool venv (auditwheel's) took ~60 s with it cold, in each of
-# the suite's ~70 workspaces; nothing a test checks lives there (Pants' store, our named
-# caches and the build venvs stay per workspace, per "machine").
+# workspace's first build of a tool venv (auditwheel's) took ~60 s with it cold, in every
+# workspace of the suite and the bench; nothing a test checks lives there (Pants' store, our
+# named caches and the build venvs stay per workspace, per "machine").
 SHARED_PEX_ROOT = CACHE_ROOT / "e2e-pex-root"
 BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")
 
