@@ -150,10 +150,7 @@ def take(entry, tree, build_dir, pack="", changes=""):
         if name.startswith(STAGING) or (name == "lib" and holds_python(os.path.join(target, name))):
             shutil.rmtree(os.path.join(target, name), ignore_errors=True)
     write(entry, "tree.next.json", now)
-    if same_commits:  # lower.json stays; a leftover of a killed build must not replace it
-        if os.path.exists(os.path.join(entry, "lower.next.json")):
-            os.remove(os.path.join(entry, "lower.next.json"))
-    else:
+    if not same_commits:  # otherwise lower.json holds these ids already (keep leaves it)
         write(entry, "lower.next.json", lower_now)
     print(note)
     return 0
