@@ -69,8 +69,8 @@ def rebuild_counts(out: Path) -> None:
         # A patch that changes none of the files aotriton's wheel ships: aotriton rebuilds,
         # its payload comes out identical, and its dependents are cache hits (early cutoff).
         build = "tests/mini/aotriton/BUILD"
-        ws.write(build, ws.read(build).replace('pins_file="tests/mini/pins.toml")',
-                 'pins_file="tests/mini/pins.toml", patches=["tests/mini/patches/aotriton:notes"])'))  # fmt: skip
+        ws.write(build, ws.read(build).replace('pins_file="tests/mini/pins")',
+                 'pins_file="tests/mini/pins", patches=["tests/mini/patches/aotriton:notes"])'))  # fmt: skip
         ws.path("tests/mini/patches/aotriton").mkdir(parents=True, exist_ok=True)
         ws.write("tests/mini/patches/aotriton/BUILD", 'patch_set(name="notes")\n')
         ws.write("tests/mini/patches/aotriton/0001-notes.patch",
@@ -80,7 +80,7 @@ def rebuild_counts(out: Path) -> None:
                      f"{len(cutoff.built) / CHAIN_SIZE:.2f}"])  # fmt: skip
         files = make_upstreams.component_files("aotriton", version="1.0.1")
         upstreams.new_commit("aotriton", {"setup.py": files["setup.py"]}, "bench: aotriton 1.0.1")
-        ws.write("tests/mini/pins.toml", upstreams.pins_text())
+        ws.write_pins(upstreams)
         pin = require_success(ws.package(VLLM), "pin change")
         rows.append(["aotriton pin change", len(pin.built), CHAIN_SIZE, f"{len(pin.built) / CHAIN_SIZE:.2f}"])
         table("Wheel builds that ran (miniature chain of 4)",
@@ -189,7 +189,7 @@ def compiler_cache(out: Path, n_files: int) -> None:
 
     ws.path("bench_many").mkdir()
     ws.write("bench_many/BUILD", (
-        'upstream_repo(name="src", pin="many", pins_file="tests/mini/pins.toml")\n'
+        'upstream_repo(name="src", pin="many", pins_file="tests/mini/pins")\n'
         'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], env={ENV})\n'
         'rocm_wheel(name="nocache", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], '
         'env={"CCACHE_DISABLE": "1"})\n'
@@ -230,7 +230,7 @@ def source_capture(out: Path, sizes: list) -> None:
             ws.write(f"bench_gen{n}/edit.edit.toml", '[[edit]]\npath = "setup.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx1151\'"\n')
             ws.write(f"bench_gen{n}/BUILD", (
                 f'patch_set(name="p", sources=["edit.edit.toml"])\n'
-                f'upstream_repo(name="src", pin="gen{n}", pins_file="tests/mini/pins.toml", patches=[":p"])\n'
+                f'upstream_repo(name="src", pin="gen{n}", pins_file="tests/mini/pins", patches=[":p"])\n'
             ))  # fmt: skip
             _, seconds = timed(lambda: require_success(ws.package(f"bench_gen{n}:src"), f"{n} files"))
             rows.append([n, f"{seconds:.2f}", f"{seconds / n * 1e6:.0f}"])
@@ -294,7 +294,7 @@ def big_workspace(out: Path, n_files: int, n_tus: int, upstream=None, env=None):
     ws.write("bench_big/arch.edit.toml", '[[edit]]\npath = "big_torch/__init__.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx1151\'"\n')
     ws.write("bench_big/BUILD", (
         'patch_set(name="p", sources=["*.edit.toml"])\n'
-        'upstream_repo(name="src", pin="big", pins_file="tests/mini/pins.toml", patches=[":p"])\n'
+        'upstream_repo(name="src", pin="big", pins_file="tests/mini/pins", patches=[":p"])\n'
         # Linked by lld: GNU ld took 3.3 s for the torch-sized library where lld took 1.4 s.
         'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], env={"LDFLAGS": "-fuse-ld=lld"})\n'
         # The same tree, nothing compiled: what is left is the source stage and fixed costs.
@@ -580,7 +580,7 @@ def big_wheel_remote(out: Path, gib: float) -> None:
             ws = machines[name] = Workspace(out / name / "checkout", upstreams, out / name / "store", out / name / "named")
             ws.pin_extra("bigwheel", repo, sha)
             ws.path("bench_gb").mkdir()
-            ws.write("bench_gb/BUILD", 'upstream_repo(name="src", pin="bigwheel", pins_file="tests/mini/pins.toml")\n'
+            ws.write("bench_gb/BUILD", 'upstream_repo(name="src", pin="bigwheel", pins_file="tests/mini/pins")\n'
                      # Linked by lld: GNU ld took 3.3 s for the torch-sized library where lld took 1.4 s.
         'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], env={"LDFLAGS": "-fuse-ld=lld"})\n')  # fmt: skip
         a, b, c = machines["a"], machines["b"], machines["c"]
@@ -651,7 +651,7 @@ def pulled_per_wheel_byte(out: Path, n_files: int) -> None:
             # A patch, as every real component has: the patch step reads the tree too.
             ws.write("bench_tiny/arch.edit.toml", '[[edit]]\npath = "tiny_wheel/__init__.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx942\'"\n')
             ws.write("bench_tiny/BUILD", 'patch_set(name="p", sources=["*.edit.toml"])\n'
-                     'upstream_repo(name="src", pin="tiny", pins_file="tests/mini/pins.toml", patches=[":p"])\n'
+                     'upstream_repo(name="src", pin="tiny", pins_file="tests/mini/pins", patches=[":p"])\n'
                      # Linked by lld: GNU ld took 3.3 s for the torch-sized library where lld took 1.4 s.
         'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], env={"LDFLAGS": "-fuse-ld=lld"})\n')  # fmt: skip
         a, b = machines["a"], machines["b"]

@@ -3,6 +3,7 @@ options, then upstream sources, toolchains, the wheel build, install sets, and t
 
 from rocm_build.pants_environments import DockerEnvironmentTarget
 
+from rocm_build.graph import edges
 from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, package, plan, verify_reproducible
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.kernels import kernel_rules
@@ -38,6 +39,8 @@ def rules():
         # Subsystems
         *host_tools.rules(),
         *sccache.rules(),
+        # The graph Pants sees: every input of a build an inferred dependency
+        *edges.rules(),
         # Upstream sources: pins, fetch, patches, archives, prebuilt wheels
         *mirrors.rules(),
         *download.rules(),

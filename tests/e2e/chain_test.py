@@ -139,7 +139,7 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
         _, upstreams = shared
         files = component_files("aotriton", version="1.0.1")
         upstreams.new_commit("aotriton", {"setup.py": files["setup.py"]}, "mini aotriton 1.0.1")
-        ws.write("tests/mini/pins.toml", upstreams.pins_text())
+        ws.write_pins(upstreams)
         after_pin = require_success(ws.package(VLLM), "build after moving the aotriton pin")
         # aotriton's new version reaches torch's build, but not the bytes of torch's wheel:
         # its dependents are cache hits (early cutoff).

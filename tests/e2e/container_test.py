@@ -200,7 +200,7 @@ def test_another_image_rebuilds_and_another_checkout_does_not(ws, shared, varian
             False,
             "tests/mini:box: image registry.example.com/rocm/box:2026.11 (environment mini-box) "
             "is not resolved: it is not pinned by digest. Run `pants run rules:update-pins -- --resolve --pins-file "
-            "tests/mini/pins.toml`: it pulls it by its tag (where its registry is reachable) and writes "
+            "tests/mini/pins`: it pulls it by its tag (where its registry is reachable) and writes "
             "`registry.example.com/rocm/box:2026.11@sha256:<digest>` as the `image` of tests/mini:box. Never write a "
             "digest you have not pulled or built.",
         ),

@@ -17,7 +17,9 @@ import pytest
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 from mini import make_upstreams
 
-PINS = "tests/mini/pins.toml"
+PINS_DIR = "tests/mini/pins"
+PINS = "tests/mini/pins/mini-vllm.toml"
+AOT_PINS = "tests/mini/pins/mini-aotriton.toml"
 VLLM = "tests/mini/vllm:wheel"
 AOT = "tests/mini/aotriton:wheel"
 AOT_BUILD = "tests/mini/aotriton/BUILD"
@@ -89,24 +91,24 @@ Add the gfx1151 tuning table (a stand-in for torch/_rocm_init.py, which our torc
 CASES = [
     # --- pins
     ("unknown pin", {"tests/mini/vllm/BUILD": sub('pin="mini-vllm"', 'pin="mini-vlm"')}, VLLM,
-     ["tests/mini/vllm:src: pin `mini-vlm` is not in tests/mini/pins.toml (known pins: mini-aotriton, mini-flash_attention, mini-torch, mini-vllm)",
+     ["tests/mini/vllm:src: pin `mini-vlm` is not in tests/mini/pins (known pins: mini-aotriton, mini-flash_attention, mini-torch, mini-vllm)",
       "add a [mini-vlm] table"]),
     ("malformed sha", {PINS: pin_field("mini-vllm", "commit", '"' + "z" * 40 + '"')}, VLLM,
-     ["tests/mini/vllm:src: tests/mini/pins.toml: [mini-vllm] field `commit`: '" + "z" * 40 + "' is not a commit SHA (40 lowercase hex digits)"]),
+     ["tests/mini/vllm:src: tests/mini/pins/mini-vllm.toml: [mini-vllm] field `commit`: '" + "z" * 40 + "' is not a commit SHA (40 lowercase hex digits)"]),
     ("short sha", {PINS: pin_field("mini-vllm", "commit", '"3d342db"')}, VLLM,
-     ["tests/mini/pins.toml: [mini-vllm] field `commit`: '3d342db' is a short SHA (7 hex digits)", "full 40-digit commit"]),
+     ["tests/mini/pins/mini-vllm.toml: [mini-vllm] field `commit`: '3d342db' is a short SHA (7 hex digits)", "full 40-digit commit"]),
     ("branch in commit", {PINS: pin_field("mini-vllm", "commit", '"main"')}, VLLM,
-     ["tests/mini/pins.toml: [mini-vllm] field `commit`: 'main' looks like a branch or tag name", "put the branch in `track`"]),
+     ["tests/mini/pins/mini-vllm.toml: [mini-vllm] field `commit`: 'main' looks like a branch or tag name", "put the branch in `track`"]),
     ("sha not upstream", {PINS: pin_field("mini-vllm", "commit", '"' + "1" * 40 + '"')}, VLLM,
-     ["tests/mini/vllm:src: pin `mini-vllm` in tests/mini/pins.toml: commit " + "1" * 40 + " was not found at file://",
+     ["tests/mini/vllm:src: pin `mini-vllm` in tests/mini/pins: commit " + "1" * 40 + " was not found at file://",
       "pants run rules:update-pins -- --only mini-vllm"]),
     ("unreachable url", {PINS: pin_field("mini-vllm", "url", '"file:///nonexistent/vllm"')}, VLLM,
-     ["tests/mini/vllm:src: pin `mini-vllm` in tests/mini/pins.toml: cannot fetch from file:///nonexistent/vllm",
+     ["tests/mini/vllm:src: pin `mini-vllm` in tests/mini/pins: cannot fetch from file:///nonexistent/vllm",
       "Check the URL, the network"]),
     ("toml syntax error", {PINS: sub('track = "main"', 'track = "main', 1)}, VLLM,
-     ["tests/mini/vllm:src: tests/mini/pins.toml: TOML syntax error at line 6, column 14: Unbalanced quotes"]),
+     ["tests/mini/vllm:src: tests/mini/pins/mini-vllm.toml: TOML syntax error at line 6, column 14: Unbalanced quotes"]),
     ("missing field", {PINS: pin_field("mini-vllm", "track", None)}, VLLM,
-     ["tests/mini/pins.toml: [mini-vllm] field `track`: missing (every pin needs url, track and commit)"]),
+     ["tests/mini/pins/mini-vllm.toml: [mini-vllm] field `track`: missing (every pin needs url, track and commit)"]),
     # --- patches
     ("patch does not apply", {VLLM_PATCH: sub(" import os\n", " import sys\n")}, VLLM,
      ["tests/mini/vllm:src: tests/mini/patches/vllm/0001-report-gfx1151.patch: the hunk at mini_vllm/__init__.py line 1 does not match the pinned source",
@@ -302,13 +304,13 @@ def test_optional_dependency_failure_is_reported_and_dependents_still_build(ws: 
     ids=["missing ref", "network failure"],
 )  # fmt: skip
 def test_update_pins_failures_leave_pins_untouched(ws: Workspace, edit, message) -> None:
-    original = ws.read(PINS)
-    ws.write(PINS, edit(original))
-    before = snapshot(ws)
+    original = ws.read(AOT_PINS)
+    ws.write(AOT_PINS, edit(original))
+    before = {**snapshot(ws), AOT_PINS: ws.path(AOT_PINS).read_bytes()}
     try:
-        run = ws.pants("run", "rules:update-pins", "--", "--pins-file", PINS, "--patches-dir", "tests/mini/patches")
+        run = ws.pants("run", "rules:update-pins", "--", "--pins-file", PINS_DIR, "--patches-dir", "tests/mini/patches")
         assert run.returncode == 1
         assert message in run.stderr and "the pins file was not changed" in run.stderr
-        assert snapshot(ws) == before
+        assert {**snapshot(ws), AOT_PINS: ws.path(AOT_PINS).read_bytes()} == before
     finally:
-        ws.write(PINS, original)
+        ws.write(AOT_PINS, original)

@@ -37,10 +37,11 @@ VLLM = "tests/mini/vllm:wheel"
 CHAIN = ["tests/mini/aotriton:wheel", "tests/mini/torch:wheel", "tests/mini/flash_attention:wheel", VLLM]
 LOCAL_BOX = "localhost/rocm-pants/mini-box:bookworm"  # made by ./setup (tests/mini/box/build_image.sh)
 GITHUB = "https://github.com/rocm-pants-mini/"
-PINS = "tests/mini/pins.toml"
+PINS_DIR = "tests/mini/pins"
+PINS = "tests/mini/pins/mini-sdk.toml"
 BOX_BUILD = "tests/mini/BUILD"
 IN_THE_BOX = '__defaults__({rocm_wheel: dict(python="3.11", environment="mini-box")})'
-RESOLVE = ("run", "rules:update-pins", "--", "--resolve", "--pins-file", PINS, "--archives-file", "tests/mini/archives.toml")
+RESOLVE = ("run", "rules:update-pins", "--", "--resolve", "--pins-file", PINS_DIR, "--archives-file", "tests/mini/archives.toml")
 
 
 def podman(*args: str) -> str:
@@ -50,12 +51,11 @@ def podman(*args: str) -> str:
 def unresolved_clone(ws: Workspace, index_url: str, box: str) -> dict:
     """The clone as a networked user finds it: git pins on GitHub, the SDK and the image unresolved.
     Returns the SDK pins as the repository resolves them (byte-reproducible wheels)."""
-    text = ws.read(PINS)
-    resolved = tomllib.loads(text)["prebuilt"]
-    text = re.sub(r'url = "file://[^"]*/(\w+)"', lambda m: f'url = "{GITHUB}{m.group(1)}"', text)
-    text = re.sub(r'index_url = "file://[^"]*"', f'index_url = "{index_url}/simple/"', text)
-    text = re.sub(r'^(version|file|sha256|extra) = "[^"]*"', r'\1 = ""', text, flags=re.M)
-    ws.write(PINS, text)
+    resolved = tomllib.loads(ws.read(PINS))["prebuilt"]
+    for path in ws.path(PINS_DIR).glob("*.toml"):
+        text = re.sub(r'url = "file://[^"]*/(\w+)"', lambda m: f'url = "{GITHUB}{m.group(1)}"', path.read_text())
+        text = re.sub(r'index_url = "file://[^"]*"', f'index_url = "{index_url}/simple/"', text)
+        path.write_text(re.sub(r'^(version|file|sha256|extra) = "[^"]*"', r'\1 = ""', text, flags=re.M))
     build = ws.read(BOX_BUILD)
     build = build.replace(f'image="{LOCAL_BOX}"', f'image="{box}"').replace('    image_recipe="tests/mini/box/build_image.sh",\n', "")
     ws.write(BOX_BUILD, build.replace('__defaults__({rocm_wheel: dict(python="3.11")})', IN_THE_BOX))
@@ -72,7 +72,7 @@ def test_a_first_run_resolves_every_pin_builds_in_the_pinned_image_then_needs_no
             box = f"{host}/rocm-pants/mini-box:bookworm"
             podman("push", "--tls-verify=false", LOCAL_BOX, box)
             expected = unresolved_clone(ws, index_url, box)
-            ws.write(PINS, ws.read(PINS) + f'\n[mini-rust]\nurl = "{GITHUB}mini-rust"\ntrack = "main"\ncommit = "{rust.commit}"\n')
+            ws.write(f"{PINS_DIR}/mini-rust.toml", f'[mini-rust]\nurl = "{GITHUB}mini-rust"\ntrack = "main"\ncommit = "{rust.commit}"\n')
             ws.path("tests/mini/rust").mkdir()  # built on this machine: the box has no cargo
             ws.write("tests/mini/rust/BUILD", RUST_RECIPE.format(extra='    cargo_lock="Cargo.lock",\n    environment="__local__",\n'))
             mirrors = {GITHUB: f"{git_url}/", "https://example.invalid/": f"{git_url}/", "https://static.crates.io/crates/": f"{crates_url}/crates/"}
@@ -102,7 +102,7 @@ def test_a_first_run_resolves_every_pin_builds_in_the_pinned_image_then_needs_no
                 assert info["environment"]["name"] == "mini-box" and info["network"].startswith("none")
                 assert digest.group(1) in info["environment"]["repo_digests"]
 
-            files = {p: ws.read(p) for p in (PINS, BOX_BUILD)}
+            files = {p: ws.read(p) for p in (*(str(f.relative_to(ws.root)) for f in ws.path(PINS_DIR).glob("*.toml")), BOX_BUILD)}
             again = require_success(ws.pants(*RESOLVE), "a second --resolve")
             assert again.stdout.strip().endswith("every pin is resolved")
             assert {p: ws.read(p) for p in files} == files

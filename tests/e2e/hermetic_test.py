@@ -114,21 +114,24 @@ def test_lock_hash_mismatch_names_lock_distribution_and_both_digests(ws) -> None
     assert dist_files(ws) == before
 
 
+VLLM_PIN = "tests/mini/pins/mini-vllm.toml"
+
+
 def update_pins(ws: Workspace, *args: str):
     return ws.pants(
-        "run", "rules:update-pins", "--", "--pins-file", "tests/mini/pins.toml", "--patches-dir",
+        "run", "rules:update-pins", "--", "--pins-file", "tests/mini/pins", "--patches-dir",
         "tests/mini/patches", "--only", "mini-vllm", *args,
     )  # fmt: skip
 
 
 def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
     require_success(ws.package(VLLM), "the chain")
-    before, lock_text, pins_text = dist_files(ws), ws.read(LOCK), ws.read("tests/mini/pins.toml")
+    before, lock_text, pins_text = dist_files(ws), ws.read(LOCK), ws.read(VLLM_PIN)
     old = ws.upstreams.commits["vllm"]
     try:
         new = ws.upstreams.new_commit("vllm", {"requirements/build.txt": "six>=1.16\ntomli>=2\n"}, "pin six")
         require_success(update_pins(ws, "--no-lock-refresh"), "update-pins without refreshing locks")
-        assert f'commit = "{new}"' in ws.read("tests/mini/pins.toml")
+        assert f'commit = "{new}"' in ws.read(VLLM_PIN)
         run = ws.package(VLLM)
         assert run.returncode != 0
         # Checked against the fetched tree before the first build of the chain.
@@ -160,7 +163,7 @@ def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
         assert require_success(ws.package(VLLM), "after update-pins").built == [VLLM]
     finally:
         ws.upstreams.commits["vllm"] = old
-        ws.write("tests/mini/pins.toml", pins_text)
+        ws.write(VLLM_PIN, pins_text)
         ws.write(LOCK, lock_text)
 
 

@@ -29,7 +29,8 @@ from e2e.redis_server import redis_server
 from e2e.workspace import Run, Workspace, make_fixture_upstreams, require_success
 from mini import make_upstreams
 
-PINS = "tests/mini/pins.toml"
+PINS_DIR = "tests/mini/pins"
+PINS = "tests/mini/pins/mini-vllm.toml"  # the hostile tables are added to a file of the directory
 AOT = "tests/mini/aotriton:wheel"
 SRC = "hostile:src"
 VLLM = "tests/mini/vllm:wheel"  # the mini target with locked build requirements (pip runs for it)
@@ -39,8 +40,8 @@ EVIL = "third_party/evil"
 TOKEN = uuid.uuid4().hex[:12]  # in every marker and secret: a grep for it finds only ours
 MARKER = f"pwned-{TOKEN}"
 HOSTILE_BUILD = f"""\
-upstream_repo(name="src", pin="hostile", pins_file="{PINS}")
-prebuilt_wheel(name="prebuilt", pin="hostile-wheel", pins_file="{PINS}")
+upstream_repo(name="src", pin="hostile", pins_file="{PINS_DIR}")
+prebuilt_wheel(name="prebuilt", pin="hostile-wheel", pins_file="{PINS_DIR}")
 rocm_wheel(name="on-prebuilt", source="tests/mini/aotriton:src", toolchain="tests/mini:llvm",
            gpu_targets=["gfx1151"], kind="aotriton", dependencies=[":prebuilt"])
 """
@@ -113,7 +114,7 @@ def test_hostile_submodule_urls_run_nothing(ws: Workspace) -> None:
     for url, why in cases:
         run = refused(ws, "package", SRC, pins_extra=git_pin(f"file://{repo}", submodule_at(repo, url)))
         assert (
-            f"{SRC}: pin `hostile` in {PINS}: the submodule `{EVIL}` has the URL {url}, which {why}. It was "
+            f"{SRC}: pin `hostile` in {PINS_DIR}: the submodule `{EVIL}` has the URL {url}, which {why}. It was "
             "refused before any git process saw it; nothing was fetched from it."
         ) in run.stderr, run.stderr[-3000:]
     assert markers() == []

@@ -25,7 +25,7 @@ from mini import cmake_component, make_upstreams
 TARGET = "tests/mini/cmake:wheel"
 RECIPE = """\
 patch_set(name="p", sources=["*.edit.toml"])
-upstream_repo(name="src", pin="mini-cmake", pins_file="tests/mini/pins.toml", patches=[":p"])
+upstream_repo(name="src", pin="mini-cmake", pins_file="tests/mini/pins", patches=[":p"])
 rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"]{extra})
 """
 ARCH_EDIT = '[[edit]]\npath = "mini_cmake/__init__.py"\npattern = "gfx90a\'"\nreplace = "gfx90a\', \'gfx1151\'"\n'

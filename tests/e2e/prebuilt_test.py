@@ -29,7 +29,8 @@ import pytest
 from e2e.http_server import serving
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 
-PINS = "tests/mini/pins.toml"
+PINS_DIR = "tests/mini/pins"
+PINS = "tests/mini/pins/mini-sdk.toml"  # the prebuilt pins of these tests go beside the SDK's
 PIN = "prebuilt-mini-torch"
 VLLM = "tests/mini/vllm:wheel-on-prebuilt"
 FLASH = "tests/mini/flash_attention:wheel-on-prebuilt"
@@ -39,7 +40,7 @@ INSTALL = "dist/tests.mini.vllm.wheel-on-prebuilt.install"
 def add_variants(ws: Workspace) -> None:
     """The prebuilt torch, and flash-attention and vllm variants that depend on it."""
     with open(ws.path("tests/mini/torch/BUILD"), "a") as f:
-        f.write(f'\nprebuilt_wheel(name="prebuilt", pin="{PIN}", pins_file="{PINS}")\n')
+        f.write(f'\nprebuilt_wheel(name="prebuilt", pin="{PIN}", pins_file="{PINS_DIR}")\n')
     for rel, deps in (
         # The prebuilt torch links the SDK's library: the SDK comes with it, as rocm[libraries]
         # comes with TheRock's torch.
@@ -124,7 +125,7 @@ def test_1_an_unresolved_pin_stops_before_any_build(ws) -> None:
     run = ws.package(VLLM)
     assert run.returncode != 0
     assert (
-        f"prebuilt_wheel tests/mini/torch:prebuilt: pin `{PIN}` ([prebuilt.{PIN}] in {PINS}) is not resolved: it has "
+        f"prebuilt_wheel tests/mini/torch:prebuilt: pin `{PIN}` ([prebuilt.{PIN}] in {PINS_DIR}) is not resolved: it has "
         f"no version, file and sha256 yet. Run `pants run rules:update-pins -- --only {PIN}` where the index"
     ) in run.stderr
     assert run.built == [] and not (ws.root / "dist").exists()
@@ -133,14 +134,14 @@ def test_1_an_unresolved_pin_stops_before_any_build(ws) -> None:
 def test_2_update_pins_resolves_track_against_the_index(ws, index) -> None:
     _, files, torch, _ = index
     before = ws.read(PINS)
-    run = ws.pants("run", "rules:update-pins", "--", "--pins-file", PINS, "--only", PIN, "--no-patch-check")
+    run = ws.pants("run", "rules:update-pins", "--", "--pins-file", PINS_DIR, "--only", PIN, "--no-patch-check")
     require_success(run, "update-pins")
     after = ws.read(PINS)
     sha = hashlib.sha256((files / torch).read_bytes()).hexdigest()
     # Only the prebuilt table changed: the newest 1.x for CPython 3.11, with its sha256.
     assert after.split(f"[prebuilt.{PIN}]")[0] == before.split(f"[prebuilt.{PIN}]")[0]
     assert prebuilt_table(index[0], version="1.0.0+llvm19gfx1151", file=torch, sha256=sha).strip() in after
-    assert not list(ws.path("tests/mini").glob(".pins.toml.tmp"))
+    assert not list(ws.path(PINS_DIR).glob(".*.tmp"))
 
 
 def test_3_a_wrong_sha256_and_a_missing_file_stop_before_any_build(ws, index) -> None:
@@ -222,12 +223,12 @@ def test_4b_a_prebuilt_torch_without_its_sdk_is_refused_before_dist(ws, index) -
 TORCH, VISION, SDK = "2.13.0+rocm10.0.0", "0.28.0+rocm10.0.0", "10.0.0"
 CONSUMER = "tests/mini/aotriton:wheel-on-therock"
 THEROCK_BUILD = """\
-prebuilt_wheel(name="torch", pin="therock-torch", pins_file="tests/mini/pins.toml")
-prebuilt_wheel(name="torch-gfx115x", pin="therock-torch-gfx115x", pins_file="tests/mini/pins.toml", dependencies=[":torch"])
-prebuilt_wheel(name="torch-gfx1151", pin="therock-torch-gfx1151", pins_file="tests/mini/pins.toml",
+prebuilt_wheel(name="torch", pin="therock-torch", pins_file="tests/mini/pins")
+prebuilt_wheel(name="torch-gfx115x", pin="therock-torch-gfx115x", pins_file="tests/mini/pins", dependencies=[":torch"])
+prebuilt_wheel(name="torch-gfx1151", pin="therock-torch-gfx1151", pins_file="tests/mini/pins",
                dependencies=[":torch", ":torch-gfx115x"])
-prebuilt_wheel(name="vision", pin="therock-vision", pins_file="tests/mini/pins.toml")
-prebuilt_wheel(name="vision-gfx1151", pin="therock-vision-gfx1151", pins_file="tests/mini/pins.toml", dependencies=[":vision"])
+prebuilt_wheel(name="vision", pin="therock-vision", pins_file="tests/mini/pins")
+prebuilt_wheel(name="vision-gfx1151", pin="therock-vision-gfx1151", pins_file="tests/mini/pins", dependencies=[":vision"])
 """
 # The consumer prints its build venv's distributions: the hosts, never a device wheel.
 VENV_PRINT = """build_command=["python -c 'import importlib.metadata as m; print(\\"build venv:\\", sorted(d.metadata[\\"Name\\"] for d in m.distributions()))'"]"""
@@ -315,7 +316,7 @@ def therock(index, ws):
 
 def test_5_update_pins_refuses_a_device_wheel_for_another_torch_and_resolves_the_set(ws, therock) -> None:
     whl_next, root, base = therock
-    update = ("run", "rules:update-pins", "--", "--pins-file", PINS, "--only", "therock-torch", "therock-vision", "--no-patch-check")
+    update = ("run", "rules:update-pins", "--", "--pins-file", PINS_DIR, "--only", "therock-torch", "therock-vision", "--no-patch-check")
     good = ws.read(PINS)
     ws.write(PINS, good.replace(whl_next, f"{base}whl-next-mismatched/"))
     mismatched = ws.read(PINS)

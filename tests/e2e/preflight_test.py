@@ -199,7 +199,7 @@ STEPS_TARGETS = [f"tests/mini/{name}:wheel" for name in STEPS_UPSTREAMS]
 
 def steps_recipe(name: str, extra: str = "") -> str:
     return (
-        f'upstream_repo(name="src", pin="mini-{name}", pins_file="tests/mini/pins.toml")\n\n'
+        f'upstream_repo(name="src", pin="mini-{name}", pins_file="tests/mini/pins")\n\n'
         f'rocm_wheel(\n    name="wheel",\n    source=":src",\n    toolchain="tests/mini:llvm",\n'
         f'    gpu_targets=["gfx1151"],\n{extra})\n'
     )
@@ -207,7 +207,6 @@ def steps_recipe(name: str, extra: str = "") -> str:
 
 @pytest.fixture
 def steps_ws(ws: Workspace, tmp_path):
-    pins = ws.upstreams.pins_text()
     commits = {}
     for name, files in STEPS_UPSTREAMS.items():
         repo = tmp_path / "steps-upstreams" / name
@@ -216,9 +215,8 @@ def steps_ws(ws: Workspace, tmp_path):
         commits[name] = make_upstreams.commit(repo, files, f"mini {name}")
         # The scm upstream is pinned on a release tag: its version comes from the track.
         track = "v0.31.0" if name == "scm" else "main"
-        pins += f'\n[mini-{name}]\nurl = "file://{repo}"\ntrack = "{track}"\ncommit = "{commits[name]}"\n'
+        ws.write(f"tests/mini/pins/mini-{name}.toml", f'[mini-{name}]\nurl = "file://{repo}"\ntrack = "{track}"\ncommit = "{commits[name]}"\n')
         ws.path(f"tests/mini/{name}").mkdir()
-    ws.write("tests/mini/pins.toml", pins)
     ws.write("tests/mini/scm/BUILD", steps_recipe("scm"))
     ws.write("tests/mini/fetch/BUILD", steps_recipe("fetch"))
     ws.write("tests/mini/torchpin/BUILD", steps_recipe("torchpin", '    dependencies=["tests/mini/torch:wheel"],\n'))
@@ -241,7 +239,7 @@ def test_the_upstreams_own_steps_report_git_versions_downloads_and_torch_before_
         "        fatal: not a git repository (or any parent up to mount point /mnt/rocm-build)\n"
         "      Fix: set `version_env` in tests/mini/scm/BUILD to the variable the upstream reads instead, e.g. "
         '`version_env=["SETUPTOOLS_SCM_PRETEND_VERSION"]`; it gets 0.31.0 (the pin\'s version: add `version = "..."` '
-        "to [mini-scm] in tests/mini/pins.toml if that is not it)."
+        "to [mini-scm] in tests/mini/pins if that is not it)."
     )
     assert "FAIL  tests/mini/scm:wheel" in out
     assert f"      - {scm}\n" in out, out
@@ -292,6 +290,9 @@ def test_the_upstreams_own_steps_report_git_versions_downloads_and_torch_before_
     assert "    MINI_SCM_PRETEND_VERSION=0.31.0" in plan.stdout, plan.stdout
 
 
+TORCH_PIN, SDK_PIN, FA_PIN = (f"tests/mini/pins/mini-{name}.toml" for name in ("torch", "sdk", "flash_attention"))
+
+
 def test_a_pin_derived_from_a_recipe_line_must_be_what_the_line_names(tmp_path) -> None:
     # Mini flash-attention's tree carries the recipe (vLLM's docker/Dockerfile.rocm_base in small):
     # mini torch is derived from its ARG, as the real torch pin is from vLLM's.
@@ -305,8 +306,8 @@ def test_a_pin_derived_from_a_recipe_line_must_be_what_the_line_names(tmp_path) 
     ws = Workspace(tmp_path / "checkout", ups, tmp_path / "store", tmp_path / "named")
     derived = f'commit = "{torch}"\nderived_from = "mini-flash_attention:{recipe}#PYTORCH_BRANCH"\n'
     sdk = 'project = "mini-rocm-sdk-core"\n'
-    pins = ws.read("tests/mini/pins.toml").replace(f'commit = "{torch}"\n', derived)
-    ws.write("tests/mini/pins.toml", pins.replace(sdk, sdk + f'derived_from = "mini-flash_attention:{requirements}#mini-rocm-sdk-core"\n'))
+    ws.write(TORCH_PIN, ws.read(TORCH_PIN).replace(f'commit = "{torch}"\n', derived))
+    ws.write(SDK_PIN, ws.read(SDK_PIN).replace(sdk, sdk + f'derived_from = "mini-flash_attention:{requirements}#mini-rocm-sdk-core"\n'))
     try:
         ok = check(ws)
         assert ok.returncode == 0, ok.stdout + ok.stderr[-3000:]
@@ -315,17 +316,17 @@ def test_a_pin_derived_from_a_recipe_line_must_be_what_the_line_names(tmp_path) 
         assert f"prebuilt.mini-sdk 1.0.0 is what {requirements} line 1 of mini-flash_attention at {fa[:12]}" in ok.stdout
         # The recipe moves to another torch; the pin stays: refused before any build, naming both.
         moved = ups.new_commit("flash_attention", {recipe: 'ARG PYTORCH_BRANCH="0123abc"\n', requirements: "mini-rocm-sdk-core==1.0.1\n"}, "another torch")
-        ws.write("tests/mini/pins.toml", ws.read("tests/mini/pins.toml").replace(fa, moved))
+        ws.write(FA_PIN, ws.read(FA_PIN).replace(fa, moved))
         run = check(ws)
         assert run.returncode == 1
         assert (
-            f"tests/mini/torch:wheel: [mini-torch] in tests/mini/pins.toml pins file://{ups.root}/torch at {torch[:12]} "
+            f"tests/mini/torch:wheel: [mini-torch] in tests/mini/pins pins file://{ups.root}/torch at {torch[:12]} "
             f"(track 'main'), but {recipe} line 1 of mini-flash_attention at {moved[:12]} (`ARG PYTORCH_BRANCH=\"0123abc\"`) "
             "names 0123abc: the chain is not the one the recipe builds. Fix: `pants run rules:update-pins -- --only "
             "mini-flash_attention` sets it from the recipe"
         ) in run.stdout, run.stdout
         assert (
-            "[prebuilt.mini-sdk] in tests/mini/pins.toml pins mini-rocm-sdk-core 1.0.0 (track '==1.0.0'), but "
+            "[prebuilt.mini-sdk] in tests/mini/pins pins mini-rocm-sdk-core 1.0.0 (track '==1.0.0'), but "
             f"{requirements} line 1 of mini-flash_attention at {moved[:12]} (`mini-rocm-sdk-core==1.0.1`) names 1.0.1"
         ) in run.stdout, run.stdout
         assert_nothing_built(ws, run)

@@ -160,10 +160,10 @@ def test_checks_on_a_cached_machine_pull_no_source(tmp_path, cache_server) -> No
         upstreams.new_commit("aotriton", {f"third_party/lib{i % 40}/f{i}.cpp": torch_sized.source_like(i).decode()
                                           for i in range(20_000)}, "a big tree")  # fmt: skip
         for ws in (a, b):
-            ws.write("tests/mini/pins.toml", upstreams.pins_text())
+            ws.write_pins(upstreams)
             ws.write("tests/mini/aotriton/notes.edit.toml", PATCHED_README[1])
             ws.write("tests/mini/aotriton/BUILD", PATCHED_README[0] + ws.read("tests/mini/aotriton/BUILD").replace(
-                'pins_file="tests/mini/pins.toml")', 'pins_file="tests/mini/pins.toml", patches=[":notes"])'))  # fmt: skip
+                'pins_file="tests/mini/pins")', 'pins_file="tests/mini/pins", patches=[":notes"])'))  # fmt: skip
         first = require_success(a.package(AOT, extra_options=remote_options(address)), "machine A, big tree")
         assert first.built == [AOT] and "Completed: Applying 1 patch file(s)" in first.stderr
         before, proxy.pulled = bench.disk_bytes(b.store), 0

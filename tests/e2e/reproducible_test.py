@@ -50,8 +50,8 @@ def test_unchanged_output_stops_the_rebuild_cascade(tmp_path, upstreams) -> None
     ws = machine(tmp_path, upstreams, "cutoff")
     try:
         require_success(ws.package(VLLM), "the chain")
-        ws.write(AOT_BUILD, ws.read(AOT_BUILD).replace('pins_file="tests/mini/pins.toml")',
-                 'pins_file="tests/mini/pins.toml", patches=["tests/mini/patches/aotriton:notes"])'))  # fmt: skip
+        ws.write(AOT_BUILD, ws.read(AOT_BUILD).replace('pins_file="tests/mini/pins")',
+                 'pins_file="tests/mini/pins", patches=["tests/mini/patches/aotriton:notes"])'))  # fmt: skip
         ws.path("tests/mini/patches/aotriton").mkdir(parents=True)
         ws.write("tests/mini/patches/aotriton/BUILD", 'patch_set(name="notes")\n')
         ws.write("tests/mini/patches/aotriton/0001-notes.patch", NOTES_PATCH)

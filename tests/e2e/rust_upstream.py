@@ -125,7 +125,7 @@ UPSTREAM = {
 }
 # Locked in 3rdparty/build/py3.11/mini-rust.lock (setuptools-rust and what it requires).
 RECIPE = """\
-upstream_repo(name="src", pin="mini-rust", pins_file="tests/mini/pins.toml")
+upstream_repo(name="src", pin="mini-rust", pins_file="tests/mini/pins")
 rocm_wheel(
     name="wheel",
     source=":src",

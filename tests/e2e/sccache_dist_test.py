@@ -40,7 +40,7 @@ def machine(tmp_path: Path, name: str, upstream, farm: Optional[Farm] = None) ->
     ws.pin_extra("big", repo, sha)
     ws.path("farm_demo").mkdir()
     # The toolchain's clang for C (the archive holds it), six compiles at a time.
-    ws.write("farm_demo/BUILD", 'upstream_repo(name="src", pin="big", pins_file="tests/mini/pins.toml")\n'
+    ws.write("farm_demo/BUILD", 'upstream_repo(name="src", pin="big", pins_file="tests/mini/pins")\n'
              'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], '
              'env={"CC": "$ROCM_PATH/bin/clang", "MAX_JOBS": "6"})\n')  # fmt: skip
     ws.pants_env_extra = {"PANTS_ROCM_BUILD_COMPILER_LAUNCHER": "sccache"}

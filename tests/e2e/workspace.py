@@ -29,6 +29,7 @@ FIXTURE_WHEELS = CACHE_ROOT / "fixture-wheels"
 # workspace of the suite and the bench; nothing a test checks lives there (Pants' store, our
 # named caches and the build venvs stay per workspace, per "machine").
 SHARED_PEX_ROOT = CACHE_ROOT / "e2e-pex-root"
+PINS_DIR = "tests/mini/pins"  # the miniature chain's pins directory, one file per pin
 BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")
 
 
@@ -51,8 +52,9 @@ class Upstreams:
     root: Path
     commits: Dict[str, str]
 
-    def pins_text(self) -> str:
-        return make_upstreams.pins_text(self.root, self.commits)
+    def pin_files(self) -> Dict[str, str]:
+        """The miniature chain's pins directory, pinning these repositories."""
+        return make_upstreams.pin_files(self.root, self.commits)
 
     def new_commit(self, name: str, files: Dict[str, str], message: str) -> str:
         self.commits[name] = make_upstreams.commit(self.root / name, files, message)
@@ -76,8 +78,8 @@ class Workspace:
             else:
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy2(src, dst)
-        self.write("tests/mini/pins.toml", upstreams.pins_text())
         self.upstreams = upstreams
+        self.write_pins()
         SHARED_PEX_ROOT.mkdir(parents=True, exist_ok=True)
         named_caches.mkdir(parents=True, exist_ok=True)
         if not (named_caches / "pex_root").exists():
@@ -85,10 +87,13 @@ class Workspace:
         # Host variables a test adds on purpose (e.g. a canary that must not reach builds).
         self.pants_env_extra: Dict[str, str] = {}
 
+    def write_pins(self, upstreams: Optional[Upstreams] = None) -> None:
+        """tests/mini/pins/ pinning the fixture repositories (these, or `upstreams`)."""
+        make_upstreams.write_pins(self.path(PINS_DIR), (upstreams or self.upstreams).pin_files())
+
     def pin_extra(self, name: str, repo: Path, sha: str) -> None:
-        """The fixture pins plus one for an upstream a test or the bench generates."""
-        extra = f'\n[{name}]\nurl = "file://{repo}"\ntrack = "main"\ncommit = "{sha}"\n'
-        self.write("tests/mini/pins.toml", self.upstreams.pins_text() + extra)
+        """A pin beside the fixture's, for an upstream a test or the bench generates."""
+        self.write(f"{PINS_DIR}/{name}.toml", f'[{name}]\nurl = "file://{repo}"\ntrack = "main"\ncommit = "{sha}"\n')
 
     def path(self, rel: str) -> Path:
         return self.root / rel

@@ -2,7 +2,7 @@
 """Mirrors the files the triton_kernel_tests pin, once, for tests that never reach upstream.
 
 Every `[prebuilt.*]` wheel of components/kernels/pins.toml and the sdists named below from
-components/archives.toml are downloaded (or taken from pip's find-links directories, where
+components/archives/ are downloaded (or taken from pip's find-links directories, where
 this workplace keeps the CPU torch that download.pytorch.org serves), checked against their
 pinned sha256, and laid out under DEST as file:// stand-ins: a PEP 503 page per project
 linking its file, and each sdist under its own name. `.pants.rc` in the repository then maps
@@ -29,7 +29,7 @@ from typing import Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = ROOT / "components/kernels/pins.toml"
-ARCHIVES = ROOT / "components/archives.toml"
+ARCHIVES = ROOT / "components/archives"  # one file per archive: <name>.toml
 SDISTS = ("vllm-sdist", "flash-attention-sdist")
 PANTS_RC = ROOT / ".pants.rc"
 JSON_PAGE = "application/vnd.pypi.simple.v1+json"
@@ -111,9 +111,9 @@ def mirror(dest: Path) -> Dict[str, str]:
         link = (dest / "files" / name).as_uri()
         (page / "index.html").write_text(f'<html><body>\n<a href="{link}#sha256={sha256}">{name}</a>\n</body></html>\n')
         table[project_url(index_url, project)] = page.as_uri() + "/"
-    archives = tomllib.loads(ARCHIVES.read_text())
     for key in SDISTS:
-        url, sha256 = archives[key]["url"], archives[key]["sha256"]
+        archive = tomllib.loads((ARCHIVES / f"{key}.toml").read_text())[key]
+        url, sha256 = archive["url"], archive["sha256"]
         name = url.rsplit("/", 1)[-1]
         fetch(url, name, sha256, dest / "files" / name)
         table[url] = (dest / "files" / name).as_uri()

@@ -5,9 +5,9 @@ Each is a real git repository holding a tiny Python package with a C extension a
 kernel that its setup.py compiles with the toolchain's clang for every gpu target into an
 AMDGPU code object shipped in the wheel. Each downstream build imports its upstream's
 installed wheel. Commits use a fixed author and date, so the same content gives the same
-SHA on every machine and tests/mini/pins.toml can pin them.
+SHA on every machine and tests/mini/pins/ can pin them.
 
-Usage: make_upstreams.py [--dest DIR] [--write-pins PINS_TOML]
+Usage: make_upstreams.py [--dest DIR] [--write-pins PINS_DIR]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ else:  # run as a script: its directory is on sys.path
 
 DEFAULT_DEST = "/tmp/rocm-pants-mini"
 SDK_INDEX = "index"  # the mini SDK's package index, beside the repositories
-PINS = Path(__file__).with_name("pins.toml")
+PINS = Path(__file__).with_name("pins")
 
 # name -> (python package, upstream packages it imports while building)
 COMPONENTS: Dict[str, List[str]] = {
@@ -242,30 +242,43 @@ def make_all(dest: Path) -> Dict[str, str]:
     return {name: make_repo(dest, name) for name in COMPONENTS}
 
 
-def pins_text(dest: Path, commits: Dict[str, str]) -> str:
-    lines = [
-        "# Pins of the miniature chain. The repositories are made by tests/mini/make_upstreams.py",
-        "# with fixed authors and dates, so these SHAs are the same on every machine.",
-        "",
-    ]
-    for name, sha in commits.items():
-        lines += [f"[mini-{name}]", f'url = "file://{dest}/{name}"', 'track = "main"', f'commit = "{sha}"', ""]
-    return "\n".join(lines) + "\n" + make_sdk.pins_text(dest / SDK_INDEX)
+HEADER = (
+    "# A pin of the miniature chain. The repositories are made by tests/mini/make_upstreams.py\n"
+    "# with fixed authors and dates, so these SHAs are the same on every machine.\n\n"
+)
+
+
+def pin_files(dest: Path, commits: Dict[str, str]) -> Dict[str, str]:
+    """The miniature chain's pins directory (tests/mini/pins/): one file per pin, the SDK's
+    host and device pins in one."""
+    files = {
+        f"mini-{name}.toml": HEADER + f'[mini-{name}]\nurl = "file://{dest}/{name}"\ntrack = "main"\ncommit = "{sha}"\n'
+        for name, sha in commits.items()
+    }
+    files["mini-sdk.toml"] = HEADER + make_sdk.pins_text(dest / SDK_INDEX)
+    return files
+
+
+def write_pins(directory: Path, files: Dict[str, str]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, text in files.items():
+        (directory / name).write_text(text)
 
 
 def main(argv: Optional[List[str]] = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dest", default=DEFAULT_DEST)
-    parser.add_argument("--write-pins", metavar="PINS_TOML", help="write a pins file for them")
+    parser.add_argument("--write-pins", metavar="PINS_DIR", help="write the pins directory for them")
     args = parser.parse_args(argv)
     dest = Path(args.dest)
     commits = make_all(dest)
     for name, sha in commits.items():
         print(f"{dest / name}: {sha}")
     if args.write_pins:
-        Path(args.write_pins).write_text(pins_text(dest, commits))
+        write_pins(Path(args.write_pins), pin_files(dest, commits))
     elif args.dest == DEFAULT_DEST and PINS.exists():
-        pinned = dict(re.findall(r'\[mini-(\w+)\][^\[]*?commit = "([0-9a-f]{40})"', PINS.read_text(), re.S))
+        text = "".join(p.read_text() for p in sorted(PINS.glob("*.toml")))
+        pinned = dict(re.findall(r'\[mini-(\w+)\][^\[]*?commit = "([0-9a-f]{40})"', text, re.S))
         if pinned != commits:
             print(f"warning: {PINS} pins other commits; run with --write-pins {PINS}", file=sys.stderr)
             return 1

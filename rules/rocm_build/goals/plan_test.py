@@ -12,7 +12,7 @@ def test_plan_shows_chain_lock_archive_and_the_build_process() -> None:
     rule_runner.write_files(
         {
             # Unreachable URLs: the plan must not fetch anything.
-            "components/pins.toml": pins_toml(
+            "components/pins/all.toml": pins_toml(
                 a={"url": "file:///nowhere/a", "track": "main", "commit": "a" * 40},
                 b={"url": "file:///nowhere/b", "track": "main", "commit": "b" * 40},
             ),

@@ -114,7 +114,7 @@ def rule_runner() -> RuleRunner:
     commit = {"url": "file:///nowhere", "track": "main", "commit": "a" * 40}
     runner.write_files(
         {
-            "components/pins.toml": pins_toml(torch=commit, fa=commit),
+            "components/pins/all.toml": pins_toml(torch=commit, fa=commit),
             "components/BUILD": "rocm_toolchain(name='llvm', provider='llvm', path='/usr/lib/llvm-19')\n",
         }
     )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import List, Optional, Sequence
 
 from rocm_build.upstream.pins import PinsError, lookup_pin, parse_pins
+from rocm_build.upstream.pins_dir import read_pins_files
 from rocm_build.programs.host_git import UpdateError, checkout, git
 from rocm_build.programs.patch_check import patch_files, patches_apply
 
@@ -38,7 +39,7 @@ def _run(dest: Path, *args: str, pin_url: str = "") -> str:
 
 
 def do_checkout(name: str, pins_file: Path, patches_dir: Path, dest: Path) -> None:
-    pin = lookup_pin(parse_pins(str(pins_file), pins_file.read_text()), name, str(pins_file), "patch-workspace")
+    pin = lookup_pin(read_pins_files(pins_file).parse(parse_pins), name, str(pins_file), "patch-workspace")
     if dest.exists() and any(dest.iterdir()):
         raise WorkspaceError(f"{dest} already exists and is not empty; remove it or pass --dest")
     checkout(name, pin.url, pin.commit, str(dest))
@@ -86,7 +87,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="patch-workspace", description=__doc__.splitlines()[0])
     parser.add_argument("action", choices=["checkout", "save"])
     parser.add_argument("pin", help="the pin's name in the pins file, e.g. vllm")
-    parser.add_argument("--pins-file", default="components/pins.toml")
+    parser.add_argument("--pins-file", default="components/pins", help="a pins directory (one file per pin) or file")
     parser.add_argument("--patches-dir", default="patches", help="patches of pin NAME are in DIR/NAME/")
     parser.add_argument("--dest", help="the workspace (default: work/NAME)")
     args = parser.parse_args(argv)

@@ -1,5 +1,6 @@
 """update-pins' writes: the pins files with the planned moves, rewritten in place (comments,
-order and layout kept; upstream/pins_text.py), printed as a diff or written atomically."""
+order and layout kept; upstream/pins_text.py), each move in the file that holds its table,
+printed as a diff or written atomically."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ import difflib
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from typing import Dict, Sequence, Tuple
 
 from rocm_build.programs.archive_update import ArchiveMove
 from rocm_build.programs.new_commits import Move
 from rocm_build.programs.prebuilt_update import PrebuiltMove
+from rocm_build.upstream.pins_dir import PinsFiles
 from rocm_build.upstream.pins_text import set_commit_in_text, set_fields_in_text
 
 
@@ -33,6 +35,25 @@ def moved_archives(text: str, archive_moves: Sequence[ArchiveMove]) -> str:
     for archive in archive_moves:
         text = set_fields_in_text(text, archive.name, archive.values)
     return text
+
+
+def moved_pin_files(
+    files: PinsFiles, moves: Sequence[Move], prebuilt_moves: Sequence[PrebuiltMove]
+) -> Dict[Path, Tuple[str, str]]:
+    """Each file of a pins file or directory, before and after the moves of the tables it holds."""
+    return {
+        Path(path): (text, moved_pins(
+            text, [m for m in moves if files.file_of(m.name) == path], [m for m in prebuilt_moves if files.file_of(m.table) == path]
+        ))
+        for path, text in files.files
+    }  # fmt: skip
+
+
+def moved_archive_files(files: PinsFiles, archive_moves: Sequence[ArchiveMove]) -> Dict[Path, Tuple[str, str]]:
+    return {
+        Path(path): (text, moved_archives(text, [m for m in archive_moves if files.file_of(m.name) == path]))
+        for path, text in files.files
+    }
 
 
 def print_diff(path: Path, before: str, after: str) -> None:

@@ -36,11 +36,12 @@ from rocm_build.programs.new_commits import (
     resolve_release,
 )
 from rocm_build.programs.patch_check import keep_patchable
-from rocm_build.programs.pins_rewrite import moved_archives, moved_pins, print_diff, write_if_changed
+from rocm_build.programs.pins_rewrite import moved_archive_files, moved_pin_files, print_diff, write_if_changed
 from rocm_build.programs.prebuilt_update import PrebuiltMove, derived_tracks, plan_prebuilt, with_tracks
 from rocm_build.programs import resolve_pins
 from rocm_build.upstream.archive_pins import ArchivePin, parse_archive_pins
 from rocm_build.upstream.pins import Pin, PinsError, PrebuiltPin, parse_pins, parse_prebuilt_pins
+from rocm_build.upstream.pins_dir import PinsFiles, read_pins_files
 
 
 @dataclass
@@ -59,7 +60,7 @@ class Plan:
 
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="update-pins", description=__doc__.splitlines()[0])
-    parser.add_argument("--pins-file", default="components/pins.toml")
+    parser.add_argument("--pins-file", default="components/pins", help="a pins directory (one file per pin) or file")
     parser.add_argument("--patches-dir", default="patches", help="patches of pin NAME are in DIR/NAME/")
     parser.add_argument("--only", nargs="+", metavar="NAME", help="only these pins")
     parser.add_argument("--check", action="store_true", help="list outdated pins, exit 1 if any; change nothing")
@@ -67,7 +68,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--force", action="store_true", help="move pins even if their patches fail")
     parser.add_argument("--no-patch-check", action="store_true", help="skip checking that patches apply")
     parser.add_argument("--locks-dir", default="3rdparty/build", help="build-requirements locks (py*/*.lock)")
-    parser.add_argument("--archives-file", default="components/archives.toml", help="archive pins (upstream_archive pin=)")
+    parser.add_argument("--archives-file", default="components/archives", help="archive pins (upstream_archive pin=): a directory or file")
     parser.add_argument("--no-lock-refresh", action="store_true", help="leave the locks of moved pins stale")
     parser.add_argument("--pants", default="./pants", help="the Pants launcher that refreshes locks")
     parser.add_argument(
@@ -84,16 +85,16 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser().parse_args(argv)
-    pins_path, archives_path = Path(args.pins_file), Path(args.archives_file)
+    archives_path = Path(args.archives_file)
     try:
-        text = pins_path.read_text()
-        pins = parse_pins(str(pins_path), text)
+        pin_files = read_pins_files(Path(args.pins_file))
+        pins = pin_files.parse(parse_pins)
         locks = read_locks(Path(args.locks_dir))
-        archives_text = archives_path.read_text() if archives_path.exists() else ""
-        archives = parse_archive_pins(str(archives_path), archives_text)
-        prebuilt = parse_prebuilt_pins(str(pins_path), text)
+        archive_files = read_pins_files(archives_path) if archives_path.exists() else PinsFiles(str(archives_path), ())
+        archives = archive_files.parse(parse_archive_pins)
+        prebuilt = pin_files.parse(parse_prebuilt_pins)
         if args.resolve:
-            return resolve_and_write(args, pins_path, text, pins, archives_path, archives_text, archives, prebuilt)
+            return resolve_and_write(args, pin_files, pins, archive_files, archives, prebuilt)
         planned = plan(args, pins, archives, prebuilt)
     except (UpdateError, PinsError, OSError) as e:
         print(f"update-pins: {e}", file=sys.stderr)
@@ -105,14 +106,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             print(f"{lock.path}: made at {lock.pin} {lock.commit[:12]}, stale; regenerate: "
                   f"pants lock-build-requirements {lock.target}")  # fmt: skip
         return 1 if planned.moves_any or planned.patch_failures or stale else 0
-    new_text = moved_pins(text, planned.moves, planned.prebuilt_moves)
-    new_archives = moved_archives(archives_text, planned.archive_moves)
+    changes = {
+        **moved_pin_files(pin_files, planned.moves, planned.prebuilt_moves),
+        **moved_archive_files(archive_files, planned.archive_moves),
+    }
     if args.dry_run:
-        print_diff(pins_path, text, new_text)
-        print_diff(archives_path, archives_text, new_archives)
+        for path, (before, after) in changes.items():
+            print_diff(path, before, after)
         return 0
-    write_if_changed(pins_path, text, new_text)
-    write_if_changed(archives_path, archives_text, new_archives)
+    for path, (before, after) in changes.items():
+        write_if_changed(path, before, after)
     problem = None if args.no_lock_refresh else refresh_locks(args.pants, stale)
     if problem:
         print(f"update-pins: {problem}; the pins are moved, the locks are stale", file=sys.stderr)
@@ -120,17 +123,17 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
 
 def resolve_and_write(
-    args: argparse.Namespace, pins_path: Path, text: str, pins: Dict[str, Pin],
-    archives_path: Path, archives_text: str, archives: Dict[str, ArchivePin], prebuilt: Dict[str, PrebuiltPin],
+    args: argparse.Namespace, pin_files: PinsFiles, pins: Dict[str, Pin],
+    archive_files: PinsFiles, archives: Dict[str, ArchivePin], prebuilt: Dict[str, PrebuiltPin],
 ) -> int:  # fmt: skip
     """--resolve: what this machine can reach, written; what it cannot, listed (exit 1)."""
     with tempfile.TemporaryDirectory(prefix="update-pins-") as tmp:
-        builds = resolve_pins.build_files(pins_path)  # the images of this chain: beside the pins file and below
+        builds = resolve_pins.build_files(Path(pin_files.path))  # the images of this chain: beside the pins and below
         done = resolve_pins.resolve(pins, archives, prebuilt, builds, checkouts(pins, {}, tmp), Path("."))
     resolve_pins.report(done)
     changes = {
-        pins_path: (text, moved_pins(text, [], done.prebuilt_moves)),
-        archives_path: (archives_text, moved_archives(archives_text, done.archive_moves)),
+        **moved_pin_files(pin_files, [], done.prebuilt_moves),
+        **moved_archive_files(archive_files, done.archive_moves),
         **{path: (path.read_text(), new) for path, new in resolve_pins.pinned_build_files(done).items()},
     }
     for path, (before, after) in changes.items():

@@ -95,7 +95,7 @@ async def find_container_engine(settings: RocmBuildSubsystem) -> ContainerEngine
 
 def unpinned_message(env: str, target: str, reference: str, containerfile: str) -> str:
     directory = target.split(":", 1)[0]
-    flag = "" if directory == "components" else f" --pins-file {directory}/pins.toml"
+    flag = "" if directory == "components" else f" --pins-file {directory}/pins"
     how = (
         f"builds it from {containerfile} (where its base image's registry is reachable)"
         if containerfile

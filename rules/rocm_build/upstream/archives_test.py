@@ -103,17 +103,17 @@ def test_archive_pin_reads_url_sha256_and_prefix_from_the_archive_pins_file(rule
     base, sha = server
     rule_runner.write_files(
         {
-            "components/archives.toml": f'[llvm]\nurl = "{base}/llvm-abc-ubuntu-x64.tar.gz"\nsha256 = "{sha}"\n'
+            "components/archives/llvm.toml": f'[llvm]\nurl = "{base}/llvm-abc-ubuntu-x64.tar.gz"\nsha256 = "{sha}"\n'
             'strip_prefix = "llvm-abc-ubuntu-x64"\n',
             "third_party/BUILD": "upstream_archive(name='llvm', pin='llvm')",
         }
     )
     archive = rule_runner.request(FetchedArchive, [ArchiveRequest(ARCHIVE, "test")])
     assert sorted(unpacked(rule_runner, archive)) == ["bin/clang", "lib/cmake/LLVMConfig.cmake"]
-    rule_runner.write_files({"components/archives.toml": '[llvm]\nurl = ""\nsha256 = ""\n'})
+    rule_runner.write_files({"components/archives/llvm.toml": '[llvm]\nurl = ""\nsha256 = ""\n'})
     with pytest.raises(ExecutionError) as e:
         rule_runner.request(FetchedArchive, [ArchiveRequest(ARCHIVE, "test")])
-    assert "upstream_archive third_party:llvm is not resolved: it has no sha256 ([llvm] in components/archives.toml)" in str(e.value)
+    assert "upstream_archive third_party:llvm is not resolved: it has no sha256 ([llvm] in components/archives)" in str(e.value)
 
 
 def test_a_hostile_archive_is_refused_naming_the_target_the_pin_the_url_and_the_member(rule_runner, server, tmp_path) -> None:
@@ -122,7 +122,7 @@ def test_a_hostile_archive_is_refused_naming_the_target_the_pin_the_url_and_the_
     sha = hashlib.sha256((tmp_path / "evil.tar.gz").read_bytes()).hexdigest()
     rule_runner.write_files(
         {
-            "components/archives.toml": f'[llvm]\nurl = "{base}/evil.tar.gz"\nsha256 = "{sha}"\nstrip_prefix = "llvm-abc-ubuntu-x64"\n',
+            "components/archives/llvm.toml": f'[llvm]\nurl = "{base}/evil.tar.gz"\nsha256 = "{sha}"\nstrip_prefix = "llvm-abc-ubuntu-x64"\n',
             "third_party/BUILD": "upstream_archive(name='llvm', pin='llvm')",
         }
     )
@@ -130,7 +130,7 @@ def test_a_hostile_archive_is_refused_naming_the_target_the_pin_the_url_and_the_
         rule_runner.request(FetchedArchive, [ArchiveRequest(ARCHIVE, "test")])
     assert (
         f"upstream_archive third_party:llvm: the archive at {base}/evil.tar.gz (pinned by [llvm] in "
-        "components/archives.toml) was not unpacked: refused member 'llvm-abc-ubuntu-x64/lib': it is a symbolic "
+        "components/archives) was not unpacked: refused member 'llvm-abc-ubuntu-x64/lib': it is a symbolic "
         f"link to the absolute path '/etc'. Nothing from it was used. These are the pinned bytes (sha256 {sha}): "
         "have its publisher fix the archive, or pin one whose members all stay inside it."
     ) in str(e.value)

@@ -14,6 +14,7 @@ from pants.engine.rules import Get
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.upstream.pins import PinsError, parse_pins
+from rocm_build.upstream.pins_dir import PinsFiles, glob_of
 
 
 @dataclass(frozen=True)
@@ -23,17 +24,19 @@ class LoadedPins:
 
 
 async def load_pins(path: str, owner: str, parse: Callable[[str, str], Mapping[str, Any]] = parse_pins) -> LoadedPins:
-    """The pins file at `path` (git pins by default; `parse_archive_pins` for archive pins)."""
+    """The pins file or directory at `path` (git pins by default; `parse_archive_pins` for
+    archive pins)."""
     contents = await Get(
         DigestContents,
         PathGlobs(
-            [path],
+            [glob_of(path)],
             glob_match_error_behavior=GlobMatchErrorBehavior.error,
             description_of_origin=f"the `pins_file` field of {owner}",
         ),
     )
+    files = PinsFiles(path, tuple(sorted((fc.path, fc.content.decode()) for fc in contents)))
     try:
-        pins = parse(path, contents[0].content.decode())
+        pins = files.parse(parse)
     except PinsError as e:
         raise RocmBuildError(f"{owner}: {e}") from None
     return LoadedPins(path, tuple(sorted(pins.items())))

@@ -230,7 +230,7 @@ def rule_runner() -> RuleRunner:
     unresolved = pins_toml(**{f"prebuilt.{name}": fields for name, fields in tables.items()})
     runner.write_files(
         {
-            "components/pins.toml": pins_toml(mini={"url": "file:///nowhere", "track": "main", "commit": "a" * 40})
+            "components/pins/all.toml": pins_toml(mini={"url": "file:///nowhere", "track": "main", "commit": "a" * 40})
             + '\n[prebuilt]\nindex_url = "https://stable.repo.amd.com/rocm/whl-next/"\npython = "3.12"\n' + unresolved,
             "components/BUILD": "rocm_toolchain(name='llvm', provider='llvm', path='/usr/lib/llvm-19')\n",
             "components/therock/BUILD": "prebuilt_wheel(name='torch', pin='therock-torch')\n"
@@ -272,7 +272,7 @@ def test_a_consumer_gets_the_device_wheels_hosts_and_families_dependencies_first
         "components/mini:wheel builds for gfx1201 (gpu_targets) on prebuilt_wheel components/therock:torch (torch, pin "
         "`therock-torch`), whose GPU code is in device wheels, but depends on none for gfx1201: there is no pin for "
         "amd-torch-device-gfx1201 either: add [prebuilt.therock-torch-gfx1201] with device_of = \"therock-torch\" and "
-        "project = \"amd-torch-device-gfx1201\" to components/pins.toml, a prebuilt_wheel for it, and depend on that"
+        "project = \"amd-torch-device-gfx1201\" to components/pins, a prebuilt_wheel for it, and depend on that"
     )
 
 
@@ -281,7 +281,7 @@ def test_a_device_wheel_target_must_depend_on_its_host(rule_runner) -> None:
         consumer(rule_runner, "components/therock:torch-gfx1100")
     assert (
         "prebuilt_wheel components/therock:torch-gfx1100: its pin `therock-torch-gfx1100` ([prebuilt.therock-torch-gfx1100] "
-        "in components/pins.toml) is a device wheel of `therock-torch`, so it must depend on that host's prebuilt_wheel: "
+        "in components/pins) is a device wheel of `therock-torch`, so it must depend on that host's prebuilt_wheel: "
         "add it to `dependencies`"
     ) in str(e.value)
 
@@ -295,7 +295,7 @@ def test_a_device_wheel_target_must_depend_on_the_family_it_requires(rule_runner
         consumer(rule_runner, "components/therock:torch-gfx1151")
     assert (
         "prebuilt_wheel components/therock:torch-gfx1151: amd-torch-device-gfx1151 requires amd-torch-device-gfx115x "
-        "(`requires_devices` in [prebuilt.therock-torch-gfx1151] in components/pins.toml): add the prebuilt_wheel of "
+        "(`requires_devices` in [prebuilt.therock-torch-gfx1151] in components/pins): add the prebuilt_wheel of "
         "that pin to `dependencies`"
     ) in str(e.value)
 

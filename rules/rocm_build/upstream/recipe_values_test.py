@@ -1,5 +1,5 @@
 """What vLLM 0.31.0's own ROCm recipe names, read by the code derived pins use from its sdist
-(PyPI, pinned by sha256 in components/archives.toml [vllm-sdist], mirrored by ./setup)."""
+(PyPI, pinned by sha256 in components/archives/vllm-sdist.toml, mirrored by ./setup)."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 from rocm_build.programs.new_commits import derived_commit
 from rocm_build.upstream.archive_pins import parse_archive_pins
+from rocm_build.upstream.pins_dir import read_pins_files
 from rocm_build.upstream.recipe_values import recipe_value, split_spec
 
 CACHE = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
@@ -49,7 +50,7 @@ def test_the_lines_vllms_rocm_recipe_builds_the_chain_from(vllm: Path) -> None:
 
 
 def test_the_triton_kernels_archive_is_the_one_vllms_cmake_names(vllm: Path) -> None:
-    archive = parse_archive_pins("components/archives.toml", Path("components/archives.toml").read_text())["vllm-triton-kernels"]
+    archive = read_pins_files(Path("components/archives")).parse(parse_archive_pins)["vllm-triton-kernels"]
     commit = derived_commit(archive.derived_from or "", str(vllm), "vllm-triton-kernels")
     assert commit == "669b31acc1dd1b3fd93286afd5db67f65d9f7557"
     assert archive.derive(commit) == {"url": archive.url, "strip_prefix": archive.strip_prefix}

@@ -54,8 +54,16 @@ class PinField(StringField):
 
 class PinsFileField(StringField):
     alias = "pins_file"
-    default = "components/pins.toml"
-    help = "Path of the pins file, relative to the build root."
+    default = "components/pins"
+    help = softwrap(
+        """
+        Where the pin's table is, relative to the build root: a pins directory (one file per
+        component, e.g. `components/pins/vllm.toml` with `[vllm]`; read as one file holding them
+        all) or a single `.toml` file. Pants sees the file that holds the pin as a dependency, so
+        `--changed-since` selects the targets of the pin that moved; the directory needs a BUILD
+        file owning its files (`files(name="pins", sources=["*.toml"])`).
+        """
+    )
 
 
 class PatchSetsField(SpecialCasedDependencies):
@@ -123,8 +131,14 @@ class ArchivePinField(StringField):
 
 class ArchivePinsFileField(StringField):
     alias = "pins_file"
-    default = "components/archives.toml"
-    help = "With `pin`: the archive pins file, relative to the build root."
+    default = "components/archives"
+    help = softwrap(
+        """
+        With `pin`: the archive pins directory (one file per archive, e.g.
+        `components/archives/vllm-sdist.toml`) or a single `.toml` file, relative to the build
+        root. The file holding the pin is a dependency Pants sees.
+        """
+    )
 
 
 class UpstreamArchiveTarget(Target):

@@ -80,7 +80,7 @@ def rule_runner() -> RuleRunner:
 def setup_files(rule_runner: RuleRunner, repo: Path, commit: str, patches: dict[str, str]) -> None:
     rule_runner.write_files(
         {
-            "components/pins.toml": pins_toml(mini={"url": f"file://{repo}", "track": "main", "commit": commit}),
+            "components/pins/all.toml": pins_toml(mini={"url": f"file://{repo}", "track": "main", "commit": commit}),
             "components/mini/BUILD": "upstream_repo(name='src', pin='mini', patches=['patches/mini:gfx1151'])",
             "patches/mini/BUILD": "patch_set(name='gfx1151')",
             **{f"patches/mini/{name}": text for name, text in patches.items()},
@@ -255,7 +255,7 @@ def test_commit_not_upstream(rule_runner, upstream) -> None:
     setup_files(rule_runner, repo, missing, {})
     msg = error_of(rule_runner)
     assert (
-        f"components/mini:src: pin `mini` in components/pins.toml: commit {missing} was not "
+        f"components/mini:src: pin `mini` in components/pins: commit {missing} was not "
         f"found at file://{repo}" in msg
     )
     assert "rules:update-pins -- --only mini" in msg
@@ -264,7 +264,7 @@ def test_commit_not_upstream(rule_runner, upstream) -> None:
 def test_unreachable_url(rule_runner, upstream, tmp_path) -> None:
     setup_files(rule_runner, tmp_path / "nowhere", upstream[1], {})
     msg = error_of(rule_runner)
-    assert f"pin `mini` in components/pins.toml: cannot fetch from file://{tmp_path}/nowhere" in msg
+    assert f"pin `mini` in components/pins: cannot fetch from file://{tmp_path}/nowhere" in msg
 
 
 def test_patch_that_does_not_apply_names_file_and_hunk(rule_runner, upstream) -> None:

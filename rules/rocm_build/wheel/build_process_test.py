@@ -40,7 +40,7 @@ def rule_runner(tmp_path) -> RuleRunner:
     )
     runner.write_files(
         {
-            "components/pins.toml": pins_toml(mini={"url": "file:///nowhere", "track": "main", "commit": "a" * 40}),
+            "components/pins/all.toml": pins_toml(mini={"url": "file:///nowhere", "track": "main", "commit": "a" * 40}),
             "components/BUILD": "rocm_toolchain(name='llvm', provider='llvm', path='/usr/lib/llvm-19')\n"
             "upstream_archive(name='llvm-tree', url='https://example.invalid/llvm.tar.gz', sha256='" + "b" * 64 + "')\n",
         }

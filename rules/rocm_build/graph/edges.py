@@ -1,0 +1,276 @@
+"""The edges Pants sees: every input of a build is a dependency, inferred from the fields users
+already write (Pants' dependency inference), so `dependencies`, `dependents`, `peek`, `paths`
+and `--changed-since --changed-dependents=transitive` know what a wheel is built from.
+
+- a `rocm_wheel` depends on its `source`, `toolchain`, `archives`, its build and run-time lock
+  files and its source's pin file;
+- an `upstream_repo`, `prebuilt_wheel` and pinned `upstream_archive` on the file that holds their
+  pin (and a prebuilt pin on its directory's shared `[prebuilt]` file), their patch sets being
+  edges already (`patches`);
+- a `triton_kernel_test` on its `source` (its workload is its own source file).
+
+A file edge points at the file's nearest owner (the `file` target of the BUILD file closest to
+it: components/pins/BUILD's, not a repository-wide `files` target that also holds it). An input
+file that exists and that no target owns is no edge, with a warning saying which BUILD file to
+add (as Pants' own inference treats an import nothing owns).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from typing import Iterable, Optional, Tuple
+
+from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
+from pants.engine.fs import DigestContents, PathGlobs, Snapshot
+from pants.engine.internals.graph import Owners, OwnersRequest
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import (
+    FieldSet,
+    InferDependenciesRequest,
+    InferredDependencies,
+    WrappedTarget,
+    WrappedTargetRequest,
+)
+from pants.engine.unions import UnionRule
+
+from rocm_build.install.runtime_lock import runtime_lock_path
+from rocm_build.kernels.target_types import KernelSourceField
+from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
+from rocm_build.toolchain.interpreters import parse_constraint
+from rocm_build.upstream.pins import PREBUILT, PinsError
+from rocm_build.upstream.pins_dir import PinsFiles, glob_of, is_directory
+from rocm_build.upstream.target_types import (
+    ArchivePinField,
+    ArchivePinsFileField,
+    PinField,
+    PinsFileField,
+    PrebuiltPinField,
+)
+from rocm_build.wheel.build_spec import default_lock
+from rocm_build.wheel.target_types import (
+    WheelArchivesField,
+    WheelBuildRequirementsField,
+    WheelLockField,
+    WheelPythonField,
+    WheelSourceField,
+    WheelToolchainField,
+)
+
+logger = logging.getLogger(__name__)
+
+# ----------------------------------------------------------------------------- pin files
+
+
+@dataclass(frozen=True)
+class PinFilesRequest:
+    """The files a pin is read from: `table` (`vllm`, `prebuilt.therock-torch`) in `pins_file`."""
+
+    pins_file: str
+    table: str
+
+
+@dataclass(frozen=True)
+class PinFiles:
+    paths: Tuple[str, ...]
+
+
+@rule(desc="Finding the file of a pin")
+async def find_pin_files(request: PinFilesRequest) -> PinFiles:
+    if not is_directory(request.pins_file):
+        return PinFiles((request.pins_file,))
+    contents = await Get(DigestContents, PathGlobs([glob_of(request.pins_file)]))
+    files = PinsFiles(request.pins_file, tuple(sorted((fc.path, fc.content.decode()) for fc in contents)))
+    try:
+        tables = files.tables()
+    except PinsError:  # the build reads the pins too, and says what is wrong and where
+        return PinFiles(())
+    if request.table not in tables:  # the same: it names the pins there are
+        return PinFiles(())
+    # A prebuilt pin also reads what the directory's [prebuilt] table gives every pin.
+    shared = [tables[PREBUILT]] if request.table.startswith(f"{PREBUILT}.") and PREBUILT in tables else []
+    return PinFiles(tuple(dict.fromkeys([tables[request.table], *shared])))
+
+
+# ----------------------------------------------------------------------------- file owners
+
+
+@dataclass(frozen=True)
+class InputFilesRequest:
+    """Files a target reads from the repository. One that does not exist is no edge: the build
+    itself says what is missing (a lock not made yet) and how to make it."""
+
+    owner: Address
+    paths: Tuple[str, ...]
+
+
+@rule(desc="Finding the targets that own a build's input files")
+async def find_input_file_owners(request: InputFilesRequest) -> Addresses:
+    present = sorted(set((await Get(Snapshot, PathGlobs(request.paths))).files))
+    owners_of = await MultiGet(Get(Owners, OwnersRequest((path,))) for path in present)
+    edges = []
+    for path, owners in zip(present, owners_of):
+        nearest = nearest_owner(owners)
+        if nearest is None:  # as Pants' own inference treats an unowned import: a warning
+            directory = os.path.dirname(path)
+            logger.warning(
+                f"{request.owner.spec} is built from {path}, which no target owns, so Pants cannot see it "
+                f"change (`dependents`, `--changed-since`): add `files(name=\"{os.path.basename(directory) or 'inputs'}\", "
+                f"sources=[\"*{os.path.splitext(path)[1]}\"])` to {directory or '.'}/BUILD"
+            )
+            continue
+        edges.append(nearest)
+    return Addresses(sorted(set(edges)))
+
+
+def nearest_owner(owners: Iterable[Address]) -> Optional[Address]:
+    """The owner whose BUILD file is deepest: the file's own directory's target wins over a
+    `files` target higher up that globs it too."""
+    return max(owners, key=lambda a: (len(a.spec_path.split("/")) if a.spec_path else 0, a.spec), default=None)
+
+
+# ----------------------------------------------------------------------------- rocm_wheel
+
+
+@dataclass(frozen=True)
+class WheelInputsFieldSet(FieldSet):
+    required_fields = (WheelSourceField, WheelToolchainField)
+
+    source: WheelSourceField
+    toolchain: WheelToolchainField
+    archives: WheelArchivesField
+    lock: WheelLockField
+    build_requirements: WheelBuildRequirementsField
+    python: WheelPythonField
+
+
+class InferWheelInputs(InferDependenciesRequest):
+    infer_from = WheelInputsFieldSet
+
+
+@rule(desc="Inferring what a rocm_wheel is built from")
+async def infer_wheel_inputs(request: InferWheelInputs, defaults: RocmBuildSubsystem) -> InferredDependencies:
+    fs = request.field_set
+    owner = fs.address.spec
+    named = await Get(
+        Addresses,
+        UnparsedAddressInputs(
+            [fs.source.value, fs.toolchain.value, *(fs.archives.value or {}).values()],
+            owning_address=fs.address,
+            description_of_origin=f"the `source`, `toolchain` and `archives` fields of {owner}",
+        ),
+    )
+    source = (await Get(WrappedTarget, WrappedTargetRequest(named[0], f"the `source` field of {owner}"))).target
+    if not source.has_field(PinField):  # an error the build itself reports, naming the field
+        return InferredDependencies(named)
+    pin = source[PinField].value
+    python = fs.python.value or defaults.python
+    minor = parse_constraint(python, owner).minor
+    build_lock = [fs.lock.value or default_lock(owner, pin, python)] if fs.build_requirements.value else []
+    run_lock = [runtime_lock_path(pin, minor, fs.address.target_name)] if minor else []
+    pin_files = await Get(PinFiles, PinFilesRequest(source[PinsFileField].value, pin))
+    files = await Get(Addresses, InputFilesRequest(fs.address, (*pin_files.paths, *build_lock, *run_lock)))
+    return InferredDependencies([*named, *files])
+
+
+# ----------------------------------------------------------------------------- pinned targets
+
+
+@dataclass(frozen=True)
+class UpstreamPinFieldSet(FieldSet):
+    required_fields = (PinField, PinsFileField)
+
+    pin: PinField
+    pins_file: PinsFileField
+
+
+@dataclass(frozen=True)
+class PrebuiltPinFieldSet(FieldSet):
+    required_fields = (PrebuiltPinField, PinsFileField)
+
+    pin: PrebuiltPinField
+    pins_file: PinsFileField
+
+
+@dataclass(frozen=True)
+class ArchivePinFieldSet(FieldSet):
+    required_fields = (ArchivePinField, ArchivePinsFileField)
+
+    pin: ArchivePinField
+    pins_file: ArchivePinsFileField
+
+
+class InferUpstreamPin(InferDependenciesRequest):
+    infer_from = UpstreamPinFieldSet
+
+
+class InferPrebuiltPin(InferDependenciesRequest):
+    infer_from = PrebuiltPinFieldSet
+
+
+class InferArchivePin(InferDependenciesRequest):
+    infer_from = ArchivePinFieldSet
+
+
+@rule(desc="Inferring the pin file of an upstream_repo")
+async def infer_upstream_pin(request: InferUpstreamPin) -> InferredDependencies:
+    fs = request.field_set
+    files = await Get(PinFiles, PinFilesRequest(fs.pins_file.value, fs.pin.value))
+    return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, files.paths)))
+
+
+@rule(desc="Inferring the pin file of a prebuilt_wheel")
+async def infer_prebuilt_pin(request: InferPrebuiltPin) -> InferredDependencies:
+    fs = request.field_set
+    files = await Get(PinFiles, PinFilesRequest(fs.pins_file.value, f"{PREBUILT}.{fs.pin.value}"))
+    return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, files.paths)))
+
+
+@rule(desc="Inferring the pin file of an upstream_archive")
+async def infer_archive_pin(request: InferArchivePin) -> InferredDependencies:
+    fs = request.field_set
+    if not fs.pin.value:  # url and sha256 in BUILD: the BUILD file is its own input
+        return InferredDependencies([])
+    files = await Get(PinFiles, PinFilesRequest(fs.pins_file.value, fs.pin.value))
+    return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, files.paths)))
+
+
+# ----------------------------------------------------------------------------- triton_kernel_test
+
+
+@dataclass(frozen=True)
+class KernelSourceFieldSet(FieldSet):
+    required_fields = (KernelSourceField,)
+
+    source: KernelSourceField
+
+
+class InferKernelSource(InferDependenciesRequest):
+    infer_from = KernelSourceFieldSet
+
+
+@rule(desc="Inferring the source of a triton_kernel_test")
+async def infer_kernel_source(request: InferKernelSource) -> InferredDependencies:
+    fs = request.field_set
+    if not fs.source.value:
+        return InferredDependencies([])
+    return InferredDependencies(
+        await Get(
+            Addresses,
+            UnparsedAddressInputs(
+                [fs.source.value], owning_address=fs.address, description_of_origin=f"the `source` field of {fs.address.spec}"
+            ),
+        )
+    )
+
+
+def rules():
+    return [
+        *collect_rules(),
+        UnionRule(InferDependenciesRequest, InferWheelInputs),
+        UnionRule(InferDependenciesRequest, InferUpstreamPin),
+        UnionRule(InferDependenciesRequest, InferPrebuiltPin),
+        UnionRule(InferDependenciesRequest, InferArchivePin),
+        UnionRule(InferDependenciesRequest, InferKernelSource),
+    ]
