@@ -12,4 +12,5 @@ from pants.core.util_rules.environments import (  # noqa: F401 (re-exported)
     EnvironmentField,
     EnvironmentNameRequest,
     EnvironmentTarget,
+    EnvironmentsSubsystem,
 )

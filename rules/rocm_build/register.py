@@ -3,7 +3,7 @@ options, then upstream sources, toolchains, the wheel build, install sets, and t
 
 from rocm_build.pants_environments import DockerEnvironmentTarget
 
-from rocm_build.graph import edges
+from rocm_build.graph import declared, edges
 from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, package, plan, verify_reproducible
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.kernels import kernel_rules
@@ -11,7 +11,7 @@ from rocm_build.subsystems import host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
 from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk, rust
-from rocm_build.upstream import archives, download, fetch, mirrors, patching, prebuilt, source_tree, upstream_repo
+from rocm_build.upstream import archives, download, fetch, mirrors, patching, prebuilt, prebuilt_wheels, source_tree, upstream_repo
 from rocm_build.wheel import (
     build,
     build_output,
@@ -41,6 +41,7 @@ def rules():
         *sccache.rules(),
         # The graph Pants sees: every input of a build an inferred dependency
         *edges.rules(),
+        *declared.rules(),
         # Upstream sources: pins, fetch, patches, archives, prebuilt wheels
         *mirrors.rules(),
         *download.rules(),
@@ -50,6 +51,7 @@ def rules():
         *upstream_repo.rules(),
         *archives.rules(),
         *prebuilt.rules(),
+        *prebuilt_wheels.rules(),
         # Toolchains: the ROCm SDK, Rust, the Python, the image, the sandbox's network
         *rocm_sdk.rules(),
         *rust.rules(),

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from rocm_build.kernels.target_types import TritonKernelTestTarget
 from rocm_build.toolchain.target_types import RocmToolchainTarget
+from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
 from rocm_build.upstream.target_types import (
     PatchSetTarget,
     PrebuiltWheelTarget,
@@ -16,4 +17,4 @@ from rocm_build.wheel.target_types import RocmWheelTarget
 
 
 def target_types():
-    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget, UpstreamArchiveTarget, PrebuiltWheelTarget, TritonKernelTestTarget]
+    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget, UpstreamArchiveTarget, PrebuiltWheelTarget, PrebuiltWheelsTarget, TritonKernelTestTarget]

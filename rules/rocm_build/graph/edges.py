@@ -7,7 +7,9 @@ and `--changed-since --changed-dependents=transitive` know what a wheel is built
 - an `upstream_repo`, `prebuilt_wheel` and pinned `upstream_archive` on the file that holds their
   pin (and a prebuilt pin on its directory's shared `[prebuilt]` file), their patch sets being
   edges already (`patches`);
-- a `triton_kernel_test` on its `source` (its workload is its own source file).
+- a `triton_kernel_test` on its `source` (its workload is its own source file);
+- a `rocm_wheel` built in a container on its `environment`'s `docker_environment` (the image it
+  builds in), which depends on its `image_containerfile`.
 
 A file edge points at the file's nearest owner (the `file` target of the BUILD file closest to
 it: components/pins/BUILD's, not a repository-wide `files` target that also holds it). An input
@@ -36,6 +38,8 @@ from pants.engine.target import (
 from pants.engine.unions import UnionRule
 
 from rocm_build.install.runtime_lock import runtime_lock_path
+from rocm_build.pants_environments import EnvironmentField, EnvironmentsSubsystem
+from rocm_build.toolchain.target_types import ImageContainerfileField
 from rocm_build.kernels.target_types import KernelSourceField
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.toolchain.interpreters import parse_constraint
@@ -143,6 +147,7 @@ class WheelInputsFieldSet(FieldSet):
     lock: WheelLockField
     build_requirements: WheelBuildRequirementsField
     python: WheelPythonField
+    environment: EnvironmentField
 
 
 class InferWheelInputs(InferDependenciesRequest):
@@ -150,15 +155,19 @@ class InferWheelInputs(InferDependenciesRequest):
 
 
 @rule(desc="Inferring what a rocm_wheel is built from")
-async def infer_wheel_inputs(request: InferWheelInputs, defaults: RocmBuildSubsystem) -> InferredDependencies:
+async def infer_wheel_inputs(
+    request: InferWheelInputs, defaults: RocmBuildSubsystem, environments: EnvironmentsSubsystem
+) -> InferredDependencies:
     fs = request.field_set
     owner = fs.address.spec
+    # The image of a build in a container: the docker_environment its `environment` names.
+    image = [environments.names[fs.environment.value]] if fs.environment.value in environments.names else []
     named = await Get(
         Addresses,
         UnparsedAddressInputs(
-            [fs.source.value, fs.toolchain.value, *(fs.archives.value or {}).values()],
+            [fs.source.value, fs.toolchain.value, *(fs.archives.value or {}).values(), *image],
             owning_address=fs.address,
-            description_of_origin=f"the `source`, `toolchain` and `archives` fields of {owner}",
+            description_of_origin=f"the `source`, `toolchain`, `archives` and `environment` fields of {owner}",
         ),
     )
     source = (await Get(WrappedTarget, WrappedTargetRequest(named[0], f"the `source` field of {owner}"))).target
@@ -236,6 +245,27 @@ async def infer_archive_pin(request: InferArchivePin) -> InferredDependencies:
     return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, files.paths)))
 
 
+# ----------------------------------------------------------------------------- docker_environment
+
+
+@dataclass(frozen=True)
+class ContainerfileFieldSet(FieldSet):
+    required_fields = (ImageContainerfileField,)
+
+    containerfile: ImageContainerfileField
+
+
+class InferContainerfile(InferDependenciesRequest):
+    infer_from = ContainerfileFieldSet
+
+
+@rule(desc="Inferring the Containerfile of a build image")
+async def infer_containerfile(request: InferContainerfile) -> InferredDependencies:
+    fs = request.field_set
+    paths = (fs.containerfile.value,) if fs.containerfile.value else ()
+    return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, paths)))
+
+
 # ----------------------------------------------------------------------------- triton_kernel_test
 
 
@@ -273,4 +303,5 @@ def rules():
         UnionRule(InferDependenciesRequest, InferPrebuiltPin),
         UnionRule(InferDependenciesRequest, InferArchivePin),
         UnionRule(InferDependenciesRequest, InferKernelSource),
+        UnionRule(InferDependenciesRequest, InferContainerfile),
     ]

@@ -24,6 +24,7 @@ from pants.option.option_types import SkipOption
 from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
+from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.kernels.target_types import (
     KernelDependenciesField,
@@ -98,12 +99,15 @@ class KernelInputs:
 
 async def wheels_of(addresses: Tuple[Address, ...], owner: str) -> List[Digest]:
     """The wheel files of `rocm_wheel` (with the wheels below it) and `prebuilt_wheel` targets,
-    through `target`s that group them (components/kernels:venv)."""
+    through `target`s that group them and `prebuilt_wheels` that generate them (components/kernels:venv)."""
     what = f"the `dependencies` or `source` of {owner}"
     digests: List[Digest] = []
     queue = list(addresses)
     while queue:  # a loop, not recursion: the engine reads a helper's calls ahead of time
-        target = (await Get(WrappedTarget, WrappedTargetRequest(queue.pop(0), what))).target
+        # `Targets` stands a generator (prebuilt_wheels) in for what it generates.
+        expanded = await Get(Targets, Addresses([queue.pop(0)]))
+        queue = [t.address for t in expanded[1:]] + queue
+        target = expanded[0]
         if isinstance(target, GenericTarget):
             queue += [t.address for t in await Get(Targets, DependenciesRequest(target[Dependencies]))]
         elif isinstance(target, PrebuiltWheelTarget):
@@ -138,7 +142,7 @@ async def kernel_inputs(request: KernelTestRequest) -> KernelInputs:
     elif isinstance(source, UpstreamRepoTarget):
         upstream = await Get(ResolvedUpstream, UpstreamRequest(source.address, what))
         tree = (await Get(MergedTree, MergedTreeRequest(upstream.source, owner))).digest
-    deps = await Get(Targets, DependenciesRequest(field_set.dependencies))
+    deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(field_set.dependencies))
     wheel_targets = (*((source.address,) if source is not None and tree is None else ()), *(t.address for t in deps))
     wheels = await Get(Digest, MergeDigests(await wheels_of(wheel_targets, owner)))
     return KernelInputs(wheels, tree if tree is not None else await Get(Digest, CreateDigest([])))

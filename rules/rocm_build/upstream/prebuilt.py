@@ -23,8 +23,8 @@ from pants.engine.addresses import Address
 from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import DependenciesRequest, Targets
 
+from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.pins import PREBUILT, PrebuiltPin, parse_prebuilt_pins
@@ -109,7 +109,7 @@ async def prebuilt_spec(request: PrebuiltRequest) -> PrebuiltSpec:
         raise RocmBuildError(
             f"prebuilt_wheel {owner}: no table [{PREBUILT}.{name}] in {path} (prebuilt pins there: {known})"
         )
-    deps = await Get(Targets, DependenciesRequest(target[PrebuiltDependenciesField]))
+    deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(target[PrebuiltDependenciesField]))
     others = [t.address.spec for t in deps if not isinstance(t, PrebuiltWheelTarget)]
     if others:
         raise RocmBuildError(

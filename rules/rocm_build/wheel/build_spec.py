@@ -17,9 +17,9 @@ from typing import Dict, Optional, Sequence, Tuple
 from rocm_build.pants_environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.rules import Get, collect_rules, rule
-from pants.engine.target import DependenciesRequest, Targets
 from pants.util.frozendict import FrozenDict
 
+from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.wheel.build_requirements import LockedRequirementsRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, parse_constraint
@@ -160,7 +160,7 @@ async def _dependencies(
 ) -> Tuple[Tuple[Address, ...], Tuple[Address, ...]]:
     """The rocm_wheel dependencies (each with the same Python), and the prebuilt wheels."""
     owner = target.address.spec
-    deps = await Get(Targets, DependenciesRequest(target[WheelDependenciesField]))
+    deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(target[WheelDependenciesField]))
     wheel_deps = [t for t in deps if isinstance(t, RocmWheelTarget)]
     # Prebuilt wheels with what they depend on (a device wheel's host and family: prebuilt.py).
     prebuilt_roots = tuple(t.address for t in deps if isinstance(t, PrebuiltWheelTarget))
