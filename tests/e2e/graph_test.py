@@ -59,7 +59,7 @@ def test_a_wheel_depends_on_everything_it_is_built_from(ws: Workspace) -> None:
     assert "components/archives/vllm-sdist.toml" in lines(ws, "dependencies", "components/vllm:sdist")
     assert "components/vllm:sdist" in lines(ws, "dependencies", "components/vllm:kernels")
     assert lines(ws, "dependents", "--transitive", "tests/mini/torch:src") == sorted(CHAIN[1:])
-    paths = require_success(ws.pants("paths", "--from=tests/mini/vllm:wheel", "--to=tests/mini/pins/mini-aotriton.toml"), "paths")
+    paths = require_success(ws.pants("paths", "--from=tests/mini/vllm:wheel", "--to=tests/mini/pins/mini-aotriton.toml:pins"), "paths")
     assert "tests/mini/aotriton:src" in paths.stdout and "tests/mini/torch:wheel" in paths.stdout
 
 
