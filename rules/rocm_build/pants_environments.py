@@ -2,15 +2,34 @@
 
 Pants 2.28 moved `pants.core.util_rules.environments` to `pants.core.environments.target_types`
 (the target types and fields) and `pants.core.environments.rules` (the rules' request types),
-without a shim (pantsbuild/pants#22438). The plugin imports them only from here, so that move
-is a change of this file (docs/pants-versions.md).
+without a shim (pantsbuild/pants#22438). The plugin imports them only from here: from the new
+modules where they exist, else from the old one (Pants 2.17 to 2.27).
 """
 
-from pants.core.util_rules.environments import (  # noqa: F401 (re-exported)
-    DockerEnvironmentTarget,
-    DockerImageField,
-    EnvironmentField,
-    EnvironmentNameRequest,
-    EnvironmentTarget,
-    EnvironmentsSubsystem,
-)
+__all__ = [
+    "DockerEnvironmentTarget",
+    "DockerImageField",
+    "EnvironmentField",
+    "EnvironmentNameRequest",
+    "EnvironmentTarget",
+    "EnvironmentsSubsystem",
+]
+
+try:
+    from pants.core.environments.rules import EnvironmentNameRequest
+    from pants.core.environments.subsystems import EnvironmentsSubsystem
+    from pants.core.environments.target_types import (
+        DockerEnvironmentTarget,
+        DockerImageField,
+        EnvironmentField,
+        EnvironmentTarget,
+    )
+except ImportError:  # Pants before 2.28
+    from pants.core.util_rules.environments import (
+        DockerEnvironmentTarget,
+        DockerImageField,
+        EnvironmentField,
+        EnvironmentNameRequest,
+        EnvironmentTarget,
+        EnvironmentsSubsystem,
+    )

@@ -102,3 +102,15 @@ def test_the_offline_launcher_refuses_a_pants_version_it_does_not_run(tmp_path: 
     assert run.returncode == 1 and run.stdout == "" and list(cache.iterdir()) == []
     assert run.stderr.splitlines()[0] == "error: pants.toml asks for Pants 2.31.0; ./pants runs only 2.17.1 (from PyPI)."
     assert "docs/pants-versions.md" in run.stderr
+
+
+def test_a_fresh_start_of_the_offline_launcher_is_quiet(ws) -> None:
+    # Every new Pants process (here: no pantsd) imports Pants' packaging 21.3, which under the
+    # pyparsing 3.3 pip picks by itself printed ten PyparsingDeprecationWarning blocks (30 lines)
+    # before any output; ./pants pins pyparsing 3.2.5. Only its one-time bootstrap may speak.
+    run = require_success(ws.pants("--no-pantsd", "help", "auditwheel"), "help auditwheel")
+    bootstrap = ("Bootstrapping Pants ", "Building the pex CLI ")
+    assert [line for line in run.stderr.splitlines() if not line.startswith(bootstrap)] == []
+    # The tool's options, read with its built-in lock beside it (rocm_build/wheel/auditwheel.lock).
+    assert "auditwheel (https://github.com/pypa/auditwheel): the manylinux policy each built wheel meets." in run.stdout
+    assert "current value: auditwheel (from pants.toml)" in run.stdout

@@ -5,7 +5,8 @@ Usage: python pants_api_report.py [ROOT]   (ROOT: the repository; prints Markdow
 - `Get` and `MultiGet` call sites (warned about in Pants 2.30/2.31, removed in 2.32 with the
   `migrate-call-by-name` goal), and how many sit in plain async helpers, which that goal does
   not rewrite;
-- imports of modules Pants moved without a shim;
+- imports of modules Pants moved without a shim, marked where one is only the fallback for
+  older Pants (in an `except ImportError:`);
 - options Pants removed, wherever a file still names them (as an option or its variable).
 
 docs/pants-versions.md carries the output between its `pants-api-report` markers, and
@@ -52,8 +53,20 @@ def engine_calls(tree: ast.Module) -> Tuple[int, int, int]:
     return gets, multi, in_helpers
 
 
-def moved_imports(tree: ast.Module) -> List[str]:
-    return [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module in MOVED]  # type: ignore[misc]
+def moved_imports(tree: ast.Module) -> List[Tuple[str, bool]]:
+    """(moved module, whether it is a fallback: imported in an `except ImportError:`, after the
+    `try:` tried the new module) for each import of a moved module."""
+    fallbacks = {
+        id(node)
+        for handler in ast.walk(tree)
+        if isinstance(handler, ast.ExceptHandler) and _name(handler.type) == "ImportError"  # type: ignore[arg-type]
+        for node in ast.walk(handler)
+    }
+    return [
+        (n.module, id(n) in fallbacks)  # type: ignore[misc]
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module in MOVED
+    ]
 
 
 # What is read: the plugin's modules for calls and imports; these files for option names. The
@@ -77,8 +90,8 @@ def report(root: Path) -> str:
             counts = engine_calls(tree)
             if any(counts):
                 modules[rel] = counts
-            for module in moved_imports(tree):
-                moved.setdefault(module, []).append(rel)
+            for module, fallback in moved_imports(tree):
+                moved.setdefault(module, []).append(f"`{rel}`{' (as the fallback)' if fallback else ''}")
         if not rel.startswith(("rules/rocm_build/programs/pants_api_report", "docs/pants-versions.md")):  # they name it to say why
             text = path.read_text(errors="replace").lower()  # the option, or its PANTS_... variable
             for option in REMOVED_OPTIONS:
@@ -92,7 +105,7 @@ def report(root: Path) -> str:
     ]
     for module, (since, where) in MOVED.items():
         users = moved.get(module, [])
-        lines.append(f"- `{module}` (moved in {since} to {where}): imported by {len(users)} module(s){': ' if users else ''}{', '.join(f'`{u}`' for u in users)}")
+        lines.append(f"- `{module}` (moved in {since} to {where}): imported by {len(users)} module(s){': ' if users else ''}{', '.join(users)}")
     for option, (since, instead) in REMOVED_OPTIONS.items():
         users = options.get(option, [])
         lines.append(f"- option `{option}` (removed in {since}; {instead}): named in {len(users)} file(s){': ' if users else ''}{', '.join(f'`{u}`' for u in users)}")

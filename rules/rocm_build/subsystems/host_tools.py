@@ -3,6 +3,13 @@
 The tool's path is part of every cache key that uses it, so we only look in the standard
 system directories, which are the same on every machine of a kind; `--version` output
 goes into the key too, so a different git or python gives a different key.
+
+bash is Pants' own `BashBinary` (the same directories, fingerprinted by `bash --version`).
+git and python3 are looked up here, because Pants' lookups do not fit:
+- `GitBinary` (Pants 2.17 to 2.31) is found without a test, so its fingerprint is the same for
+  every git; the keys of fetches and patches carry `git --version` (ROCM_BUILD_GIT).
+- `PythonBinary` is deprecated in 2.17 and gone from 2.18; it searched
+  `[python-bootstrap].search_path`, here `<PYENV>` and `<PATH>`: a home directory in the keys.
 """
 
 from __future__ import annotations
@@ -11,6 +18,7 @@ import hashlib
 from dataclasses import dataclass
 
 from pants.core.util_rules.system_binaries import (
+    BashBinary,
     BinaryPath,
     BinaryPathRequest,
     BinaryPaths,
@@ -35,7 +43,7 @@ REMOTE_CACHE_FIRST_MILLIS = 10_000
 @dataclass(frozen=True)
 class HostTools:
     git: BinaryPath
-    bash: BinaryPath
+    bash: BashBinary
     python: BinaryPath
 
 
@@ -55,9 +63,8 @@ async def _find(name: str, why: str, install: str) -> BinaryPath:
 
 
 @rule
-async def find_host_tools() -> HostTools:
+async def find_host_tools(bash: BashBinary) -> HostTools:
     git = await _find("git", "to fetch upstream sources and apply patches", "apt-get install git")
-    bash = await _find("bash", "to run builds", "apt-get install bash")
     python = await _find(
         "python3", "to apply anchored edits and build wheels", "apt-get install python3 python3-venv"
     )

@@ -36,10 +36,12 @@ class Auditwheel(PythonToolBase):
     default_requirements = ["auditwheel>=6,<7"]
     register_interpreter_constraints = True
     default_interpreter_constraints = ["CPython>=3.10,<3.14"]
-    # Installed from a resolve of the repository (pants.toml: `[auditwheel] install_from_resolve`,
-    # pinned with hashes in its lock); Pants' tool base wants a built-in lock's name all the
-    # same, and this plugin ships none.
-    default_lockfile_resource = ("rocm_build", "auditwheel.lock")
+    # The tool's built-in lock, shipped beside this module (a `resource` in ./BUILD): Pants 2.17
+    # to 2.31 refuse a tool without one, 2.22+ read it while registering options (the help names
+    # its auditwheel version), and with `install_from_resolve` unset the tool installs from it.
+    # This repository's `auditwheel` resolve (pants.toml) is this same file: `pants
+    # generate-lockfiles --resolve=auditwheel` regenerates it.
+    default_lockfile_resource = ("rocm_build.wheel", "auditwheel.lock")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,39 @@
+"""Which lookup finds each host tool, and what of it enters cache keys (host_tools.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+
+from pants.core.util_rules.system_binaries import BashBinary, GitBinary
+from pants.testutil.rule_runner import QueryRule
+
+from rocm_build.subsystems.host_tools import SYSTEM_DIRS, HostTools
+from rocm_build.testutil.plugin_rules import plugin_rule_runner
+
+
+def first_in_system_dirs(name: str) -> str:
+    return next(f"{d}/{name}" for d in SYSTEM_DIRS if os.access(f"{d}/{name}", os.X_OK))
+
+
+def version_fingerprint(path: str) -> str:
+    return hashlib.sha256(subprocess.run([path, "--version"], capture_output=True, check=True).stdout).hexdigest()
+
+
+def test_bash_is_pants_own_and_git_and_python_carry_their_versions() -> None:
+    rule_runner = plugin_rule_runner(QueryRule(HostTools, []), QueryRule(BashBinary, []), QueryRule(GitBinary, []))
+    tools = rule_runner.request(HostTools, [])
+    # bash: Pants' BashBinary, found as our lookup found it (first in the system directories,
+    # fingerprinted by its --version), so the keys of processes that run it did not change.
+    assert tools.bash == rule_runner.request(BashBinary, [])
+    bash = first_in_system_dirs("bash")
+    assert (tools.bash.path, tools.bash.fingerprint) == (bash, version_fingerprint(bash))
+    # git: ours, because Pants' GitBinary has the same fingerprint for every git.
+    pants_git = rule_runner.request(GitBinary, [])
+    assert tools.git.path == pants_git.path == first_in_system_dirs("git")
+    assert pants_git.fingerprint == hashlib.sha256().hexdigest()
+    assert tools.git.fingerprint == version_fingerprint(tools.git.path)
+    # python3: from the system directories, never a pyenv shim on PATH.
+    python = first_in_system_dirs("python3")
+    assert (tools.python.path, tools.python.fingerprint) == (python, version_fingerprint(python))
