@@ -6,12 +6,13 @@
 First the install set's own check of the machine (its check_box.py: the GPU's gfx target,
 HSA_OVERRIDE_GFX_VERSION, /dev/kfd, GTT and TTM, kernel and firmware; docs/checks.md): a
 failure stops every test here with its findings and fix lines. Then they install the install
-set into a fresh venv as its requirements.txt says (the wheels by sha256, then the SDK's modules, amdsmi, from the SDK in the venv), source its env.sh, and check
-on the GPU: imports, the arch of the code objects, that torch's SDPA runs AOTriton's flash
-attention, and that nothing fell back silently (runtime_checks.py: vLLM's platform is ROCm,
-torch carries gfx1151 code, flash-attention runs its AMD Triton backend; it prints which SDPA
-backend torch chose). Those fail, not skip, on a gfx1151 machine. Where no ROCm GPU is present
-(every CI machine here) they are skipped, saying why.
+set into a fresh venv as its requirements.txt says (the wheels by sha256, then the SDK's
+modules, amdsmi, from the SDK in the venv), source its env.sh, and check on the GPU: imports,
+the arch of the code objects, that torch's SDPA runs AOTriton's flash attention, and that
+nothing fell back silently (runtime_checks.py: vLLM's platform is ROCm, torch carries gfx1151
+code, flash-attention runs its AMD Triton backend; it prints which SDPA backend torch chose).
+Those fail, not skip, on a gfx1151 machine. Where no ROCm GPU is present (every CI machine
+here) they are skipped, saying why.
 """
 
 from __future__ import annotations
