@@ -9,6 +9,7 @@ fixture wheels ./setup fetched.
 from __future__ import annotations
 
 import hashlib
+import json
 import subprocess
 import zipfile
 from pathlib import Path
@@ -62,6 +63,16 @@ def test_2_the_install_set_installs_with_require_hashes_and_carries_its_environm
     assert (install / "env.sh").read_text().splitlines()[2:] == [
         "export FLASH_ATTENTION_TRITON_AMD_ENABLE=TRUE  # tests/mini/flash_attention:wheel"
     ]
+    # The set's check of the box beside requirements.txt, for the chain's gpu targets; this
+    # machine has no GPU, so it says so and how to fix it, exit 1.
+    assert requirements.splitlines()[1].startswith("# before installing, check this machine: python3 check_box.py")
+    assert json.loads((install / "install_set.json").read_text()) == {"target": VLLM, "gpu_targets": ["gfx1151"]}
+    box = subprocess.run([python311(), "check_box.py"], cwd=install, capture_output=True, text=True)
+    assert (box.returncode, box.stdout.splitlines()[0]) == (1, (
+        "FAIL  gpu-target: no GPU: /sys/class/kfd/kfd/topology/nodes has no node with a gfx_target_version (amdgpu's "
+        "KFD is not loaded, or this is not the box)"
+    )), box.stdout + box.stderr  # fmt: skip
+    assert "      fix:    run this on the gfx1151 machine with amdgpu loaded" in box.stdout
 
     venv = tmp_path / "venv"
     subprocess.run([python311(), "-m", "venv", str(venv)], check=True)

@@ -15,6 +15,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
+from rocm_build.install.box_check import CHECK_STEP, box_check_files
 from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, wheels_of
 from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest, check_runtime_set, with_runtime_set
 from rocm_build.wheel.built_wheel import BuiltWheel
@@ -60,6 +61,7 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
     hosts = [(w, source) for w, source in sources if "prebuilt" in source and "device_of" not in source]
     lines = [
         "# The rocm_wheel chain of one `pants package`: every wheel by version and sha256.",
+        CHECK_STEP,
         "# pip install --no-index --find-links wheels --require-hashes -r requirements.txt  (from this directory)",
         *(
             # What a prebuilt wheel itself requires (TheRock's torch: rocm[libraries]) is not
@@ -79,6 +81,7 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
     for note in checked.notes:
         logger.warning(f"{checked.owner}: {note}")
     wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))
+    box_check = await box_check_files(closure[-1].address.spec, chain_gpu_targets(closure))
     return await Get(
         Digest,
         MergeDigests(
@@ -86,16 +89,22 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
                 await Get(Digest, AddPrefix(wheels, "wheels")),
                 await Get(Digest, CreateDigest([FileContent(INSTALL_REQUIREMENTS, "\n".join([*lines, ""]).encode())])),
                 runtime,
+                box_check,
             ]
         ),
     )
+
+
+def chain_gpu_targets(closure: Tuple[BuiltRocmWheel, ...]) -> Tuple[str, ...]:
+    """Every gpu target of the chain's wheels, in chain order."""
+    return tuple(dict.fromkeys(t for w in closure for t in json.loads(w.build_info).get("gpu_targets", ())))
 
 
 async def check_loads(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Digest) -> CheckedInstallSet:
     """The set's libraries, symbols and GPU code, as the box would load them (install/load_check.py)."""
     chain = [SetWheel(BuiltWheel(w.wheel, w.wheel_name or ""), w.address.spec, audited=not is_prebuilt(w)) for w in closure]
     runtime = [SetWheel(w, "the chain's run-time lock", audited=False) for w in await wheels_of(runtime_wheels)]
-    gpu_targets = tuple(dict.fromkeys(t for w in closure for t in json.loads(w.build_info).get("gpu_targets", ())))
+    gpu_targets = chain_gpu_targets(closure)
     owner = closure[-1].address.spec
     addresses = tuple(w.address for w in closure)
     sdk = (await Get(RuntimeSet, RuntimeSetRequest(owner, addresses))).sdk_install
