@@ -4,7 +4,7 @@ options, then upstream sources, toolchains, the wheel build, install sets, and t
 from rocm_build.pants_environments import DockerEnvironmentTarget
 
 from rocm_build.graph import declared, edges
-from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, package, plan, verify_reproducible
+from rocm_build.goals import check, lock_build_requirements, lock_runtime_requirements, lockfiles, package, plan, verify_reproducible
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.kernels import kernel_rules
 from rocm_build.subsystems import host_tools, sccache
@@ -14,6 +14,7 @@ from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk, r
 from rocm_build.upstream import archives, download, fetch, mirrors, patching, prebuilt, prebuilt_wheels, source_tree, upstream_repo
 from rocm_build.wheel import (
     build,
+    build_lock,
     build_output,
     build_process,
     build_requirements,
@@ -62,6 +63,7 @@ def rules():
         *isolation.rules(),
         # The wheel build: requirements, compiler cache, spec and process, checks, build, audits
         *build_requirements.rules(),
+        *build_lock.rules(),
         *ccache.rules(),
         *sccache_dist.rules(),
         *build_spec.rules(),
@@ -84,6 +86,8 @@ def rules():
         # Goals
         *package.rules(),
         *plan.rules(),
+        *check.rules(),
+        *lockfiles.rules(),
         *lock_build_requirements.rules(),
         *lock_runtime_requirements.rules(),
         *verify_reproducible.rules(),

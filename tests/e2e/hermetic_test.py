@@ -167,6 +167,41 @@ def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
         ws.write(LOCK, lock_text)
 
 
+RUN_LOCK = "3rdparty/run/py3.11/mini-flash_attention.lock"
+
+
+def test_generate_lockfiles_writes_the_mini_locks_byte_for_byte_as_the_old_goals_do(ws) -> None:
+    committed = {LOCK: ws.path(LOCK).read_bytes(), RUN_LOCK: ws.path(RUN_LOCK).read_bytes()}
+    try:
+        for path in committed:
+            ws.path(path).unlink()
+        run = require_success(
+            ws.pants("generate-lockfiles", "--resolve=build:py3.11/mini-vllm", "--resolve=run:py3.11/mini-flash_attention"),
+            "generate-lockfiles",
+        )
+        assert "Wrote lockfile for the resolve `build:py3.11/mini-vllm` to 3rdparty/build/py3.11/mini-vllm.lock" in run.stderr
+        assert f"Wrote lockfile for the resolve `run:py3.11/mini-flash_attention` to {RUN_LOCK}" in run.stderr
+        generated = {path: ws.path(path).read_bytes() for path in committed}
+        # The old goals, aliases by target, on the same inputs.
+        for path in committed:
+            ws.path(path).unlink()
+        require_success(ws.pants("lock-build-requirements", VLLM), "lock-build-requirements")
+        require_success(ws.pants("lock-runtime-requirements", "tests/mini/flash_attention:wheel"), "lock-runtime-requirements")
+        old = {path: ws.path(path).read_bytes() for path in committed}
+    finally:
+        for path, data in committed.items():
+            ws.path(path).write_bytes(data)
+    assert generated == old == committed
+    # Beside Pants' own Python resolves: the names are unique, each picks its own lock.
+    names = ws.pants("generate-lockfiles", "--resolve=nope")
+    assert names.returncode != 0
+    assert (
+        "All valid resolve names: ['build:py3.11/mini-vllm', 'build:py3.12/aiter', 'build:py3.12/aotriton', "
+        "'build:py3.12/flash_attention', 'build:py3.12/torch', 'build:py3.12/triton', 'build:py3.12/vllm', "
+    ) in names.stderr, names.stderr[-3000:]
+    assert "'pants-plugins', 'pytest', 'python-default', 'run:py3.11/mini-flash_attention', 'run:py3.12/flash_attention'" in names.stderr
+
+
 def test_a_build_step_cannot_reach_the_network(ws, server) -> None:
     url, _, seen = server
     require_success(ws.package(AOT), "the first wheel")

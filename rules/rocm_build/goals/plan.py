@@ -9,40 +9,31 @@ fetched or built and no toolchain is needed, so it works on any machine.
 
 from __future__ import annotations
 
-import json
-import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from pants.base.build_root import BuildRoot
 from pants.engine.addresses import Address, Addresses
 from pants.engine.console import Console
-from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, FileContent
+from pants.engine.fs import EMPTY_DIGEST
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.option.global_options import GlobalOptions
 from pants.option.option_types import BoolOption
 from pants.util.strutil import softwrap
 
-from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel
-from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
-from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
+from rocm_build.goals.preflight_report import chain_specs, dist_path, preflight_report
 from rocm_build.wheel.build_requirements import LockPath, ReadLock
-from rocm_build.wheel.chain_order import wheel_chain
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
-from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
 from rocm_build.wheel.rebuild import Inputs, changes, last_build_info, verdict
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainLabelField, ToolchainProviderField
-from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
 
@@ -197,98 +188,19 @@ async def _describe(
     ]
 
 
-async def _chains(addresses: Addresses) -> List[WheelBuildSpec]:
-    """The rocm_wheel chains of the given targets, in build order, each component once."""
-    specs: List[WheelBuildSpec] = []
-    for root in addresses:
-        wrapped = await Get(WrappedTarget, WrappedTargetRequest(root, "rocm-plan"))
-        if isinstance(wrapped.target, RocmWheelTarget):
-            specs += [s for s in await wheel_chain(root) if s.address not in {k.address for k in specs}]
-    if not specs:
-        raise RocmBuildError("rocm-plan: give it rocm_wheel targets, e.g. `pants rocm-plan components/vllm:wheel`")
-    return specs
-
-
-async def _preflight(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
-    """One line per component (ok, skip or FAIL with its problems), and the problem count."""
-    quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in specs)
-    trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in specs)
-    lines, count, seen = [], 0, set()
-    for q, t in zip(quick, trees):
-        problems = (*q.problems, *t.problems)
-        count += len(problems)
-        if q.skipped:
-            lines.append(f"skip  {q.owner}: {q.skipped}")
-        elif problems:
-            lines.append(f"FAIL  {q.owner}")
-            for p in problems:
-                # A toolchain shared by the chain fails the same way for each: say it once.
-                lines.append(f"      - as above: {p.splitlines()[0][:90]}..." if p in seen else f"      - {p}")
-                seen.add(p)
-        else:
-            lines.append(f"ok    {q.owner}  ({t.summary})")
-        lines += [f"      note: {n}" for n in t.notes]
-    skipped = sum(1 for q in quick if q.skipped)
-    if count:
-        verdict = f"{count} problem(s): fix them before building."
-    elif skipped:
-        verdict = f"{len(specs) - skipped} component(s) ok, {skipped} skipped."
-    else:
-        verdict = f"all {len(specs)} component(s) ok."
-    return [*lines, verdict], count
-
-
-def _set_wheels(install: Path) -> List[Tuple[str, bytes, bool]]:
-    """(name, bytes, built by the chain) of each wheel of an install set in dist/: a wheel whose
-    rocm_build_info.json names no prebuilt source had its GPU code audited when it was built."""
-    found = []
-    for path in sorted((install / "wheels").glob("*.whl")):
-        with zipfile.ZipFile(path) as wheel:
-            info = next((n for n in wheel.namelist() if n.endswith(".dist-info/rocm_build_info.json")), None)
-            built = info is not None and "prebuilt" not in json.loads(wheel.read(info)).get("source", {})
-        found.append((path.name, path.read_bytes(), built))
-    return found
-
-
-async def _installed_sets(roots: Addresses, specs: List[WheelBuildSpec], dist: Path) -> Tuple[List[str], int]:
-    """The load check `package` runs, on each install set of the given targets already in dist/."""
-    gpu_targets = tuple(dict.fromkeys(t for s in specs for t in s.gpu_targets))
-    lines, count = [], 0
-    for root in roots:
-        install = dist / f"{dist_dir(root)}.install"
-        wheels = _set_wheels(install) if install.is_dir() else []
-        if not wheels:
-            continue
-        digests = await MultiGet(Get(Digest, CreateDigest([FileContent(name, data)])) for name, data, _ in wheels)
-        set_wheels = tuple(SetWheel(BuiltWheel(d, name), name, built) for d, (name, _, built) in zip(digests, wheels))
-        chain = tuple(s.address for s in specs)
-        sdk = (await Get(RuntimeSet, RuntimeSetRequest(root.spec, chain))).sdk_install
-        checked = await Get(CheckedInstallSet, InstallSetCheckRequest(root.spec, set_wheels, gpu_targets, chain, sdk))
-        where = install.relative_to(dist.parent) if dist.parent in install.parents else install
-        if checked.problems:
-            lines += [f"FAIL  install set {where}", *(f"      - {p}" for p in checked.problems)]
-        else:
-            lines.append(f"ok    install set {where}  ({checked.summary()})")
-        lines += [f"      note: {n}" for n in checked.notes]
-        count += len(checked.problems)
-    return lines, count
-
-
 @goal_rule
 async def rocm_plan(
     console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation, global_options: GlobalOptions
 ) -> RocmPlan:
-    specs = await _chains(addresses)
-    if options.check:
-        lines, problems = await _preflight(specs)
-        # Where the wheels are built already: the install set as the box would load it.
-        set_lines, set_problems = await _installed_sets(addresses, specs, Path(BuildRoot().path, global_options.pants_distdir))
-        console.print_stdout("\n".join([*set_lines, *lines]))
-        return RocmPlan(exit_code=1 if problems or set_problems else 0)
+    specs = await chain_specs(addresses, RocmPlanSubsystem.name)
+    if options.check:  # the same report `pants check` shows (goals/check.py)
+        report = await preflight_report(addresses, specs, dist_path(global_options))
+        console.print_stdout(report.text)
+        return RocmPlan(exit_code=1 if report.problems else 0)
     lines: List[str] = []
     rebuilding: Dict[Address, bool] = {}
     for step, spec in enumerate(specs, 1):
-        lines += await _describe(step, spec, isolation, Path(BuildRoot().path, global_options.pants_distdir), rebuilding)
+        lines += await _describe(step, spec, isolation, dist_path(global_options), rebuilding)
     console.print_stdout("\n".join(lines))
     return RocmPlan(exit_code=0)
 

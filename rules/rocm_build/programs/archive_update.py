@@ -1,4 +1,4 @@
-"""update-pins for archive pins (components/archives.toml): a derived archive follows the
+"""update-pins for archive pins (components/archives/, one file per archive): a derived archive follows the
 file its source pin names at that pin's new commit (PyTorch's cmake/llvm-hash.txt for its
 LLVM build), with the sha256 of the file downloaded from the new URL."""
 

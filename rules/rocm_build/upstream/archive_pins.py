@@ -1,4 +1,4 @@
-"""The archive pins file (components/archives.toml): URL, sha256 and strip prefix of archives.
+"""The archive pins file (components/archives/, one file per archive): URL, sha256 and strip prefix of archives.
 
 An `upstream_archive(pin=...)` reads its table here instead of spelling `url` and `sha256`
 in BUILD, so that `update-pins` can keep it derived from a file in another pin's tree:

@@ -1,4 +1,4 @@
-"""The pins file (components/pins.toml): one table per upstream repository.
+"""The pins (components/pins/, one file per component; pins_dir.py reads them): one table per upstream repository.
 
 Validation happens here, once, so every rule that reads a pin can trust it and every
 error names the file, the table and the field. update-pins rewrites the file with

@@ -1,5 +1,5 @@
 """Rewriting a pins file in place: string fields of one TOML table, keeping comments, order
-and layout, so that what update-pins writes (pins.toml, archives.toml) differs from what a
+and layout, so that what update-pins writes (components/pins/*.toml, components/archives/*.toml) differs from what a
 person wrote only in the values it moved."""
 
 from __future__ import annotations

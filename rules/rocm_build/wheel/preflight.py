@@ -6,7 +6,8 @@ targets against upstream's list, toolchain and Python present, archives resolved
 rustc present for a Rust build); `TreeCheck` fetches and patches the
 pinned tree, then looks for every file the recipe names, checks the lock against the tree
 (downloading its wheelhouse) and that pip's cmake cannot end up on PATH. `package` runs
-both stages for the whole chain (chain.py), `rocm-plan --check` prints what they found.
+both stages for the whole chain (chain.py); `pants check` and `rocm-plan --check` report what
+they found (goals/preflight_report.py).
 
 Each problem is a sentence naming the target, what is wrong and how to fix it. Problems are
 collected, not raised, so one run reports every component's.

@@ -1,0 +1,52 @@
+"""`pants check <rocm_wheel>...`: the preflight, where Pants users look for checks.
+
+A member of Pants' `CheckRequest` union (`pants check --only=rocm-preflight` runs it alone):
+the same report as `pants rocm-plan --check` (preflight_report.py), for the chains of every
+rocm_wheel given, each component once. Pants prints it under `rocm-preflight failed` or
+`succeeded`; any problem fails the goal.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pants.core.goals.check import CheckRequest, CheckResult, CheckResults
+from pants.engine.rules import _uncacheable_rule, collect_rules
+from pants.engine.target import FieldSet
+from pants.engine.unions import UnionRule
+from pants.option.global_options import GlobalOptions
+
+from rocm_build.goals.preflight_report import chain_specs, dist_path, preflight_report
+from rocm_build.wheel.target_types import WheelSourceField, WheelToolchainField
+
+TOOL = "rocm-preflight"
+
+
+@dataclass(frozen=True)
+class RocmPreflightFieldSet(FieldSet):
+    # The fields only a rocm_wheel has. Not its `environment`: as under `rocm-plan --check`,
+    # the checks run here and look into the build image themselves.
+    required_fields = (WheelSourceField, WheelToolchainField)
+
+    source: WheelSourceField
+    toolchain: WheelToolchainField
+
+
+class RocmPreflightRequest(CheckRequest):
+    field_set_type = RocmPreflightFieldSet
+    tool_name = TOOL
+
+
+# Uncacheable like the checks it reports (wheel/preflight.py), and it reads the install sets
+# in dist/ directly: re-run on every `pants check`; what it asks for is memoized as usual.
+@_uncacheable_rule(desc="Running the rocm_wheel preflight")
+async def rocm_preflight(request: RocmPreflightRequest, global_options: GlobalOptions) -> CheckResults:
+    roots = sorted(fs.address for fs in request.field_sets)
+    specs = await chain_specs(roots, "check")
+    report = await preflight_report(roots, specs, dist_path(global_options))
+    result = CheckResult(1 if report.problems else 0, report.text, "", partition_description=", ".join(r.spec for r in roots))
+    return CheckResults([result], checker_name=TOOL)
+
+
+def rules():
+    return [*collect_rules(), UnionRule(CheckRequest, RocmPreflightRequest)]

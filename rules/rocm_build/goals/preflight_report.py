@@ -1,0 +1,129 @@
+"""The preflight's report, as `rocm-plan --check` prints it and `pants check` shows it.
+
+For the chains of the given rocm_wheel targets: one line per component (ok, skip or FAIL with
+each problem, from wheel/preflight.py's checks), and where a target's install set is in dist/
+already, the check `package` runs before writing it. Both goals call `preflight_report`, so
+they cannot disagree.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, List, Tuple
+
+from pants.base.build_root import BuildRoot
+from pants.engine.addresses import Address
+from pants.engine.fs import CreateDigest, Digest, FileContent
+from pants.engine.rules import Get, MultiGet
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.option.global_options import GlobalOptions
+
+from rocm_build.errors import RocmBuildError
+from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel
+from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest
+from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
+from rocm_build.wheel.built_wheel import BuiltWheel
+from rocm_build.wheel.chain_order import wheel_chain
+from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
+from rocm_build.wheel.target_types import RocmWheelTarget
+
+
+@dataclass(frozen=True)
+class PreflightReport:
+    lines: Tuple[str, ...]
+    problems: int  # how many; the goals fail when there is any
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def dist_path(global_options: GlobalOptions) -> Path:
+    return Path(BuildRoot().path, global_options.pants_distdir)
+
+
+async def chain_specs(addresses: Iterable[Address], goal: str) -> List[WheelBuildSpec]:
+    """The rocm_wheel chains of the given targets, in build order, each component once."""
+    specs: List[WheelBuildSpec] = []
+    for root in addresses:
+        wrapped = await Get(WrappedTarget, WrappedTargetRequest(root, goal))
+        if isinstance(wrapped.target, RocmWheelTarget):
+            specs += [s for s in await wheel_chain(root) if s.address not in {k.address for k in specs}]
+    if not specs:
+        raise RocmBuildError(f"{goal}: give it rocm_wheel targets, e.g. `pants {goal} components/vllm:wheel`")
+    return specs
+
+
+async def preflight_report(roots: Iterable[Address], specs: List[WheelBuildSpec], dist: Path) -> PreflightReport:
+    """The install sets of `roots` already in dist/, then every component of `specs`."""
+    set_lines, set_problems = await _installed_sets(tuple(roots), specs, dist)
+    lines, problems = await _components(specs)
+    return PreflightReport((*set_lines, *lines), set_problems + problems)
+
+
+async def _components(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
+    """One line per component (ok, skip or FAIL with its problems), and the problem count."""
+    quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in specs)
+    trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in specs)
+    lines, count, seen = [], 0, set()
+    for q, t in zip(quick, trees):
+        problems = (*q.problems, *t.problems)
+        count += len(problems)
+        if q.skipped:
+            lines.append(f"skip  {q.owner}: {q.skipped}")
+        elif problems:
+            lines.append(f"FAIL  {q.owner}")
+            for p in problems:
+                # A toolchain shared by the chain fails the same way for each: say it once.
+                lines.append(f"      - as above: {p.splitlines()[0][:90]}..." if p in seen else f"      - {p}")
+                seen.add(p)
+        else:
+            lines.append(f"ok    {q.owner}  ({t.summary})")
+        lines += [f"      note: {n}" for n in t.notes]
+    skipped = sum(1 for q in quick if q.skipped)
+    if count:
+        verdict = f"{count} problem(s): fix them before building."
+    elif skipped:
+        verdict = f"{len(specs) - skipped} component(s) ok, {skipped} skipped."
+    else:
+        verdict = f"all {len(specs)} component(s) ok."
+    return [*lines, verdict], count
+
+
+def _set_wheels(install: Path) -> List[Tuple[str, bytes, bool]]:
+    """(name, bytes, built by the chain) of each wheel of an install set in dist/: a wheel whose
+    rocm_build_info.json names no prebuilt source had its GPU code audited when it was built."""
+    found = []
+    for path in sorted((install / "wheels").glob("*.whl")):
+        with zipfile.ZipFile(path) as wheel:
+            info = next((n for n in wheel.namelist() if n.endswith(".dist-info/rocm_build_info.json")), None)
+            built = info is not None and "prebuilt" not in json.loads(wheel.read(info)).get("source", {})
+        found.append((path.name, path.read_bytes(), built))
+    return found
+
+
+async def _installed_sets(roots: Tuple[Address, ...], specs: List[WheelBuildSpec], dist: Path) -> Tuple[List[str], int]:
+    """The load check `package` runs, on each install set of the given targets already in dist/."""
+    gpu_targets = tuple(dict.fromkeys(t for s in specs for t in s.gpu_targets))
+    lines, count = [], 0
+    for root in roots:
+        install = dist / f"{dist_dir(root)}.install"
+        wheels = _set_wheels(install) if install.is_dir() else []
+        if not wheels:
+            continue
+        digests = await MultiGet(Get(Digest, CreateDigest([FileContent(name, data)])) for name, data, _ in wheels)
+        set_wheels = tuple(SetWheel(BuiltWheel(d, name), name, built) for d, (name, _, built) in zip(digests, wheels))
+        chain = tuple(s.address for s in specs)
+        sdk = (await Get(RuntimeSet, RuntimeSetRequest(root.spec, chain))).sdk_install
+        checked = await Get(CheckedInstallSet, InstallSetCheckRequest(root.spec, set_wheels, gpu_targets, chain, sdk))
+        where = install.relative_to(dist.parent) if dist.parent in install.parents else install
+        if checked.problems:
+            lines += [f"FAIL  install set {where}", *(f"      - {p}" for p in checked.problems)]
+        else:
+            lines.append(f"ok    install set {where}  ({checked.summary()})")
+        lines += [f"      note: {n}" for n in checked.notes]
+        count += len(checked.problems)
+    return lines, count
