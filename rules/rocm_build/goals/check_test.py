@@ -25,7 +25,7 @@ def rule_runner() -> RuleRunner:
     runner.write_files(
         {
             # An upstream no fetch reaches and a toolchain that is not there: problems both goals report.
-            "components/pins.toml": pins_toml(a={"url": "file:///nowhere/a", "track": "main", "commit": "a" * 40}),
+            "components/pins/all.toml": pins_toml(a={"url": "file:///nowhere/a", "track": "main", "commit": "a" * 40}),
             "components/BUILD": "rocm_toolchain(name='llvm', provider='llvm', path='/nowhere')\n"
             "upstream_repo(name='a-src', pin='a')\n"
             "rocm_wheel(name='a', source=':a-src', toolchain=':llvm')\n",

@@ -50,7 +50,7 @@ def rule_runner() -> RuleRunner:
     runner.write_files(
         {
             # Unreachable URLs: no lock here needs the tree (no `-r` file).
-            "components/pins.toml": pins_toml(
+            "components/pins/all.toml": pins_toml(
                 a={"url": "file:///nowhere/a", "track": "main", "commit": "a" * 40},
                 b={"url": "file:///nowhere/b", "track": "main", "commit": "b" * 40},
             ),
