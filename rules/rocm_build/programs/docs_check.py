@@ -27,7 +27,7 @@ PAGES = ("README.md", "docs/*.md", "components/README.md")
 # The Pants goals the pages may use that Pants itself defines (2.17; the same names in 2.31).
 PANTS_GOALS = {
     "check", "dependencies", "dependents", "export", "filedeps", "fmt", "generate-lockfiles",
-    "help", "lint", "list", "package", "peek", "repl", "roots", "run", "tailor", "test", "version",
+    "help", "lint", "list", "package", "paths", "peek", "repl", "roots", "run", "tailor", "test", "version",
 }  # fmt: skip
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 HEADING = re.compile(r"^#{1,6}\s+(.*?)\s*#*\s*$")
