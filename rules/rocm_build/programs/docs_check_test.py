@@ -63,7 +63,7 @@ def test_each_mistake_is_named(tmp_path: Path) -> None:
         "docs/pins.md:8: `./pants rocm-plan --frobnicate components/vllm:whee`: --frobnicate is not an option of `rocm-plan` (rules/rocm_build/goals/)",
         "docs/pins.md:8: `./pants rocm-plan --frobnicate components/vllm:whee`: components/vllm:whee: components/vllm/BUILD declares no target named 'whee'",
         "docs/pins.md:9: `./pants packgae components/nothere:wheel`: `packgae` is not a goal (Pants': check, dependencies, dependents, "
-        "export, filedeps, fmt, generate-lockfiles, help, lint, list, package, peek, repl, roots, run, tailor, test, version; ours: rocm-plan)",
+        "export, filedeps, fmt, generate-lockfiles, help, lint, list, package, paths, peek, repl, roots, run, tailor, test, version; ours: rocm-plan)",
         "docs/pins.md:9: `./pants packgae components/nothere:wheel`: components/nothere:wheel: components/nothere/BUILD does not exist",
         "docs/pins.md:10: `./pants run rules:update-pins -- --only vllm --dry-rum`: --dry-rum is not a flag of rules:update-pins",
         "docs/pins.md:11: `./pants --pants-config-files=pants.remote.toml test tests::`: pants.remote.toml does not exist",
