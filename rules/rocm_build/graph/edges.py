@@ -85,7 +85,7 @@ async def find_pin_files(request: PinFilesRequest) -> PinFiles:
     if not is_directory(request.pins_file):
         return PinFiles((request.pins_file,))
     contents = await Get(DigestContents, PathGlobs([glob_of(request.pins_file)]))
-    files = PinsFiles(request.pins_file, tuple(sorted((fc.path, fc.content.decode()) for fc in contents)))
+    files = PinsFiles.of(request.pins_file, ((fc.path, fc.content) for fc in contents))
     try:
         tables = files.tables()
     except PinsError:  # the build reads the pins too, and says what is wrong and where
@@ -162,15 +162,19 @@ async def infer_wheel_inputs(
     owner = fs.address.spec
     # The image of a build in a container: the docker_environment its `environment` names.
     image = [environments.names[fs.environment.value]] if fs.environment.value in environments.names else []
-    named = await Get(
-        Addresses,
-        UnparsedAddressInputs(
-            [fs.source.value, fs.toolchain.value, *(fs.archives.value or {}).values(), *image],
-            owning_address=fs.address,
-            description_of_origin=f"the `source`, `toolchain`, `archives` and `environment` fields of {owner}",
+    source_address, named = await MultiGet(
+        Get(Addresses, UnparsedAddressInputs([fs.source.value], owning_address=fs.address, description_of_origin=f"the `source` field of {owner}")),
+        Get(
+            Addresses,
+            UnparsedAddressInputs(
+                [fs.toolchain.value, *(fs.archives.value or {}).values(), *image],
+                owning_address=fs.address,
+                description_of_origin=f"the `toolchain`, `archives` and `environment` fields of {owner}",
+            ),
         ),
     )
-    source = (await Get(WrappedTarget, WrappedTargetRequest(named[0], f"the `source` field of {owner}"))).target
+    named = Addresses([*source_address, *named])
+    source = (await Get(WrappedTarget, WrappedTargetRequest(source_address[0], f"the `source` field of {owner}"))).target
     if not source.has_field(PinField):  # an error the build itself reports, naming the field
         return InferredDependencies(named)
     pin = source[PinField].value

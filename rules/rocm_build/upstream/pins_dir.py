@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Mapping, Tuple, TypeVar
+from typing import Callable, Dict, Iterable, Mapping, Tuple, TypeVar
 
 from rocm_build.upstream.pins import PREBUILT, PinsError, load_toml
 
@@ -37,6 +37,11 @@ class PinsFiles:
 
     path: str  # as `pins_file` gives it
     files: Tuple[Tuple[str, str], ...]
+
+    @classmethod
+    def of(cls, path: str, contents: Iterable[Tuple[str, bytes]]) -> "PinsFiles":
+        """From the engine's file contents, in name order."""
+        return cls(path, tuple(sorted((name, data.decode()) for name, data in contents)))
 
     @property
     def text(self) -> str:

@@ -34,7 +34,7 @@ async def load_pins(path: str, owner: str, parse: Callable[[str, str], Mapping[s
             description_of_origin=f"the `pins_file` field of {owner}",
         ),
     )
-    files = PinsFiles(path, tuple(sorted((fc.path, fc.content.decode()) for fc in contents)))
+    files = PinsFiles.of(path, ((fc.path, fc.content) for fc in contents))
     try:
         pins = files.parse(parse)
     except PinsError as e:
