@@ -15,6 +15,7 @@ from typing import Dict, List, Sequence
 import pytest
 
 from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
+from rocm_build.install.load_check import ELF_LINKS
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 
 CLANG = "/usr/bin/clang-19"
@@ -49,9 +50,9 @@ def wheel(path: Path, members: Dict[str, Path], requires: Sequence[str] = ()) ->
 
 def read(wheel_path: Path, tmp: Path) -> dict:
     """elf_links.py run as a process runs it (pyelftools of the test's resolve, as auditwheel's)."""
-    script = tmp / "elf_links.py"
-    script.write_bytes(script_bytes("elf_links.py"))
-    return json.loads(subprocess.run([sys.executable, str(script), str(wheel_path)], check=True, capture_output=True).stdout)
+    for name in ELF_LINKS:  # with what it imports
+        (tmp / name).write_bytes(script_bytes(name))
+    return json.loads(subprocess.run([sys.executable, str(tmp / "elf_links.py"), str(wheel_path)], check=True, capture_output=True).stdout)
 
 
 @pytest.fixture(scope="module")
