@@ -92,7 +92,7 @@ def _index_hint(ref: KpackRef, archive: KpackArchive, target: str) -> str:
 
 
 def _ref_problems(ref: KpackRef, owner: str, by_path: Mapping[str, KpackArchive], target: str, devices: Sequence[str]) -> List[str]:
-    host = f"{ref.path} in {ref.wheel} ({owner})"
+    host = f"{ref.path} in {ref.wheel}" + (f" ({owner})" if owner and owner != ref.wheel else "")
     kernels = ref.kernels()
     looked = [search_path(ref, p, target) for p in ref.search_paths]
     present = [by_path[p] for p in looked if p in by_path]
@@ -151,10 +151,10 @@ def kpack_problems(
     by_path: Dict[str, KpackArchive] = {a.path: a for a in archives if not a.error}
     problems = [f"{a.path} in {a.wheel} is not a readable .kpack archive: {a.error}" for a in archives if a.error]
     for ref in refs:
-        owner = owners.get(ref.wheel, "its target")
+        owner = owners.get(ref.wheel, "")
         if not ref.indexes:
             problems.append(
-                f"{ref.path} in {ref.wheel} ({owner}) carries a .rocm_kpack_ref marker (kernel {ref.kernel_name}) but "
+                f"{ref.path} in {ref.wheel} carries a .rocm_kpack_ref marker (kernel {ref.kernel_name}) but "
                 f"no HIPK wrapper in .hipFatBinSegment: which of its code objects it loads cannot be read."
             )
             continue
