@@ -6,10 +6,7 @@ clang-19 compiled from the same sources (gfx942 ones for the wrong-arch case).""
 
 from __future__ import annotations
 
-import json
 import subprocess
-import sys
-import zipfile
 from pathlib import Path
 from typing import Dict, Mapping, Sequence
 
@@ -17,8 +14,8 @@ import pytest
 
 from mini import kpack_writer
 from rocm_build.install.kpack_check import kpack_facts, kpack_problems
-from rocm_build.install.load_check import ELF_LINKS
-from rocm_build.sandbox_scripts import script_bytes
+from rocm_build.testutil.wheel_facts import read_elf_links as read
+from rocm_build.testutil.wheel_facts import wheel
 
 CLANG = "/usr/bin/clang-19"
 HOST = "mini_blas-1.0-py3-none-linux_x86_64.whl"
@@ -67,25 +64,6 @@ def built(tmp_path_factory) -> Dict[str, bytes]:
     run([CLANG, "-shared", "-fuse-ld=lld", "-Wl,--build-id=none", "-o", "libmini_blas.so", *objects], tmp)
     out["library"] = (tmp / "libmini_blas.so").read_bytes()
     return out
-
-
-def wheel(path: Path, members: Mapping[str, bytes], requires: Sequence[str] = ()) -> Path:
-    project, version = path.name.split("-")[:2]
-    metadata = "".join(f"Requires-Dist: {r}\n" for r in requires)
-    with zipfile.ZipFile(path, "w") as z:
-        for name, data in members.items():
-            z.writestr(name, data)
-        z.writestr(f"{project}-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n{metadata}\n")
-    return path
-
-
-def read(wheel_path: Path, tmp: Path) -> dict:
-    """elf_links.py run as a process runs it (msgpack, zstandard, pyelftools of the test's resolve)."""
-    for name in ELF_LINKS:
-        (tmp / name).write_bytes(script_bytes(name))
-    result = subprocess.run([sys.executable, str(tmp / "elf_links.py"), str(wheel_path)], capture_output=True, text=True)
-    assert result.returncode == 0, result.stderr
-    return json.loads(result.stdout)
 
 
 def host_wheel(built: Dict[str, bytes], tmp: Path) -> Path:
