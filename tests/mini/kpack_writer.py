@@ -8,7 +8,8 @@ system Python): msgpack encoded here for the few types the format uses, zstd fra
 `.hip_fatbin` holding the code objects, one HIPF wrapper per translation unit in
 `.hipFatBinSegment`) into a host-only one: `.rocm_kpack_ref` added by llvm-objcopy (not
 loaded, as the splitter first adds it), each wrapper's magic made HIPK with its index at +16,
-`.hip_fatbin` zeroed. The splitter also maps the marker into a PT_LOAD segment and points the
+`.hip_fatbin` zeroed (`split_hip_library` compiles such a library and its code objects). The
+splitter also maps the marker into a PT_LOAD segment and points the
 wrappers at it; only the runtime follows that pointer, so the double leaves it out.
 """
 
@@ -18,8 +19,9 @@ import struct
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Dict, Mapping, Sequence, Tuple
 
+CLANG = "/usr/bin/clang-19"
 OBJCOPY = "/usr/bin/llvm-objcopy-19"
 ZSTD = "/usr/bin/zstd"
 ALIGN = 64  # the blobs start at the first 64-byte boundary after the header
@@ -126,3 +128,42 @@ def split_library(library: Path, kernel_name: str, search_paths: Sequence[str], 
     offset, size = sections[".hip_fatbin"]
     data[offset:offset + size] = bytes(size)
     library.write_bytes(bytes(data))
+
+
+# What a HIP translation unit needs without HIP's headers: the kernel attribute and the launch
+# entry point clang's host stub calls.
+HIP_PRELUDE = """\
+#define __global__ __attribute__((global))
+typedef struct { unsigned x, y, z; } dim3;
+typedef struct ihipStream_t *hipStream_t;
+extern "C" int hipLaunchKernel(const void *, dim3, dim3, void **, unsigned long, hipStream_t);
+"""
+HIP_FLAGS = ["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-fno-ident"]
+
+
+def _clang(argv: Sequence[str], cwd: Path) -> None:
+    result = subprocess.run([CLANG, *argv], cwd=cwd, capture_output=True, text=True)
+    if result.returncode != 0:
+        raise RuntimeError(f"clang-19 {' '.join(argv)}: {result.stderr}")
+
+
+def split_hip_library(
+    work: Path, name: str, units: Mapping[str, str], kernel_name: str, search_paths: Sequence[str],
+    arches: Sequence[str], link: Sequence[str] = (),
+) -> Tuple[bytes, Dict[str, Dict[str, bytes]]]:  # fmt: skip
+    """A shared library clang-19 links from HIP translation units (unit name -> kernel source,
+    HIP_PRELUDE before it) for `arches[0]`, split: its bytes, and each unit's code object per
+    arch of `arches` keyed as the archive keys them (`<kernel_name>#<unit index>`)."""
+    kernels: Dict[str, Dict[str, bytes]] = {}
+    for index, (unit, source) in enumerate(units.items()):
+        (work / f"{unit}.hip").write_text(HIP_PRELUDE + source)
+        # A fixed cuid: the bytes depend on the source alone, and two units do not collide.
+        flags = [*HIP_FLAGS, f"-cuid={unit}", f"{unit}.hip"]
+        _clang([*flags, f"--offload-arch={arches[0]}", "-fPIC", "-c", "-o", f"{unit}.o"], work)
+        for arch in arches:
+            _clang([*flags, f"--offload-arch={arch}", "--cuda-device-only", "--no-gpu-bundle-output", "-o", f"{unit}-{arch}.co"], work)
+            kernels.setdefault(f"{kernel_name}#{index}", {})[arch] = (work / f"{unit}-{arch}.co").read_bytes()
+    objects = [f"{unit}.o" for unit in units]
+    _clang(["-shared", "-fuse-ld=lld", "-Wl,--build-id=none", f"-Wl,-soname,{name}", "-o", name, *objects, *link], work)
+    split_library(work / name, kernel_name, search_paths)
+    return (work / name).read_bytes(), kernels

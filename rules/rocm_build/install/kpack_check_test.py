@@ -6,9 +6,8 @@ clang-19 compiled from the same sources (gfx942 ones for the wrong-arch case).""
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
-from typing import Dict, Mapping, Sequence
+from typing import Dict, Mapping, Sequence, Tuple
 
 import pytest
 
@@ -17,67 +16,42 @@ from rocm_build.install.kpack_check import kpack_facts, kpack_problems
 from rocm_build.testutil.wheel_facts import read_elf_links as read
 from rocm_build.testutil.wheel_facts import wheel
 
-CLANG = "/usr/bin/clang-19"
 HOST = "mini_blas-1.0-py3-none-linux_x86_64.whl"
 DEVICE = "mini_blas_device_gfx1151-1.0-py3-none-linux_x86_64.whl"
 LIBRARY = "_mini_blas/lib/libmini_blas.so"
 KERNEL = "lib/libmini_blas.so"
 ARCHIVE = "_mini_blas/.kpack/blas_lib_gfx1151.kpack"
 OWNERS = {HOST: "tests/mini/therock:blas"}
-HEADER = """\
-#define __global__ __attribute__((global))
-typedef struct { unsigned x, y, z; } dim3;
-typedef struct ihipStream_t *hipStream_t;
-extern "C" int hipLaunchKernel(const void *, dim3, dim3, void **, unsigned long, hipStream_t);
-"""
-SOURCES = {
+UNITS = {
     "axpy": 'extern "C" __global__ void axpy(float *x, float a) { x[__builtin_amdgcn_workitem_id_x()] += a; }\n',
     "scale": 'extern "C" __global__ void scale(float *x, float a) { x[__builtin_amdgcn_workitem_id_x()] *= a; }\n',
 }
+SEARCH_PATH = "../.kpack/blas_lib_@GFXARCH@.kpack"
 WRONG_ARCH = (
     f"{LIBRARY} in {HOST} (tests/mini/therock:blas) references kernel {KERNEL}#1 for gfx1151; the archive it looks in, "
     f"{ARCHIVE} in the device wheel {DEVICE}, files it under gfx1151, but its ELF header says gfx942: on a gfx1151 GPU "
     f"it fails with hipErrorInvalidImage. Rebuild the device wheel for gfx1151."
 )
-HIP = ["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-fno-ident"]
-
-
-def run(argv: Sequence[str], cwd: Path) -> None:
-    result = subprocess.run(argv, cwd=cwd, capture_output=True, text=True)
-    assert result.returncode == 0, f"{argv}: {result.stderr}"
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory) -> Dict[str, bytes]:
-    """The fat library (a wrapper per translation unit) and each unit's code object per arch."""
-    tmp = tmp_path_factory.mktemp("hip")
-    out: Dict[str, bytes] = {}
-    objects = []
-    for name, body in SOURCES.items():
-        (tmp / f"{name}.hip").write_text(HEADER + body)
-        run([CLANG, *HIP, f"-cuid={name}", "--offload-arch=gfx1151", "-fPIC", "-c", f"{name}.hip", "-o", f"{name}.o"], tmp)
-        objects.append(f"{name}.o")
-        for arch in ("gfx1151", "gfx942"):
-            co = f"{name}-{arch}.co"
-            run([CLANG, *HIP, f"-cuid={name}", f"--offload-arch={arch}", "--cuda-device-only", "--no-gpu-bundle-output", f"{name}.hip", "-o", co], tmp)
-            out[co] = (tmp / co).read_bytes()
-    run([CLANG, "-shared", "-fuse-ld=lld", "-Wl,--build-id=none", "-o", "libmini_blas.so", *objects], tmp)
-    out["library"] = (tmp / "libmini_blas.so").read_bytes()
-    return out
+def built(tmp_path_factory) -> Tuple[bytes, Dict[str, Dict[str, bytes]]]:
+    """The split library (a HIPK wrapper per translation unit) and each unit's code object per arch."""
+    return kpack_writer.split_hip_library(
+        tmp_path_factory.mktemp("hip"), "libmini_blas.so", UNITS, KERNEL, [SEARCH_PATH], ("gfx1151", "gfx942")
+    )
 
 
-def host_wheel(built: Dict[str, bytes], tmp: Path) -> Path:
+def host_wheel(built, tmp: Path) -> Path:
     """TheRock's split host: the host-only library, and its device wheel named by its extra."""
-    library = tmp / "libmini_blas.so"
-    library.write_bytes(built["library"])
-    kpack_writer.split_library(library, KERNEL, ["../.kpack/blas_lib_@GFXARCH@.kpack"])
     requires = ['mini-blas-device-gfx1151==1.0; extra == "device-gfx1151"']
-    return wheel(tmp / HOST, {LIBRARY: library.read_bytes()}, requires)
+    return wheel(tmp / HOST, {LIBRARY: built[0]}, requires)
 
 
-def code(built: Dict[str, bytes], arches: Sequence[str] = ("gfx1151", "gfx1151")) -> Dict[str, Dict[str, bytes]]:
-    """The archive's kernels as TheRock keys them: `<kernel_name>#<wrapper index>`."""
-    return {f"{KERNEL}#{i}": {"gfx1151": built[f"{name}-{arch}.co"]} for i, (name, arch) in enumerate(zip(SOURCES, arches))}
+def code(built, arches: Sequence[str] = ("gfx1151", "gfx1151")) -> Dict[str, Dict[str, bytes]]:
+    """The archive's kernels as TheRock keys them (`<kernel_name>#<wrapper index>`), each unit's
+    code object compiled for `arches[i]` and filed under gfx1151."""
+    return {key: {"gfx1151": by_arch[arch]} for (key, by_arch), arch in zip(built[1].items(), arches)}
 
 
 def problems(tmp: Path, wheels: Sequence[Path], gpu_targets: Sequence[str] = ("gfx1151",)):
