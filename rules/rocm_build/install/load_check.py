@@ -8,8 +8,9 @@ wheels the chain did not build (prebuilt and run-time wheels) is read as the bui
 reads a built wheel's (gpu_audit.py): a library with AMDGPU code must carry each of the
 chain's `gpu_targets`. TheRock's split device code (elf_links.py reads it with kpack.py) is
 checked across the set (kpack_check.py): each kernel a host library references must be, for
-each of the chain's `gpu_targets`, in a `.kpack` archive a device wheel of the set installs. A problem stops `package` (nothing of the chain reaches dist/);
-`rocm-plan --check` runs the same check on an install set already in dist/.
+each of the chain's `gpu_targets`, in a `.kpack` archive a device wheel of the set installs.
+A problem stops `package` (nothing of the chain reaches dist/); `rocm-plan --check` runs the
+same check on an install set already in dist/.
 """
 
 from __future__ import annotations

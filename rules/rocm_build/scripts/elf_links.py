@@ -22,9 +22,10 @@ AMDGPU code objects are device code, read by gpu_code.py; they are not loaded by
 TheRock's split device code is read by kpack.py: a host library's `.rocm_kpack_ref` marker
 and HIPK wrappers (`kpack_refs`: kernel_name, search_paths, indexes: the code object index of
 each wrapper), each `.kpack` archive (`kpacks`: its arches, compression, kernels, each with the
-arch its code object's ELF header names; or `error`, why it cannot be read), and the device wheels the wheel's metadata names per
-arch (`Requires-Dist: X; extra == "device-<gfx>"`, TheRock's split host).
-Runs in auditwheel's venv, which holds pyelftools at the version its lock pins.
+arch its code object's ELF header names; or `error`, why it cannot be read), and the device
+wheels the wheel's metadata names per arch (`Requires-Dist: X; extra == "device-<gfx>"`,
+TheRock's split host). Runs in auditwheel's venv, which holds pyelftools, msgpack and
+zstandard at the versions its lock pins.
 """
 
 import array
