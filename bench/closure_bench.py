@@ -3,7 +3,8 @@
 torchvision 0.28.0 and triton 3.7.1 that ./setup mirrors (components/kernels/pins.toml).
 
 Usage: python3 bench/closure_bench.py PYTHON
-  PYTHON: an interpreter with auditwheel and pyelftools (`pip install auditwheel==6.8.2`)
+  PYTHON: an interpreter with auditwheel and pyelftools, and msgpack and zstandard for the
+  kpack reader elf_links.py imports (`pip install auditwheel==6.8.2 msgpack==1.1.0 zstandard==0.23.0`)
 
 As `package` runs it: scripts/elf_links.py once a wheel, two at a time (Pants runs processes in
 parallel, one a core here), then closure.py over all of them. Prints the wall time of each

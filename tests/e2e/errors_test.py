@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 from typing import Callable, Dict
 
 import pytest
@@ -24,6 +25,7 @@ VLLM = "tests/mini/vllm:wheel"
 AOT = "tests/mini/aotriton:wheel"
 AOT_BUILD = "tests/mini/aotriton/BUILD"
 VLLM_PATCH = "tests/mini/patches/vllm/0001-report-gfx1151.patch"
+GOOD_BUILD: Dict[str, str] = {}  # what the fixture's good build printed
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +33,7 @@ def ws(tmp_path_factory):
     root = tmp_path_factory.mktemp("errors")
     upstreams = make_fixture_upstreams(root / "upstreams")
     workspace = Workspace(root / "checkout", upstreams, root / "store", root / "named")
-    require_success(workspace.package(VLLM), "the good build every case starts from")
+    GOOD_BUILD["stderr"] = require_success(workspace.package(VLLM), "the good build every case starts from").stderr
     yield workspace
     workspace.stop()
 
@@ -190,19 +192,39 @@ def test_error(ws: Workspace, name, edits, target, expected) -> None:
     assert snapshot(ws) == before
 
 
+def check_without(ws: Workspace, wheel: Path):
+    """`rocm-plan --check` of the install set in dist/ without one of its wheels (put back after)."""
+    data = wheel.read_bytes()
+    wheel.unlink()
+    try:
+        run = ws.pants("rocm-plan", "--check", VLLM)
+    finally:
+        wheel.write_bytes(data)
+    assert run.returncode != 0
+    return run
+
+
 def test_plan_check_reads_the_install_set_in_dist(ws: Workspace) -> None:
     # As on a box: the set in dist/ loses the SDK's wheel; rocm-plan --check says what breaks.
     wheels = ws.path("dist/tests.mini.vllm.install/wheels")
     (sdk,) = wheels.glob("mini_rocm_sdk_core-*.whl")
     good = require_success(ws.pants("rocm-plan", "--check", VLLM), "the check of the good set")
     assert "ok    install set dist/tests.mini.vllm.install  (" in good.stdout
-    data = sdk.read_bytes()
-    sdk.unlink()
-    try:
-        run = ws.pants("rocm-plan", "--check", VLLM)
-    finally:
-        sdk.write_bytes(data)
-    assert run.returncode != 0
+    # The SDK's split device code (libmini_blas.so.1's HIPK reference, the device wheel's .kpack
+    # archive: tests/mini/make_sdk.py) was read by `package` and is read by the check.
+    assert "1 split kernel(s) found in .kpack archives)" in good.stdout, good.stdout
+    assert f"{VLLM}: the install set loads: " in GOOD_BUILD["stderr"]
+    assert "1 split kernel(s) found in .kpack archives" in GOOD_BUILD["stderr"]
+    (device,) = wheels.glob("mini_rocm_sdk_device_gfx1151-*.whl")
+    run = check_without(ws, device)
+    assert (
+        "      - _mini_rocm_sdk_core/lib/libmini_blas.so.1 in mini_rocm_sdk_core-1.0.0-py3-none-linux_x86_64.whl references "
+        "kernel mini-sdk/stage/lib/libmini_blas.so.1#0 for gfx1151; it looks in "
+        "_mini_rocm_sdk_core/.kpack/blas_lib_gfx1151.kpack, which no wheel of the set installs: the device wheel "
+        "mini-rocm-sdk-device-gfx1151 should carry it: add it to the chain (a device pin of mini-rocm-sdk-core for "
+        "gfx1151). On a gfx1151 GPU it fails with hipErrorInvalidImage."
+    ) in run.stdout, run.stdout
+    run = check_without(ws, sdk)
     assert "FAIL  install set dist/tests.mini.vllm.install" in run.stdout
     assert (
         "      - mini_torch/lib/libmini_torch.so in mini_torch-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl needs "

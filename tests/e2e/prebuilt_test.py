@@ -7,9 +7,12 @@ file and sha256, and flash-attention and vllm variants build on it.
 
 Then TheRock's split wheels (tests 5-7): a whl-next-shaped index of pure fixture wheels with
 TheRock's metadata (host torch and torchvision, their device and family wheels, the SDK);
-update-pins resolves the set and refuses a device wheel for another torch, a consumer missing
-the device wheel of its gpu target stops before any build, and the install set (host and
-device wheels) installs with pip --require-hashes.
+torch's host wheel has a library split as TheRock's are (a `.rocm_kpack_ref` marker, a HIPK
+wrapper) and its gfx1151 device wheel the `.kpack` archive with its code object (clang-19,
+tests/mini/kpack_writer.py); update-pins resolves the set and refuses a device wheel for
+another torch, a consumer missing the device wheel of its gpu target stops before any build,
+the install set (host and device wheels) installs with pip --require-hashes, and a device
+wheel whose archive is indexed off its host's wrappers is refused before dist/ (test 8).
 """
 
 from __future__ import annotations
@@ -22,12 +25,13 @@ import shutil
 import subprocess
 import zipfile
 from pathlib import Path
-from typing import Dict, List, Sequence
+from typing import Dict, List, Mapping, Sequence, Tuple
 
 import pytest
 
 from e2e.http_server import serving
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from mini import kpack_writer
 
 PINS_DIR = "tests/mini/pins"
 PINS = "tests/mini/pins/mini-sdk.toml"  # the prebuilt pins of these tests go beside the SDK's
@@ -223,7 +227,8 @@ def test_4b_a_prebuilt_torch_without_its_sdk_is_refused_before_dist(ws, index) -
 TORCH, VISION, SDK = "2.13.0+rocm10.0.0", "0.28.0+rocm10.0.0", "10.0.0"
 CONSUMER = "tests/mini/aotriton:wheel-on-therock"
 THEROCK_BUILD = """\
-prebuilt_wheel(name="torch", pin="therock-torch", pins_file="tests/mini/pins")
+prebuilt_wheel(name="torch", pin="therock-torch", pins_file="tests/mini/pins",
+               system_libraries={"libamdhip64.so.7": "TheRock's HIP runtime, in rocm[libraries], installed first from its index"})
 prebuilt_wheel(name="torch-gfx115x", pin="therock-torch-gfx115x", pins_file="tests/mini/pins", dependencies=[":torch"])
 prebuilt_wheel(name="torch-gfx1151", pin="therock-torch-gfx1151", pins_file="tests/mini/pins",
                dependencies=[":torch", ":torch-gfx115x"])
@@ -246,21 +251,22 @@ def therock_pins(index_url: str) -> str:
 
 
 def write_wheel(directory: Path, project: str, version: str, requires: Sequence[str], extras: Sequence[str] = (),
-                package: str = "", tag: str = "cp311-cp311-linux_x86_64") -> str:  # fmt: skip
-    """A pure wheel pip installs: one module (under `package`, as a device wheel overlays its
-    host's package) and the METADATA lines given."""
+                package: str = "", tag: str = "cp311-cp311-linux_x86_64", members: Mapping[str, bytes] = {}) -> str:  # fmt: skip
+    """A wheel pip installs: one module (under `package`, as a device wheel overlays its host's
+    package), the METADATA lines given, and `members` (TheRock's split device code)."""
     dist = re.sub(r"[-_.]+", "_", project)
     info = f"{dist}-{version}.dist-info"
     metadata = ["Metadata-Version: 2.1", f"Name: {project}", f"Version: {version}",
                 *(f"Provides-Extra: {e}" for e in extras), *(f"Requires-Dist: {r}" for r in requires)]  # fmt: skip
     files = {
-        f"{package or dist}/{dist if package else '__init__'}.py": f"VERSION = {version!r}\n",
-        f"{info}/METADATA": "\n".join(metadata) + "\n\n",
-        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: rocm-pants-test\nRoot-Is-Purelib: false\nTag: {tag}\n",
+        f"{package or dist}/{dist if package else '__init__'}.py": f"VERSION = {version!r}\n".encode(),
+        **members,
+        f"{info}/METADATA": ("\n".join(metadata) + "\n\n").encode(),
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: rocm-pants-test\nRoot-Is-Purelib: false\nTag: {tag}\n".encode(),
     }
     record = [
-        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(text.encode()).digest()).rstrip(b'=').decode()},{len(text.encode())}"
-        for path, text in files.items()
+        f"{path},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}"
+        for path, data in files.items()
     ]
     name = f"{dist}-{version}-{tag}.whl"
     with zipfile.ZipFile(directory / name, "w") as zf:
@@ -270,8 +276,32 @@ def write_wheel(directory: Path, project: str, version: str, requires: Sequence[
     return name
 
 
-def therock_index(root: Path, torch_for_device: str = TORCH) -> None:
-    """whl-next's layout: <root>/<project>/index.html beside the project's files."""
+# torch's split library: its HIPK wrapper asks torch/.kpack/torch_gfx1151.kpack for `<KERNEL_NAME>#0`.
+TORCH_LIBRARY = "torch/lib/libtorch_hip.so"
+KERNEL_NAME = TORCH_LIBRARY
+TORCH_ARCHIVE = "torch/.kpack/torch_gfx1151.kpack"
+
+
+def split_torch(work: Path) -> Tuple[bytes, Dict[str, Dict[str, bytes]]]:
+    """torch's host library, split (it links a stand-in of TheRock's HIP runtime, which the SDK
+    installed from the index provides), and its gfx1151 code object keyed as the archive keys it."""
+    hip = "".join(f"void *{f}(void) {{ return 0; }}\n" for f in (
+        "__hipRegisterFatBinary", "__hipRegisterFunction", "__hipUnregisterFatBinary", "__hipPopCallConfiguration", "hipLaunchKernel"))  # fmt: skip
+    (work / "hip.c").write_text(hip)
+    subprocess.run(["/usr/bin/clang-19", "-shared", "-fPIC", "-Wl,-soname,libamdhip64.so.7", "-o", "libamdhip64.so.7", "hip.c"], cwd=work, check=True)
+    kernel = 'extern "C" __global__ void add(float *x, float a) { x[__builtin_amdgcn_workitem_id_x()] += a; }\n'
+    link = ["-L.", "-l:libamdhip64.so.7", "-Wl,--enable-new-dtags,-rpath,$ORIGIN/../../_rocm_sdk_core/lib"]
+    return kpack_writer.split_hip_library(work, "libtorch_hip.so", {"add": kernel}, KERNEL_NAME, ["../.kpack/torch_@GFXARCH@.kpack"], ["gfx1151"], link)
+
+
+def therock_index(root: Path, split: Tuple[bytes, Dict[str, Dict[str, bytes]]], torch_for_device: str = TORCH, shift: int = 0) -> None:
+    """whl-next's layout: <root>/<project>/index.html beside the project's files. `shift`: how far
+    the device wheel's archive indexes its code objects off the host's wrappers (rocm-systems#6943)."""
+    library, kernels = split
+    archive = kpack_writer.archive(
+        {f"{KERNEL_NAME}#{int(key.rsplit('#', 1)[1]) + shift}": by_arch for key, by_arch in kernels.items()}, ["gfx1151"], "torch"
+    )
+    members = {"torch": {TORCH_LIBRARY: library}, "amd-torch-device-gfx1151": {TORCH_ARCHIVE: archive}}
     device_extra = 'extra == "device-gfx1151"'
     wheels = {
         "torch": (TORCH, [f"rocm[libraries]=={SDK}", "rocm-bootstrap",
@@ -293,7 +323,7 @@ def therock_index(root: Path, torch_for_device: str = TORCH) -> None:
     for project, (version, requires, extras, package) in wheels.items():
         directory = root / project
         directory.mkdir(parents=True)
-        name = write_wheel(directory, project, version, requires, extras, package)
+        name = write_wheel(directory, project, version, requires, extras, package, members=members.get(project, {}))
         sha = hashlib.sha256((directory / name).read_bytes()).hexdigest()
         (directory / "index.html").write_text(f'<html><body><a href="{name.replace("+", "%2B")}#sha256={sha}">{name}</a></body></html>\n')
 
@@ -302,8 +332,12 @@ def therock_index(root: Path, torch_for_device: str = TORCH) -> None:
 def therock(index, ws):
     """(whl-next URL, its root) served beside the mini index; the pins, targets and consumers."""
     serve = index[1].parent
-    therock_index(serve / "whl-next")
-    therock_index(serve / "whl-next-mismatched", torch_for_device="2.13.0+rocm10.0.1")
+    work = serve / "split-torch"
+    work.mkdir()
+    split = split_torch(work)
+    therock_index(serve / "whl-next", split)
+    therock_index(serve / "whl-next-mismatched", split, torch_for_device="2.13.0+rocm10.0.1")
+    therock_index(serve / "whl-next-shifted", split, shift=1)
     base = index[0][: -len("simple/")]
     ws.write(PINS, ws.read(PINS) + therock_pins(f"{base}whl-next/"))
     ws.path("tests/mini/therock").mkdir(exist_ok=True)
@@ -353,6 +387,8 @@ def test_7_the_install_set_holds_host_and_device_wheels_and_installs_by_hash(ws,
     whl_next, root, _ = therock
     run = require_success(ws.package(CONSUMER), "the consumer of the split torch")
     assert run.built == [CONSUMER]
+    # torch's split library found its kernel in the gfx1151 device wheel's .kpack archive.
+    assert f"{CONSUMER}: the install set loads: " in run.stderr and "1 split kernel(s) found in .kpack archives" in run.stderr
     # The build compiled against the hosts only: no device wheel in its venv.
     (log,) = ws.path("dist/tests.mini.aotriton.wheel-on-therock").glob("*.build.log")
     venv_line = next(line for line in log.read_text().splitlines() if line.startswith("build venv:"))
@@ -402,3 +438,30 @@ def test_7_the_install_set_holds_host_and_device_wheels_and_installs_by_hash(ws,
         zf.writestr("extra.txt", "not what was pinned")
     refused = install_by_hash(tmp_path / "venv2", tampered)
     assert refused.returncode != 0 and "THESE PACKAGES DO NOT MATCH THE HASHES" in refused.stderr, refused.stderr
+
+
+def test_8_a_device_wheel_indexed_off_its_host_is_refused_before_dist(ws, therock) -> None:
+    # ROCm/rocm-systems#6943's shape: the same host torch, a gfx1151 device wheel whose archive
+    # keys its code object #1 where the host's wrapper asks for #0.
+    whl_next, root, base = therock
+    (device,) = (root / "amd-torch-device-gfx1151").glob("*.whl")
+    (shifted,) = (root.parent / "whl-next-shifted" / "amd-torch-device-gfx1151").glob("*.whl")
+    good = ws.read(PINS)
+    pinned, moved = (hashlib.sha256(p.read_bytes()).hexdigest() for p in (device, shifted))
+    assert pinned in good and device.name == shifted.name  # the same file name, other bytes: the pin's sha256 moves
+    ws.write(PINS, good.replace(whl_next, f"{base}whl-next-shifted/").replace(pinned, moved))
+    before = dist_files(ws)
+    try:
+        run = ws.package(CONSUMER)
+    finally:
+        ws.write(PINS, good)
+    assert run.returncode != 0
+    assert f"{CONSUMER}: the install set would not load on the box (1 problem(s); nothing was written to dist/)" in run.stderr
+    assert (
+        f"  - {TORCH_LIBRARY} in torch-{TORCH}-cp311-cp311-linux_x86_64.whl (tests/mini/therock:torch) references kernel "
+        f"{KERNEL_NAME}#0 for gfx1151, which the archive it looks in, {TORCH_ARCHIVE} in the device wheel "
+        f"amd_torch_device_gfx1151-{TORCH}-cp311-cp311-linux_x86_64.whl, does not hold (it holds {KERNEL_NAME}#1: its "
+        f"table of contents is indexed +1 from the wrappers' code object indexes, the shape of ROCm/rocm-systems#6943): "
+        f"on a gfx1151 GPU the runtime fails with hipErrorInvalidImage"
+    ) in run.stderr, run.stderr[-3000:]
+    assert dist_files(ws) == before

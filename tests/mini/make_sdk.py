@@ -5,7 +5,15 @@ wheel, as the real wheels carry them, on a file:// package index.
   libmini_hip.so.1, its symbols under version MINI_HIP_1.0, as the HIP runtime versions its
   own), and says per gpu target `Provides-Extra: device-<gfx>` with the device wheel it pulls:
   TheRock's split-wheel metadata, so the chain treats it as a split host.
-- `mini-rocm-sdk-device-gfx1151` ships a gfx1151 code object, the GPU code of the SDK.
+  It also ships `_mini_rocm_sdk_core/lib/libmini_blas.so.1`, a HIP library split as TheRock's
+  ROCm 10 wheels are (RFC0008, kpack): host code only, a `.rocm_kpack_ref` marker naming
+  its kernel `mini-sdk/stage/lib/libmini_blas.so.1` and the archive
+  `../.kpack/blas_lib_@GFXARCH@.kpack`, one HIPK wrapper (index 0). It links libmini_hip,
+  which defines the HIP runtime entry points clang's registration code calls.
+- `mini-rocm-sdk-device-gfx1151` ships that library's GPU code the same way:
+  `_mini_rocm_sdk_core/.kpack/blas_lib_gfx1151.kpack`, an archive holding the gfx1151 code
+  object under `<kernel name>#0` (written by kpack_writer.py), which the install-set check
+  reads (rules/rocm_build/install/kpack_check.py).
 
 Mini torch links libmini_hip through its RUNPATH and requires the SDK wheel; mini vllm links
 mini torch's library. Both wheels are byte-reproducible (compiled with the identifying
@@ -24,18 +32,35 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+if __package__:
+    from mini import kpack_writer
+else:  # run as a script (make_upstreams.py): its directory is on sys.path
+    import kpack_writer  # type: ignore[no-redef]  # pants: no-infer-dep
+
 VERSION = "1.0.0"
 TARGETS = ("gfx1151",)
 CORE = "mini-rocm-sdk-core"
 DEVICE = "mini-rocm-sdk-device-{}"
 CLANG = "/usr/bin/clang-19"
 OBJCOPY = "/usr/bin/llvm-objcopy-19"
-HIP_C = "long mini_hip_answer(void) { return 1151; }\n"
-HIP_MAP = "MINI_HIP_1.0 { global: mini_hip_answer; local: *; };\n"
+# The HIP runtime's entry points that clang's registration and launch code call, as stubs.
+HIP_ENTRY_POINTS = (
+    "__hipRegisterFatBinary", "__hipRegisterFunction", "__hipUnregisterFatBinary", "__hipPopCallConfiguration",
+    "hipLaunchKernel",
+)  # fmt: skip
+HIP_C = "long mini_hip_answer(void) { return 1151; }\n" + "".join(f"void *{name}(void) {{ return 0; }}\n" for name in HIP_ENTRY_POINTS)
+HIP_MAP = f"MINI_HIP_1.0 {{ global: mini_hip_answer; {'; '.join(HIP_ENTRY_POINTS)}; local: *; }};\n"
 BLAS_HIP = """\
 #define __global__ __attribute__((global))
+typedef struct { unsigned x, y, z; } dim3;
+typedef struct ihipStream_t *hipStream_t;
+extern "C" int hipLaunchKernel(const void *, dim3, dim3, void **, unsigned long, hipStream_t);
 extern "C" __global__ void axpy(float *x, float a) { int i = __builtin_amdgcn_workitem_id_x(); x[i] += a; }
 """
+BLAS = "libmini_blas.so.1"
+KERNEL_NAME = f"mini-sdk/stage/lib/{BLAS}"  # TheRock's: <artifact prefix>/<path of the binary in it>
+KPACK_GROUP = "blas_lib"
+SEARCH_PATH = f"../.kpack/{KPACK_GROUP}_@GFXARCH@.kpack"  # from lib/, to the package's .kpack/
 ZIP_DATE = (2026, 1, 1, 0, 0, 0)
 
 
@@ -50,7 +75,7 @@ def _compile(work: Path, out: str, args: List[str]) -> bytes:
     return (work / out).read_bytes()
 
 
-def _binaries() -> Tuple[bytes, Dict[str, bytes]]:
+def _binaries() -> Tuple[bytes, bytes, Dict[str, bytes]]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         (work / "hip.c").write_text(HIP_C)
@@ -60,14 +85,20 @@ def _binaries() -> Tuple[bytes, Dict[str, bytes]]:
             "-shared", "-fPIC", "-O2", "-fno-ident", "-Wl,--build-id=none", "-Wl,-soname,libmini_hip.so.1",
             "-Wl,--version-script=hip.map", "hip.c",
         ])  # fmt: skip
+        hip = ["-x", "hip", "-nogpulib", "-nogpuinc", "-O2", "-fno-ident", "-cuid=blas"]
         devices = {
             gfx: _compile(work, f"blas-{gfx}.co", [
-                "-x", "hip", f"--offload-arch={gfx}", "--cuda-device-only", "--no-gpu-bundle-output", "-nogpulib",
-                "-nogpuinc", "-O2", "-fno-ident", "-fuse-cuid=none", "blas.hip",
+                *hip, f"--offload-arch={gfx}", "--cuda-device-only", "--no-gpu-bundle-output", "blas.hip",
             ])  # fmt: skip
             for gfx in TARGETS
         }
-        return library, devices
+        # The fat library, then split: its code objects go to the device wheels' archives.
+        _compile(work, BLAS, [
+            *hip, *(f"--offload-arch={gfx}" for gfx in TARGETS), "-no-hip-rt", "-shared", "-fPIC", "-Wl,--build-id=none",
+            f"-Wl,-soname,{BLAS}", "-Wl,--enable-new-dtags,-rpath,$ORIGIN", "blas.hip", "-L.", "-l:libmini_hip.so.1",
+        ])  # fmt: skip
+        kpack_writer.split_library(work / BLAS, KERNEL_NAME, [SEARCH_PATH])
+        return library, (work / BLAS).read_bytes(), devices
 
 
 def _record_hash(data: bytes) -> str:
@@ -86,7 +117,7 @@ def _write_wheel(path: Path, project: str, metadata: List[str], files: Dict[str,
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in members.items():
             info = zipfile.ZipInfo(name, ZIP_DATE)
-            info.external_attr = (0o755 if name.endswith((".so.1", ".co")) else 0o644) << 16
+            info.external_attr = (0o755 if name.endswith(".so.1") else 0o644) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
 
@@ -94,17 +125,20 @@ def _write_wheel(path: Path, project: str, metadata: List[str], files: Dict[str,
 def make_index(dest: Path) -> Dict[str, Tuple[str, str]]:
     """Writes the SDK's wheels and a PEP 503 index of them under `dest` (simple/, files/);
     returns project -> (file name, sha256)."""
-    library, devices = _binaries()
+    library, blas, devices = _binaries()
     files_dir = dest / "files"
     files_dir.mkdir(parents=True, exist_ok=True)
     core_metadata = [f"Provides-Extra: device-{gfx}" for gfx in TARGETS] + [
         f'Requires-Dist: {DEVICE.format(gfx)}=={VERSION}; extra == "device-{gfx}"' for gfx in TARGETS
     ]
-    wheels = {CORE: (core_metadata, {"_mini_rocm_sdk_core/__init__.py": b"", "_mini_rocm_sdk_core/lib/libmini_hip.so.1": library})}
+    core = {"_mini_rocm_sdk_core/__init__.py": b"", "_mini_rocm_sdk_core/lib/libmini_hip.so.1": library,
+            f"_mini_rocm_sdk_core/lib/{BLAS}": blas}  # fmt: skip
+    wheels = {CORE: (core_metadata, core)}
     for gfx, code in devices.items():
+        archive = kpack_writer.archive({f"{KERNEL_NAME}#0": {gfx: code}}, [gfx], KPACK_GROUP)
         wheels[DEVICE.format(gfx)] = (
             [f"Requires-Dist: {CORE}=={VERSION}"],
-            {f"_mini_rocm_sdk_devices/{gfx}/blas.co": code},
+            {f"_mini_rocm_sdk_core/.kpack/{KPACK_GROUP}_{gfx}.kpack": archive},
         )
     for project, (metadata, members) in wheels.items():
         _write_wheel(files_dir / wheel_name(project), project, metadata, members)

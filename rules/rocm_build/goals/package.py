@@ -78,6 +78,7 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
     lines, runtime, runtime_wheels = await with_runtime_set(tuple(w.address for w in closure), lines)
     checked = await check_loads(closure, runtime_wheels)
     checked.raise_problems()
+    logger.info(f"{checked.owner}: the install set loads: {checked.summary()}")
     for note in checked.notes:
         logger.warning(f"{checked.owner}: {note}")
     wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))

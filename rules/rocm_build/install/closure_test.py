@@ -4,18 +4,16 @@ compiled here by Debian's clang-19 and lld-19 and packed into wheels."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
-import zipfile
 from pathlib import Path
 from typing import Dict, List, Sequence
 
 import pytest
 
 from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
+from rocm_build.testutil.wheel_facts import read_elf_links as read
+from rocm_build.testutil.wheel_facts import wheel
 
 CLANG = "/usr/bin/clang-19"
 POLICY = ("libc.so.6", "libm.so.6", "libstdc++.so.6", "libgcc_s.so.1")
@@ -35,23 +33,6 @@ def version_script(tmp: Path, version: str, symbols: Sequence[str]) -> str:
     script = tmp / f"{version}.map"
     script.write_text(f"{version} {{ global: {'; '.join(symbols)}; local: *; }};\n")
     return f"-Wl,--version-script={script}"
-
-
-def wheel(path: Path, members: Dict[str, Path], requires: Sequence[str] = ()) -> Path:
-    project, version = path.name.split("-")[:2]
-    metadata = "".join(f"Requires-Dist: {r}\n" for r in requires)
-    with zipfile.ZipFile(path, "w") as z:
-        for name, source in members.items():
-            z.write(source, name)
-        z.writestr(f"{project}-{version}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {project}\nVersion: {version}\n{metadata}\n")
-    return path
-
-
-def read(wheel_path: Path, tmp: Path) -> dict:
-    """elf_links.py run as a process runs it (pyelftools of the test's resolve, as auditwheel's)."""
-    script = tmp / "elf_links.py"
-    script.write_bytes(script_bytes("elf_links.py"))
-    return json.loads(subprocess.run([sys.executable, str(script), str(wheel_path)], check=True, capture_output=True).stdout)
 
 
 @pytest.fixture(scope="module")

@@ -6,8 +6,11 @@ auditwheel's venv (pyelftools, and auditwheel's manylinux policy for the librari
 system has); closure.py decides whether each library and symbol is found. GPU code of the
 wheels the chain did not build (prebuilt and run-time wheels) is read as the build's audit
 reads a built wheel's (gpu_audit.py): a library with AMDGPU code must carry each of the
-chain's `gpu_targets`. A problem stops `package` (nothing of the chain reaches dist/);
-`rocm-plan --check` runs the same check on an install set already in dist/.
+chain's `gpu_targets`. TheRock's split device code (elf_links.py reads it with kpack.py) is
+checked across the set (kpack_check.py): each kernel a host library references must be, for
+each of the chain's `gpu_targets`, in a `.kpack` archive a device wheel of the set installs.
+A problem stops `package` (nothing of the chain reaches dist/); `rocm-plan --check` runs the
+same check on an install set already in dist/.
 """
 
 from __future__ import annotations
@@ -27,12 +30,16 @@ from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProc
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
+from rocm_build.install.kpack_check import kpack_facts, kpack_problems
 from rocm_build.install.target_types import SystemLibrariesField
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.gpu_audit import GpuCode
 from rocm_build.wheel.portable import Auditwheel
+
+# elf_links.py and what it imports (kpack.py reads the split device code with gpu_code.py's arch table).
+ELF_LINKS = ("elf_links.py", "kpack.py", "gpu_code.py", "wheel_zip.py")
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,8 @@ class WheelLinks:
     elves: str  # elf_links.py's JSON `elves`, as read
     unreadable: FrozenDict[str, str]
     requires: Tuple[str, ...] = ()  # the projects its Requires-Dist names
+    # elf_links.py's JSON `kpack_refs`, `kpacks` and `device_requires` (TheRock's split device code)
+    kpack: str = "{}"
 
 
 @dataclass(frozen=True)
@@ -74,9 +83,11 @@ class CheckedInstallSet:
     links: int
     symbols: int
     notes: Tuple[str, ...] = ()  # what the check could not read, said once (package logs it)
+    kernels: int = 0  # split kernels (library, kernel, target) looked up in the set's .kpack archives
 
     def summary(self) -> str:
-        return f"{self.elves} ELF file(s): {self.links} needed libraries found, {self.symbols} undefined symbols defined"
+        split = f", {self.kernels} split kernel(s) found in .kpack archives" if self.kernels else ""
+        return f"{self.elves} ELF file(s): {self.links} needed libraries found, {self.symbols} undefined symbols defined{split}"
 
     def raise_problems(self) -> None:
         if self.problems:
@@ -99,7 +110,7 @@ async def _auditwheel_python(auditwheel: Auditwheel, argv: Sequence[str], digest
 @rule(desc="Reading the manylinux policy's libraries", level=LogLevel.DEBUG)
 async def read_manylinux_libraries(auditwheel: Auditwheel) -> ManylinuxLibraries:
     process = await _auditwheel_python(
-        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await script_digest("elf_links.py"),
+        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await script_digest(*ELF_LINKS),
         "Reading the manylinux policy's libraries",
     )  # fmt: skip
     result = await Get(ProcessResult, Process, process)
@@ -108,7 +119,7 @@ async def read_manylinux_libraries(auditwheel: Auditwheel) -> ManylinuxLibraries
 
 @rule(desc="Reading what a wheel's ELF files load", level=LogLevel.DEBUG)
 async def read_wheel_links(request: BuiltWheel, auditwheel: Auditwheel) -> WheelLinks:
-    digest = await Get(Digest, MergeDigests([request.wheel, await script_digest("elf_links.py")]))
+    digest = await Get(Digest, MergeDigests([request.wheel, await script_digest(*ELF_LINKS)]))
     process = await _auditwheel_python(
         auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", request.wheel_name), digest,
         f"Reading what the ELF files of {request.wheel_name} load",
@@ -116,9 +127,11 @@ async def read_wheel_links(request: BuiltWheel, auditwheel: Auditwheel) -> Wheel
     # The input is a wheel: with a remote cache, ask it before pulling the wheel for a local run.
     result = await Get(ProcessResult, Process, replace(process, remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS))
     found = json.loads(result.stdout)
+    kpack = {key: found[key] for key in ("kpack_refs", "kpacks", "device_requires")}
     return WheelLinks(
-        request.wheel_name, json.dumps(found["elves"], sort_keys=True), FrozenDict(found["unreadable"]), tuple(found["requires"])
-    )
+        request.wheel_name, json.dumps(found["elves"], sort_keys=True), FrozenDict(found["unreadable"]),
+        tuple(found["requires"]), json.dumps(kpack, sort_keys=True),
+    )  # fmt: skip
 
 
 def device_problems(owner: str, wheel: str, code: GpuCode, gpu_targets: Sequence[str]) -> List[str]:
@@ -159,8 +172,16 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
     requires = {found.wheel_name: found.requires for found in links}
     system = system_libraries(policy.names, declared.items())
     closure: Closure = check_closure(elves, system, owners, requires, glibc_names(), bool(request.sdk_install))
+    split = [(found.wheel_name, json.loads(found.kpack)) for found in links]
+    refs, archives = [], []
+    for wheel, facts in split:
+        wheel_refs, wheel_archives = kpack_facts(wheel, facts)
+        refs += wheel_refs
+        archives += wheel_archives
+    devices = {wheel: facts.get("device_requires", {}) for wheel, facts in split}
     problems = [
         *closure.problems,
+        *kpack_problems(refs, archives, request.gpu_targets, devices, owners),
         *(f"{member} in {found.wheel_name} could not be read as ELF: {why}" for found in links for member, why in sorted(found.unreadable.items())),
         *(p for w, code in zip(unaudited, codes) for p in device_problems(w.owner, w.wheel.wheel_name, code, request.gpu_targets)),
     ]
@@ -172,7 +193,8 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
             f"{len(closure.left_to_sdk)} needed libraries are left to the SDK the set installs from its index "
             f"({request.sdk_install}), whose wheels are not pinned here to be read: {shown}{more}",
         )
-    return CheckedInstallSet(request.owner, tuple(problems), closure.elves, closure.links, closure.symbols, notes)
+    kernels = sum(len(r.indexes) for r in refs) * len(request.gpu_targets)
+    return CheckedInstallSet(request.owner, tuple(problems), closure.elves, closure.links, closure.symbols, notes, kernels)
 
 
 async def wheels_of(digest: Digest) -> List[BuiltWheel]:

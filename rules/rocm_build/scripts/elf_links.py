@@ -1,7 +1,10 @@
 """What each host ELF of a wheel needs and provides at load time, read with pyelftools.
 
 Usage: elf_links.py WHEEL   prints JSON {"elves": {installed path: facts}, "executables": [paths],
-                                         "requires": [projects], "unreadable": {member: why}}
+                                         "requires": [projects], "unreadable": {member: why},
+                                         "kpack_refs": {installed path: reference},
+                                         "kpacks": {installed path: archive},
+                                         "device_requires": {gfx: [projects]}}
        elf_links.py --policy  prints the libraries of every manylinux policy, as auditwheel lists them
 
 An installed path is where the member lands relative to site-packages (`<name>.data/platlib/x`
@@ -16,7 +19,13 @@ dynamic symbol table (never its text):
   versions (a library without any satisfies a versioned reference, as glibc's loader does).
 
 AMDGPU code objects are device code, read by gpu_code.py; they are not loaded by the host.
-Runs in auditwheel's venv, which holds pyelftools at the version its lock pins.
+TheRock's split device code is read by kpack.py: a host library's `.rocm_kpack_ref` marker
+and HIPK wrappers (`kpack_refs`: kernel_name, search_paths, indexes: the code object index of
+each wrapper), each `.kpack` archive (`kpacks`: its arches, compression, kernels, each with the
+arch its code object's ELF header names; or `error`, why it cannot be read), and the device
+wheels the wheel's metadata names per arch (`Requires-Dist: X; extra == "device-<gfx>"`,
+TheRock's split host). Runs in auditwheel's venv, which holds pyelftools, msgpack and
+zstandard at the versions its lock pins.
 """
 
 import array
@@ -32,6 +41,8 @@ from elftools.common.exceptions import ELFError
 from elftools.elf.dynamic import DynamicSection
 from elftools.elf.elffile import ELFFile
 from elftools.elf.gnuversions import GNUVerDefSection, GNUVerNeedSection, GNUVerSymSection
+
+import kpack
 
 EM_AMDGPU = 224
 SHN_UNDEF = "SHN_UNDEF"
@@ -127,17 +138,36 @@ def is_executable(elf):
 
 
 def requires(wheel):
-    """The projects the wheel requires without extras (Requires-Dist lines of its METADATA)."""
+    """The projects the wheel requires without extras (Requires-Dist lines of its METADATA), and
+    gfx -> the projects its `device-<gfx>` extra adds (TheRock's split host names its device
+    wheels so)."""
     name = next((n for n in wheel.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
     if name is None:
-        return []
-    found = []
+        return [], {}
+    found, devices = [], {}
     for header in HeaderParser().parsestr(wheel.read(name).decode("utf-8", "replace")).get_all("Requires-Dist") or []:
         requirement, _, marker = str(header).partition(";")
         project = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
-        if project and "extra" not in marker:
-            found.append(re.sub(r"[-_.]+", "-", project.group(1)).lower())
-    return sorted(set(found))
+        if not project:
+            continue
+        normalized = re.sub(r"[-_.]+", "-", project.group(1)).lower()
+        device = re.search(r"""extra\s*==\s*["']device-(gfx[0-9a-z]+)["']""", marker)
+        if device:
+            devices.setdefault(device.group(1), []).append(normalized)
+        elif "extra" not in marker:
+            found.append(normalized)
+    return sorted(set(found)), {gfx: sorted(set(p)) for gfx, p in devices.items()}
+
+
+def kpack_reference(elf):
+    """The split host library's marker and the index of each HIPK wrapper, or None."""
+    marker = elf.get_section_by_name(kpack.MARKER_SECTION)
+    if marker is None:
+        return None
+    kernel_name, search_paths = kpack.read_marker(marker.data())
+    segment = elf.get_section_by_name(kpack.WRAPPER_SECTION)
+    indexes = kpack.hipk_indexes(segment.data()) if segment is not None else []
+    return {"kernel_name": kernel_name, "search_paths": search_paths, "indexes": indexes}
 
 
 def policy_libraries():
@@ -152,12 +182,20 @@ def main():
     if sys.argv[1] == "--policy":
         json.dump(policy_libraries(), sys.stdout)
         return
-    found = {"elves": {}, "executables": [], "unreadable": {}}
+    found = {"elves": {}, "executables": [], "unreadable": {}, "kpack_refs": {}, "kpacks": {}}
     with zipfile.ZipFile(sys.argv[1]) as wheel:
-        found["requires"] = requires(wheel)
+        found["requires"], found["device_requires"] = requires(wheel)
         for info in wheel.infolist():
             path = installed_path(info.filename)
-            if path is None or info.is_dir() or info.file_size < 64:
+            if path is None or info.is_dir():
+                continue
+            if path.endswith(kpack.SUFFIX):
+                try:
+                    found["kpacks"][path] = kpack.read_archive(wheel.read(info))
+                except kpack.KpackError as e:
+                    found["kpacks"][path] = {"error": str(e)}
+                continue
+            if info.file_size < 64:
                 continue
             with wheel.open(info) as member:
                 if member.read(4) != b"\x7fELF":
@@ -170,8 +208,11 @@ def main():
                     found["executables"].append(path)
                     continue
                 found["elves"][path] = dynamic_facts(elf)
+                reference = kpack_reference(elf)
+                if reference is not None:
+                    found["kpack_refs"][path] = reference
             # A wheel is untrusted input: a malformed ELF is reported by name, never a crash.
-            except (ELFError, ValueError, KeyError, IndexError, struct.error, AttributeError) as e:
+            except (ELFError, ValueError, KeyError, IndexError, struct.error, AttributeError, kpack.KpackError) as e:
                 found["unreadable"][info.filename] = str(e) or type(e).__name__
     json.dump(found, sys.stdout, indent=1, sort_keys=True)
 

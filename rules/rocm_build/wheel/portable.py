@@ -32,6 +32,9 @@ class Auditwheel(PythonToolBase):
     name = "auditwheel"
     help = "auditwheel (https://github.com/pypa/auditwheel): the manylinux policy each built wheel meets."
     default_version = "auditwheel==6.8.2"
+    # The same venv runs scripts/elf_links.py, whose kpack reader (scripts/kpack.py) reads
+    # TheRock's split device code: msgpack for the table of contents, zstandard for its frames.
+    default_extra_requirements = ["msgpack==1.1.0", "zstandard==0.23.0"]
     default_main = ConsoleScript("auditwheel")
     default_requirements = ["auditwheel>=6,<7"]
     register_interpreter_constraints = True

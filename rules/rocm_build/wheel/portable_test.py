@@ -69,12 +69,12 @@ def test_a_pure_wheel_is_not_given_to_auditwheel() -> None:
 def test_the_built_in_lock_the_tool_names_ships_in_the_plugin_package() -> None:
     # Pants 2.17-2.31 refuse a tool without `default_lockfile_resource`; 2.22+ read the file while
     # registering options, so a name without its file fails every command. It must be Pants' lock
-    # for exactly the tool's default version and interpreter constraints (what 2.17 checks when it
+    # for exactly the tool's default version, extras and interpreter constraints (what 2.17 checks when it
     # installs from it) and lock auditwheel at that version (what 2.22+'s help prints).
     package, name = Auditwheel.default_lockfile_resource
     lock = importlib.resources.read_binary(package, name)
     metadata = PythonLockfileMetadata.from_lockfile(lock, name, "auditwheel", delimeter="//")
-    assert metadata.requirements == {PipRequirement.parse(Auditwheel.default_version)}
+    assert metadata.requirements == {PipRequirement.parse(r) for r in (Auditwheel.default_version, *Auditwheel.default_extra_requirements)}
     assert metadata.valid_for_interpreter_constraints == InterpreterConstraints(Auditwheel.default_interpreter_constraints)
     locked = json.loads(strip_comments_from_pex_json_lockfile(lock))["locked_resolves"][0]["locked_requirements"]
     assert [r["version"] for r in locked if r["project_name"] == "auditwheel"] == [Auditwheel.default_version.split("==")[1]]
