@@ -6,7 +6,7 @@ from rocm_build.pants_environments import DockerEnvironmentTarget
 from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, package, plan, verify_reproducible
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.kernels import kernel_rules
-from rocm_build.subsystems import host_tools, sccache
+from rocm_build.subsystems import bootstrap_wheels, host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
 from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk, rust
@@ -37,6 +37,7 @@ def rules():
     return [
         # Subsystems
         *host_tools.rules(),
+        *bootstrap_wheels.rules(),
         *sccache.rules(),
         # Upstream sources: pins, fetch, patches, archives, prebuilt wheels
         *mirrors.rules(),
