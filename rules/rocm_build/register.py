@@ -7,7 +7,7 @@ from rocm_build.graph import declared, edges
 from rocm_build.goals import check, lock_build_requirements, lock_runtime_requirements, lockfiles, package, plan, verify_reproducible
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.kernels import kernel_rules
-from rocm_build.subsystems import host_tools, sccache
+from rocm_build.subsystems import bootstrap_wheels, host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
 from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk, rust
@@ -39,6 +39,7 @@ def rules():
     return [
         # Subsystems
         *host_tools.rules(),
+        *bootstrap_wheels.rules(),
         *sccache.rules(),
         # The graph Pants sees: every input of a build an inferred dependency
         *edges.rules(),

@@ -7,9 +7,10 @@ from __future__ import annotations
 import contextlib
 import subprocess
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Iterator, List, Tuple
+from typing import Iterator, List, Set, Tuple
 
 
 def _chunked(rfile) -> bytes:
@@ -24,9 +25,13 @@ def _chunked(rfile) -> bytes:
 
 
 @contextlib.contextmanager
-def serving_git(root: Path) -> Iterator[Tuple[str, List[str]]]:
-    """(base URL, the repository paths fetched from so far): http://127.0.0.1:PORT/<dir> is root/<dir>."""
+def serving_git(root: Path, delay: float = 0.0) -> Iterator[Tuple[str, List[str]]]:
+    """(base URL, the repository paths fetched from so far): http://127.0.0.1:PORT/<dir> is root/<dir>.
+    With `delay`, a slow network's stand-in: each repository's first pack request (its fetch)
+    is answered that many seconds late."""
     fetched: List[str] = []
+    delayed: Set[str] = set()
+    lock = threading.Lock()
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - http.server's name
@@ -37,6 +42,12 @@ def serving_git(root: Path) -> Iterator[Tuple[str, List[str]]]:
 
         def _backend(self) -> None:
             path, _, query = self.path.partition("?")
+            if delay and "git-upload-pack" in path and self.command == "POST":
+                with lock:
+                    first = path not in delayed
+                    delayed.add(path)
+                if first:
+                    time.sleep(delay)
             if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
                 body = _chunked(self.rfile)
             else:

@@ -11,13 +11,13 @@ from typing import Dict, Iterable, Sequence, Tuple
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.box_check import CHECK_STEP, box_check_files
 from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, wheels_of
-from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest, check_runtime_set, with_runtime_set
+from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, check_runtime_set, env_script, with_runtime_lines
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.wheel.build import BuiltRocmWheel, is_prebuilt
@@ -51,11 +51,23 @@ def requirement(wheel: BuiltRocmWheel, extras: Sequence[str]) -> str:
     return f"{name}[{','.join(extras)}]=={version}" if extras else f"{name}=={version}"
 
 
-async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
+@dataclass(frozen=True)
+class InstallSetRequest:
+    closure: Tuple[BuiltRocmWheel, ...]  # the chain, the target packaged last
+
+
+@dataclass(frozen=True)
+class InstallSet:
+    digest: Digest
+
+
+@rule(desc="Writing and checking a rocm_wheel chain's install set")
+async def install_set(request: InstallSetRequest) -> InstallSet:
     """`wheels/` (a find-links folder with every wheel of the chain) and a requirements file
     pinning each by version and sha256, so that
     `pip install --no-index --find-links <dir>/wheels -r <dir>/requirements.txt` installs
     exactly this chain, and nothing that merely has the same version."""
+    closure = request.closure
     sources = [(w, json.loads(w.build_info)["source"]) for w in closure]
     extras = device_extras(source for _, source in sources)
     hosts = [(w, source) for w, source in sources if "prebuilt" in source and "device_of" not in source]
@@ -75,25 +87,33 @@ async def install_set(closure: Tuple[BuiltRocmWheel, ...]) -> Digest:
             for w, source in sorted(sources, key=lambda pair: pair[0].wheel_name or "")
         ),
     ]
-    lines, runtime, runtime_wheels = await with_runtime_set(tuple(w.address for w in closure), lines)
-    checked = await check_loads(closure, runtime_wheels)
+    addresses = tuple(w.address for w in closure)
+    runtime = await Get(RuntimeSet, RuntimeSetRequest(addresses[-1].spec, addresses))
+    lines = with_runtime_lines(runtime, lines)
+    # The set's libraries, symbols and GPU code, as the box would load them (install/load_check.py),
+    # checked while the set is written: wheels/ (the chain's and the run-time lock's), the
+    # requirements and env.sh (the run-time environment).
+    check = load_check_request(closure, await wheels_of(runtime.wheels), runtime.sdk_install)
+    checked, wheels, files = await MultiGet(
+        Get(CheckedInstallSet, InstallSetCheckRequest, check),
+        Get(Digest, MergeDigests([*(w.wheel for w in closure), runtime.wheels])),
+        Get(
+            Digest,
+            CreateDigest(
+                [
+                    FileContent(INSTALL_REQUIREMENTS, "\n".join([*lines, ""]).encode()),
+                    FileContent(ENV_SCRIPT, env_script(runtime.env).encode()),
+                    # check_box.py and what it checks the box against (install/box_check.py)
+                    *box_check_files(closure[-1].address.spec, chain_gpu_targets(closure)),
+                ]
+            ),
+        ),
+    )
     checked.raise_problems()
     logger.info(f"{checked.owner}: the install set loads: {checked.summary()}")
     for note in checked.notes:
         logger.warning(f"{checked.owner}: {note}")
-    wheels = await Get(Digest, MergeDigests(w.wheel for w in closure))
-    box_check = await box_check_files(closure[-1].address.spec, chain_gpu_targets(closure))
-    return await Get(
-        Digest,
-        MergeDigests(
-            [
-                await Get(Digest, AddPrefix(wheels, "wheels")),
-                await Get(Digest, CreateDigest([FileContent(INSTALL_REQUIREMENTS, "\n".join([*lines, ""]).encode())])),
-                runtime,
-                box_check,
-            ]
-        ),
-    )
+    return InstallSet(await Get(Digest, MergeDigests([await Get(Digest, AddPrefix(wheels, "wheels")), files])))
 
 
 def chain_gpu_targets(closure: Tuple[BuiltRocmWheel, ...]) -> Tuple[str, ...]:
@@ -101,16 +121,12 @@ def chain_gpu_targets(closure: Tuple[BuiltRocmWheel, ...]) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(t for w in closure for t in json.loads(w.build_info).get("gpu_targets", ())))
 
 
-async def check_loads(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Digest) -> CheckedInstallSet:
-    """The set's libraries, symbols and GPU code, as the box would load them (install/load_check.py)."""
+def load_check_request(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Sequence[BuiltWheel], sdk_install: str) -> InstallSetCheckRequest:
     chain = [SetWheel(BuiltWheel(w.wheel, w.wheel_name or ""), w.address.spec, audited=not is_prebuilt(w)) for w in closure]
-    runtime = [SetWheel(w, "the chain's run-time lock", audited=False) for w in await wheels_of(runtime_wheels)]
+    locked = [SetWheel(w, "the chain's run-time lock", audited=False) for w in runtime_wheels]
     gpu_targets = chain_gpu_targets(closure)
-    owner = closure[-1].address.spec
     addresses = tuple(w.address for w in closure)
-    sdk = (await Get(RuntimeSet, RuntimeSetRequest(owner, addresses))).sdk_install
-    request = InstallSetCheckRequest(owner, (*chain, *runtime), gpu_targets, addresses, sdk)
-    return await Get(CheckedInstallSet, InstallSetCheckRequest, request)
+    return InstallSetCheckRequest(closure[-1].address.spec, (*chain, *locked), gpu_targets, addresses, sdk_install)
 
 
 @rule
@@ -122,17 +138,23 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     built = await Get(BuiltRocmWheel, WheelRequest(field_set.address))
     if built.error:
         raise RocmBuildError(built.error)
-    # The whole chain goes to dist/, each wheel with its build log, under its target's dir.
-    outputs = []
-    artifacts = []
-    for wheel in built.closure:
-        directory = dist_dir(wheel.address)
-        merged = await Get(Digest, MergeDigests([wheel.wheel, wheel.log]))
-        outputs.append(await Get(Digest, AddPrefix(merged, directory)))
-        artifacts.append(BuiltPackageArtifact(f"{directory}/{wheel.wheel_name}"))
-    # And, for the target packaged, the chain as one thing to install (see install_set).
+    # The whole chain goes to dist/, each wheel with its build log, under its target's dir;
+    # and, for the target packaged, the chain as one thing to install (see install_set),
+    # checked while the others are written.
     install = f"{dist_dir(field_set.address)}.install"
-    outputs.append(await Get(Digest, AddPrefix(await install_set(built.closure), install)))
+    *merged, install_digest = await MultiGet(
+        [
+            *(Get(Digest, MergeDigests([w.wheel, w.log])) for w in built.closure),
+            Get(InstallSet, InstallSetRequest(built.closure)),
+        ]
+    )
+    outputs = await MultiGet(
+        [
+            *(Get(Digest, AddPrefix(m, dist_dir(w.address))) for m, w in zip(merged, built.closure)),
+            Get(Digest, AddPrefix(install_digest.digest, install)),
+        ]
+    )
+    artifacts = [BuiltPackageArtifact(f"{dist_dir(w.address)}/{w.wheel_name}") for w in built.closure]
     artifacts.append(BuiltPackageArtifact(f"{install}/{INSTALL_REQUIREMENTS}"))
     return BuiltPackage(await Get(Digest, MergeDigests(outputs)), tuple(artifacts))
 

@@ -7,10 +7,9 @@ has its rules."""
 from __future__ import annotations
 
 import json
-from typing import Sequence
+from typing import Sequence, Tuple
 
-from pants.engine.fs import CreateDigest, Digest, FileContent
-from pants.engine.rules import Get
+from pants.engine.fs import FileContent
 
 from rocm_build.script_modules import script_bytes
 
@@ -24,13 +23,8 @@ def set_metadata(owner: str, gpu_targets: Sequence[str]) -> bytes:
     return (json.dumps({"target": owner, "gpu_targets": list(gpu_targets)}, indent=2) + "\n").encode()
 
 
-async def box_check_files(owner: str, gpu_targets: Sequence[str]) -> Digest:
-    return await Get(
-        Digest,
-        CreateDigest(
-            [
-                FileContent(CHECK_SCRIPT, script_bytes(CHECK_SCRIPT), is_executable=True),
-                FileContent(SET_METADATA, set_metadata(owner, gpu_targets)),
-            ]
-        ),
+def box_check_files(owner: str, gpu_targets: Sequence[str]) -> Tuple[FileContent, ...]:
+    return (
+        FileContent(CHECK_SCRIPT, script_bytes(CHECK_SCRIPT), is_executable=True),
+        FileContent(SET_METADATA, set_metadata(owner, gpu_targets)),
     )

@@ -23,7 +23,7 @@ from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, DigestEntries, FileEntry, MergeDigests
 from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
@@ -150,23 +150,22 @@ def device_problems(owner: str, wheel: str, code: GpuCode, gpu_targets: Sequence
     return problems
 
 
-async def declared_system_libraries(addresses: Sequence[Address], owner: str) -> Dict[str, Mapping[str, str]]:
+def declared_system_libraries(chain: Sequence[Target]) -> Dict[str, Mapping[str, str]]:
     """Target spec -> its `system_libraries`, for the chain's targets that have the field."""
-    wrapped = await MultiGet(Get(WrappedTarget, WrappedTargetRequest(a, f"the chain of {owner}")) for a in addresses)
-    return {
-        w.target.address.spec: dict(w.target[SystemLibrariesField].value or {})
-        for w in wrapped
-        if w.target.has_field(SystemLibrariesField)
-    }
+    return {t.address.spec: dict(t[SystemLibrariesField].value or {}) for t in chain if t.has_field(SystemLibrariesField)}
 
 
 @rule(desc="Checking that the install set loads: libraries, symbols, GPU code")
 async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLibraries) -> CheckedInstallSet:
     platform = [w for w in request.wheels if not w.wheel.wheel_name[: -len(".whl")].endswith("-any")]
-    links = await MultiGet(Get(WheelLinks, BuiltWheel, w.wheel) for w in platform)
     unaudited = [w for w in platform if not w.audited]
-    codes = await MultiGet(Get(GpuCode, BuiltWheel, w.wheel) for w in unaudited)
-    declared = await declared_system_libraries(request.addresses, request.owner)
+    # Every wheel's links and GPU code, read together (each a process over a wheel).
+    found = await MultiGet(
+        [*(Get(WheelLinks, BuiltWheel, w.wheel) for w in platform), *(Get(GpuCode, BuiltWheel, w.wheel) for w in unaudited)]
+    )
+    links, codes = found[: len(platform)], found[len(platform) :]
+    chain = await MultiGet(Get(WrappedTarget, WrappedTargetRequest(a, f"the chain of {request.owner}")) for a in request.addresses)
+    declared = declared_system_libraries([w.target for w in chain])
     elves = [elf for found in links for elf in elves_of(found.wheel_name, json.loads(found.elves))]
     owners = {w.wheel.wheel_name: w.owner for w in request.wheels}
     requires = {found.wheel_name: found.requires for found in links}

@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pants.engine.addresses import Address
-from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
+from pants.engine.fs import Digest, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
 
 from rocm_build.wheel.build_spec import ENV_NAME, WheelBuildSpec, WheelRequest
 from rocm_build.wheel.chain_order import wheel_chain
@@ -134,10 +134,8 @@ def header_lines(runtime: RuntimeSet) -> List[str]:
     return [*lines, f"# then, before running Python: . ./{ENV_SCRIPT}  (the run-time environment: {variables})"]
 
 
-async def therock_sdk(address: Address) -> Optional[Tuple[str, str, Tuple[str, ...]]]:
+def therock_sdk(spec: WheelBuildSpec, toolchain: Target) -> Optional[Tuple[str, str, Tuple[str, ...]]]:
     """(index, version, gpu targets) of a rocm_wheel built with TheRock's SDK, else None."""
-    spec = await Get(WheelBuildSpec, WheelRequest(address))
-    toolchain = (await Get(WrappedTarget, WrappedTargetRequest(spec.toolchain, f"the `toolchain` field of {spec.owner}"))).target
     if toolchain.get(ToolchainProviderField).value != "therock":
         return None
     return toolchain.get(ToolchainIndexUrlField).value, toolchain.get(ToolchainVersionField).value, spec.gpu_targets
@@ -169,7 +167,11 @@ async def runtime_set(request: RuntimeSetRequest) -> RuntimeSet:
     )
     wheels = [w.target for w in wrapped if isinstance(w.target, RocmWheelTarget)]
     env = merged_env(request.owner, [(t.address.spec, t[WheelRuntimeEnvField].value or {}) for t in wheels])
-    sdks = [await therock_sdk(t.address) for t in wheels]
+    specs = await MultiGet(Get(WheelBuildSpec, WheelRequest(t.address)) for t in wheels)
+    toolchains = await MultiGet(
+        Get(WrappedTarget, WrappedTargetRequest(s.toolchain, f"the `toolchain` field of {s.owner}")) for s in specs
+    )
+    sdks = [therock_sdk(spec, toolchain.target) for spec, toolchain in zip(specs, toolchains)]
     sdk_install = sdk_install_command(request.owner, [(t.address.spec, sdk) for t, sdk in zip(wheels, sdks) if sdk])
     sdk: List[Tuple[str, str, str]] = []
     for target in wheels:
@@ -192,21 +194,14 @@ async def check_runtime_set(root: Address) -> None:
     await Get(RuntimeSet, RuntimeSetRequest(root.spec, tuple(spec.address for spec in chain)))
 
 
-async def with_runtime_set(addresses: Tuple[Address, ...], lines: List[str]) -> Tuple[List[str], Digest, Digest]:
-    """An install set's requirements lines with the run-time ones added (the header's steps
-    after its comment lines, the locked requirements at the end), its env.sh and locked
-    run-time wheels (under wheels/), and those wheels alone (at the root, to be checked)."""
-    runtime = await Get(RuntimeSet, RuntimeSetRequest(addresses[-1].spec, addresses))
+def with_runtime_lines(runtime: RuntimeSet, lines: List[str]) -> List[str]:
+    """An install set's requirements lines with the run-time ones added: the header's steps
+    after its comment lines, the locked requirements at the end."""
     header = 0
     while header < len(lines) and lines[header].startswith("#"):
         header += 1
     locked = [f"{d.name}=={d.version} --hash=sha256:{d.sha256}" for d in runtime.dists]
-    new_lines = [*lines[:header], *header_lines(runtime), *lines[header:], *locked]
-    files = await MultiGet(
-        Get(Digest, CreateDigest([FileContent(ENV_SCRIPT, env_script(runtime.env).encode())])),
-        Get(Digest, AddPrefix(runtime.wheels, "wheels")),
-    )
-    return new_lines, await Get(Digest, MergeDigests(files)), runtime.wheels
+    return [*lines[:header], *header_lines(runtime), *lines[header:], *locked]
 
 
 def rules():

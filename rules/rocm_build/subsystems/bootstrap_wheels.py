@@ -6,10 +6,11 @@ its own build tools.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from pants.engine.fs import Digest, DownloadFile, FileDigest, MergeDigests
-from pants.engine.rules import Get, MultiGet
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
 
 class PinnedWheel(NamedTuple):
@@ -38,9 +39,19 @@ BOOTSTRAP_WHEELS = (
 )
 
 
-async def bootstrap_wheels_digest() -> Digest:
-    """The pinned wheels, at the sandbox root under their own file names."""
+@dataclass(frozen=True)
+class BootstrapWheels:
+    digest: Digest  # the pinned wheels, at the root under their own file names
+
+
+@rule(desc="Downloading the pinned bootstrap wheels")
+async def bootstrap_wheels() -> BootstrapWheels:
+    # A rule, not a helper: a build asks for it (`Get(BootstrapWheels)`) beside its other downloads.
     downloads = await MultiGet(
         Get(Digest, DownloadFile(w.url, FileDigest(w.sha256, w.size))) for w in BOOTSTRAP_WHEELS
     )
-    return await Get(Digest, MergeDigests(downloads))
+    return BootstrapWheels(await Get(Digest, MergeDigests(downloads)))
+
+
+def rules():
+    return collect_rules()

@@ -28,7 +28,7 @@ from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
 
 from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
-from rocm_build.subsystems.bootstrap_wheels import bootstrap_wheels_digest
+from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.wheel.build_output import BuildOutput, BuiltPayload, FinishedWheel, WheelWithBuildInfo
 from rocm_build.wheel.build_process import (
     ARCHIVES_DIR,
@@ -40,7 +40,7 @@ from rocm_build.wheel.build_process import (
     local_version_label,
 )
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request, log_name
-from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest
+from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.portable import PlatformPolicy
 from rocm_build.wheel.cargo import CargoBuild, CargoBuildRequest
@@ -52,7 +52,7 @@ from rocm_build.wheel.patch_files import PatchAddedFiles, PatchAddedFilesRequest
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation, explain_build_failure
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
-from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest
+from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
@@ -159,57 +159,143 @@ def prebuilt_wheel(fetched: FetchedPrebuilt) -> BuiltRocmWheel:
     return replace(built, closure=(built,))
 
 
-async def _dependency_wheels(spec: WheelBuildSpec, with_built_dependencies: bool) -> Tuple[BuiltRocmWheel, ...]:
-    """The dependency wheels that built (optional ones may not), then the prebuilt ones."""
-    owner = spec.owner
-    deps: Tuple[BuiltRocmWheel, ...] = ()
-    if with_built_dependencies:
-        deps = await MultiGet(Get(BuiltRocmWheel, WheelRequest(a)) for a in spec.dependencies)
-    prebuilt = await MultiGet(
-        Get(FetchedPrebuilt, PrebuiltRequest(a, f"the `dependencies` field of {owner}")) for a in spec.prebuilt
+@dataclass(frozen=True)
+class DependencyWheelsRequest:
+    spec: WheelBuildSpec
+    with_built_dependencies: bool  # False for a preflight: nothing is built for it
+
+
+@dataclass(frozen=True)
+class DependencyWheels:
+    wheels: Tuple[BuiltRocmWheel, ...]  # the built ones that built (optional ones may not), then the prebuilt ones
+
+
+@rule(desc="Building the dependencies of a rocm_wheel", level=LogLevel.DEBUG)
+async def dependency_wheels(request: DependencyWheelsRequest) -> DependencyWheels:
+    spec, owner = request.spec, request.spec.owner
+    built = spec.dependencies if request.with_built_dependencies else ()
+    # Built and prebuilt together: the prebuilt wheels download while the others build.
+    deps = await MultiGet(
+        [
+            *(Get(BuiltRocmWheel, WheelRequest(a)) for a in built),
+            *(Get(FetchedPrebuilt, PrebuiltRequest(a, f"the `dependencies` field of {owner}")) for a in spec.prebuilt),
+        ]
     )
-    deps += tuple(prebuilt_wheel(p) for p in prebuilt)
-    for dep in deps:
+    wheels = (*deps[: len(built)], *(prebuilt_wheel(p) for p in deps[len(built) :]))
+    for dep in wheels:
         if dep.error:
             why = dep.error if dep.skipped else "it failed to build."
             logger.warning(f"{owner}: building without optional {dep.address.spec}: {why}")
-    return tuple(d for d in deps if d.wheel_name)
+    return DependencyWheels(tuple(d for d in wheels if d.wheel_name))
 
 
-async def _tree_layers(upstream: ResolvedUpstream, owner: str) -> Tuple[Digest, Optional[Digest]]:
+@dataclass(frozen=True)
+class BuildHostRequest:
+    spec: WheelBuildSpec
+
+
+@dataclass(frozen=True)
+class BuildHost:
+    """Where a build runs: its environment, its Python and toolchain there, and the Python of
+    this machine that downloads for it (the build Python's minor version)."""
+
+    environment: BuildEnvironment
+    python: BuildPython
+    host_python: BuildPython
+    toolchain: ResolvedToolchain
+
+
+@rule(desc="Resolving the environment, Python and toolchain of a rocm_wheel", level=LogLevel.DEBUG)
+async def resolve_build_host(request: BuildHostRequest) -> BuildHost:
+    spec, owner = request.spec, request.spec.owner
+    environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, owner))
+    image = environment.image  # the toolchain and Python are looked for in it
+    python, toolchain = await MultiGet(
+        Get(BuildPython, BuildPythonRequest(spec.python, owner, image)),
+        Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image, spec.gpu_targets)),
+    )
+    host_python = await Get(BuildPython, BuildPythonRequest(python.major_minor, owner)) if image else python
+    return BuildHost(environment, python, host_python, toolchain)
+
+
+@dataclass(frozen=True)
+class BuildLockWheelsRequest:
+    spec: WheelBuildSpec
+
+
+@rule(desc="Downloading the locked build requirements of a rocm_wheel", level=LogLevel.DEBUG)
+async def build_lock_wheels(request: BuildLockWheelsRequest) -> LockWheels:
+    """The lock's wheels as soon as the Python is known, not after the tree: LockedRequirements
+    (which needs the tree) finds them downloaded."""
+    spec = request.spec
+    if not spec.lock_path:
+        return LockWheels(EMPTY_DIGEST, EMPTY_DIGEST)
+    host = await Get(BuildHost, BuildHostRequest(spec))
+    return await Get(LockWheels, LockWheelsRequest(spec.owner, spec.lock_path, host.host_python))
+
+
+@dataclass(frozen=True)
+class TreeLayersRequest:
+    source: SourceTree
+    owner: str
+
+
+@dataclass(frozen=True)
+class TreeLayers:
     """The tree as layers where it can be: the fetched pack, the same for every patch change,
     is checked out by git, once per machine and stacked under the patched files
     (build_wheel.sh), or for a container before it starts (in_container.sh). When a patch
-    deletes files, the merged tree is written by Pants. Returns (tree or changes, pack)."""
-    source = upstream.source
+    deletes files, the merged tree is written by Pants."""
+
+    tree: Digest  # the merged tree, or the patched files under TREE_CHANGES
+    pack: Optional[Digest]  # the fetched pack, None with a merged tree
+
+
+@rule(desc="Layering a rocm_wheel's source tree", level=LogLevel.DEBUG)
+async def tree_layers(request: TreeLayersRequest) -> TreeLayers:
+    source = request.source
     if source.removes_files:
-        return (await Get(MergedTree, MergedTreeRequest(source, owner))).digest, None
-    changes = await Get(Digest, AddPrefix(await Get(Digest, RemovePrefix(source.changes, TREE_DIR)), TREE_CHANGES))
-    return changes, await Get(Digest, RemovePrefix(source.pack, PACK_DIR))
+        return TreeLayers((await Get(MergedTree, MergedTreeRequest(source, request.owner))).digest, None)
+    changes, pack = await MultiGet(Get(Digest, RemovePrefix(source.changes, TREE_DIR)), Get(Digest, RemovePrefix(source.pack, PACK_DIR)))
+    return TreeLayers(await Get(Digest, AddPrefix(changes, TREE_CHANGES)), pack)
 
 
-async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation, with_built_dependencies: bool) -> PreparedWheelBuild:
-    spec = await Get(WheelBuildSpec, WheelRequest, request)
+@dataclass(frozen=True)
+class WheelInputsRequest:
+    address: Address
+    with_built_dependencies: bool  # False for a preflight
+
+
+@rule(desc="Resolving the inputs of a rocm_wheel", level=LogLevel.DEBUG)
+async def prepare_wheel_inputs(request: WheelInputsRequest, isolation: NetworkIsolation) -> PreparedWheelBuild:
+    spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     owner = spec.owner
-    environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, owner))
-    image = environment.image
-    python = await Get(BuildPython, BuildPythonRequest(spec.python, owner, image))
-    # Downloads run on this machine: with a Python of the build Python's minor version.
-    host_python = await Get(BuildPython, BuildPythonRequest(python.major_minor, owner)) if image else python
-    # The toolchain first: without it nothing else is worth fetching or building.
-    toolchain = await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image, spec.gpu_targets))
-    upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}"))
-    archives = await MultiGet(
-        Get(FetchedArchive, ArchiveRequest(a, f"the `archives` field of {owner}")) for _, a in spec.archives
+    # What needs nothing but the spec, together: on a first networked build the tree, the
+    # archives, the lock's wheels, the bootstrap wheels and the dependencies download (and
+    # build) at once. (`package` checked the toolchains before any of it: chain.py.)
+    host, upstream, bootstrap, _, deps, *archives = await MultiGet(
+        [
+            Get(BuildHost, BuildHostRequest(spec)),
+            Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}")),
+            Get(BootstrapWheels),
+            Get(LockWheels, BuildLockWheelsRequest(spec)),  # for the lock's check below
+            Get(DependencyWheels, DependencyWheelsRequest(spec, request.with_built_dependencies)),
+            *(Get(FetchedArchive, ArchiveRequest(a, f"the `archives` field of {owner}")) for _, a in spec.archives),
+        ]
     )
-    # A Rust build: its crates, the cargo config that keeps it offline, the Rust toolchain (cargo.py).
-    cargo = await Get(CargoBuild, CargoBuildRequest(spec, upstream.source, image)) if spec.rust else None
-    locked = None
-    if spec.lock_path:
-        locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, host_python))
-    usable = await _dependency_wheels(spec, with_built_dependencies)
+    image, python, usable = host.environment.image, host.python, deps.wheels
+    # What needs the tree: its layers, its crates and the cargo config that keeps the build
+    # offline (cargo.py), and the lock's check against it (the lock's wheels are here already).
+    tree, *more = await MultiGet(
+        [
+            Get(TreeLayers, TreeLayersRequest(upstream.source, owner)),
+            *([Get(CargoBuild, CargoBuildRequest(spec, upstream.source, image))] if spec.rust else []),
+            *([Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, host.host_python))] if spec.lock_path else []),
+        ]
+    )
+    cargo = more.pop(0) if spec.rust else None
+    locked = more.pop(0) if spec.lock_path else None
 
-    bootstrap = await bootstrap_wheels_digest()
     # The build venv gets the dependencies, and the prebuilt wheels they were built on (a torch
     # that links the SDK's library cannot be imported without the SDK's wheel). Not the rocm_wheels
     # below them: a build depends on what its dependencies ship (early cutoff), and a prebuilt
@@ -217,36 +303,39 @@ async def _prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolatio
     # compiled against: only in install sets.
     below = {w.address: w for d in usable for w in (*(c for c in d.closure if is_prebuilt(c)), d)}.values()
     dep_wheels = await Get(Digest, MergeDigests(d.payload for d in below if not is_device_wheel(d)))
-    archive_trees = await MultiGet(
-        Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)
+    deps_dir, bootstrap_dir, *archive_trees = await MultiGet(
+        [
+            Get(Digest, AddPrefix(dep_wheels, "deps")),
+            Get(Digest, AddPrefix(bootstrap.digest, "bootstrap")),
+            *(Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)),
+        ]
     )
-    tree, source_pack = await _tree_layers(upstream, owner)
     inputs = await Get(
         Digest,
         MergeDigests(
             [
-                tree,
-                await Get(Digest, AddPrefix(dep_wheels, "deps")),
-                await Get(Digest, AddPrefix(bootstrap, "bootstrap")),
+                tree.tree,
+                deps_dir,
+                bootstrap_dir,
                 *([locked.inputs] if locked else []),
                 *archive_trees,
                 *([cargo.inputs] if cargo else []),
             ]
         ),
     )
-    label = local_version_label(toolchain, spec)
+    label = local_version_label(host.toolchain, spec)
     network = isolation.describe(in_image=bool(image))
-    info = build_info_json(spec, upstream, toolchain, python, label, network, environment, locked, archives, usable, cargo)
-    request = WheelBuildRequest(
-        spec, toolchain, python, isolation.isolated(bool(image)), image, label, upstream.commit_time, inputs,
-        source_pack=source_pack,
-        venv_key=venv_key(python, bootstrap, dep_wheels, locked),
+    info = build_info_json(spec, upstream, host.toolchain, python, label, network, host.environment, locked, archives, usable, cargo)
+    build = WheelBuildRequest(
+        spec, host.toolchain, python, isolation.isolated(bool(image)), image, label, upstream.commit_time, inputs,
+        source_pack=tree.pack,
+        venv_key=venv_key(python, bootstrap.digest, dep_wheels, locked),
         rust=cargo.rust.identity if cargo else "",
     )  # fmt: skip
     if spec.kept_build_dir:
         not_tree = [*archive_trees, *([cargo.inputs] if cargo else [])]
-        request = replace(request, kept_key=kept_build_dir_key(request, not_tree))
-    return PreparedWheelBuild(request, info, usable)
+        build = replace(build, kept_key=kept_build_dir_key(build, not_tree))
+    return PreparedWheelBuild(build, info, usable)
 
 
 def kept_build_dir_key(request: WheelBuildRequest, inputs_not_tree: Sequence[Digest]) -> str:
@@ -277,13 +366,13 @@ def venv_key(python: BuildPython, bootstrap: Digest, deps: Digest, locked: Optio
 
 
 @rule(desc="Resolving the inputs of a rocm_wheel build", level=LogLevel.DEBUG)
-async def prepare_wheel_build(request: WheelRequest, isolation: NetworkIsolation) -> PreparedWheelBuild:
-    return await _prepare_wheel_build(request, isolation, with_built_dependencies=True)
+async def prepare_wheel_build(request: WheelRequest) -> PreparedWheelBuild:
+    return await Get(PreparedWheelBuild, WheelInputsRequest(request.address, with_built_dependencies=True))
 
 
 @rule(desc="Resolving the inputs of a rocm_wheel preflight", level=LogLevel.DEBUG)
-async def prepare_preflight_build(request: PreflightWheelRequest, isolation: NetworkIsolation) -> PreflightBuild:
-    prepared = await _prepare_wheel_build(WheelRequest(request.address), isolation, with_built_dependencies=False)
+async def prepare_preflight_build(request: PreflightWheelRequest) -> PreflightBuild:
+    prepared = await Get(PreparedWheelBuild, WheelInputsRequest(request.address, with_built_dependencies=False))
     return PreflightBuild(prepared.request)
 
 

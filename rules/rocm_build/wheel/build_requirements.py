@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from pants.engine.fs import (
+    EMPTY_DIGEST,
     AddPrefix,
     CreateDigest,
     Digest,
@@ -29,7 +30,7 @@ from pants.option.global_options import GlobalOptions
 from pants.util.logging import LogLevel
 
 from rocm_build.wheel import lockfile
-from rocm_build.subsystems.bootstrap_wheels import bootstrap_wheels_digest
+from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
@@ -92,6 +93,23 @@ class WheelhouseRequest:
     python: BuildPython  # wheels are chosen for its version
 
 
+@dataclass(frozen=True)
+class LockWheelsRequest:
+    owner: str
+    lock_path: str
+    python: BuildPython  # the Python the wheels are downloaded for (see WheelhouseRequest)
+
+
+@dataclass(frozen=True)
+class LockWheels:
+    """A lock's wheels, downloaded before its check against the tree, so that a build fetches
+    them beside the tree rather than after it. Empty if the lock is missing or unreadable
+    (the check names the fix)."""
+
+    lock_file: Digest  # the lock at LOCK_IN_SANDBOX
+    wheelhouse: Digest  # its wheels under WHEELHOUSE_DIR/
+
+
 def sha256_or_none(data: Optional[bytes]) -> Optional[str]:
     return None if data is None else hashlib.sha256(data).hexdigest()
 
@@ -148,14 +166,24 @@ async def locked_requirements(request: LockedRequirementsRequest) -> LockedRequi
             + "; ".join(reasons)
             + f". Regenerate it: {regenerate_command(owner)}"
         )
-    lock_file = await Get(Digest, CreateDigest([FileContent(LOCK_IN_SANDBOX, read.content)]))
-    wheelhouse = await Get(Wheelhouse, WheelhouseRequest(owner, path, lock_file, len(lock.dists), python))
+    wheels = await Get(LockWheels, LockWheelsRequest(owner, path, python))
     return LockedRequirements(
         lock_path=path,
         sha256=read.sha256 or "",
         lock=lock,
-        inputs=await Get(Digest, MergeDigests([lock_file, wheelhouse.digest])),
+        inputs=await Get(Digest, MergeDigests([wheels.lock_file, wheels.wheelhouse])),
     )
+
+
+@rule(desc="Downloading a build-requirements lock's wheels", level=LogLevel.DEBUG)
+async def lock_wheels(request: LockWheelsRequest) -> LockWheels:
+    read = await Get(ReadLock, LockPath(request.lock_path))
+    if read.content is None or read.lock is None:
+        return LockWheels(EMPTY_DIGEST, EMPTY_DIGEST)
+    lock_file = await Get(Digest, CreateDigest([FileContent(LOCK_IN_SANDBOX, read.content)]))
+    count = len(read.lock.dists)
+    wheelhouse = await Get(Wheelhouse, WheelhouseRequest(request.owner, request.lock_path, lock_file, count, request.python))
+    return LockWheels(lock_file, wheelhouse.digest)
 
 
 @dataclass(frozen=True)
@@ -173,13 +201,12 @@ class PipRun:
 
 @rule
 async def pip_run_process(
-    request: PipRun, tools: HostTools, settings: RocmBuildSubsystem, global_options: GlobalOptions
+    request: PipRun, tools: HostTools, settings: RocmBuildSubsystem, global_options: GlobalOptions, bootstrap: BootstrapWheels
 ) -> Process:
     python = request.python
-    bootstrap = await bootstrap_wheels_digest()
     scripts = await script_digest("run_pip.sh")
     input_digest = await Get(
-        Digest, MergeDigests([request.inputs, scripts, await Get(Digest, AddPrefix(bootstrap, "bootstrap"))])
+        Digest, MergeDigests([request.inputs, scripts, await Get(Digest, AddPrefix(bootstrap.digest, "bootstrap"))])
     )
     return Process(
         argv=(tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.in_sandbox, *request.args, *settings.pip_index_args()),

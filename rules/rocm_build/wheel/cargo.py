@@ -17,7 +17,7 @@ from typing import Iterable, List, Optional
 from urllib.parse import parse_qsl
 
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 
 from rocm_build.toolchain.container import BuildImage
@@ -80,9 +80,13 @@ def cargo_config(locks: Iterable[dict]) -> str:
 async def prepare_cargo_build(request: CargoBuildRequest) -> CargoBuild:
     spec = request.spec
     owner = spec.owner
-    rust = await Get(RustToolchain, RustToolchainRequest(owner, request.image))
-    vendored = await Get(VendoredCrates, VendoredCratesRequest(request.source, spec.cargo_lock, owner))
-    scan = json.loads((await Get(TreeScan, TreeScanRequest(request.source, owner))).result)
+    # The crates download while the Rust toolchain is looked for and the tree scanned.
+    rust, vendored, scanned = await MultiGet(
+        Get(RustToolchain, RustToolchainRequest(owner, request.image)),
+        Get(VendoredCrates, VendoredCratesRequest(request.source, spec.cargo_lock, owner)),
+        Get(TreeScan, TreeScanRequest(request.source, owner)),
+    )
+    scan = json.loads(scanned.result)
     config = cargo_config(scan["cargo"]["locks"])
     inputs = await Get(
         Digest,

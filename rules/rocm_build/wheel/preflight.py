@@ -20,13 +20,14 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from pants.engine.rules import Get, _uncacheable_rule, collect_rules
+from pants.engine.rules import Get, MultiGet, _uncacheable_rule, collect_rules, rule
+from pants.util.logging import LogLevel
 
 from rocm_build.install.requires_check import requires_findings
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request
-from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest
+from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest, parse_constraint
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec, missing_device_wheels
@@ -222,6 +223,30 @@ async def _upstream_steps(spec: WheelBuildSpec, upstream: ResolvedUpstream, wher
     return [*problems, *found], [*notes, *more_notes]
 
 
+@dataclass(frozen=True)
+class EarlyLockWheelsRequest:
+    spec: WheelBuildSpec
+
+
+@dataclass(frozen=True)
+class EarlyLockWheels:
+    """The lock's wheels were asked for (or there is no lock); never an error."""
+
+
+@rule(desc="Downloading a rocm_wheel's locked build requirements", level=LogLevel.DEBUG)
+async def early_lock_wheels(request: EarlyLockWheelsRequest) -> EarlyLockWheels:
+    """The lock's wheels beside the tree, not after it. What goes wrong is the lock check's to
+    name (it asks again): its problem is the one to show, with the tree's, not a download's."""
+    spec = request.spec
+    if spec.lock_path:
+        try:
+            python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
+            await Get(LockWheels, LockWheelsRequest(spec.owner, spec.lock_path, python))
+        except Exception:
+            pass
+    return EarlyLockWheels()
+
+
 @_uncacheable_rule(desc="Fetching, patching and checking a rocm_wheel's tree")
 async def tree_check(request: TreeCheck) -> ComponentStatus:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
@@ -229,14 +254,17 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
     if spec.optional and spec.unsupported_gpu_targets():
         return ComponentStatus(owner)  # skipped: QuickCheck says why
     try:
-        upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}"))
+        # The tree and the prebuilt wheels (now: a bad sha256 stops the chain before any
+        # build), and the lock's wheels for its check below, downloaded at once.
+        upstream, *_ = await MultiGet(
+            [
+                Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}")),
+                Get(EarlyLockWheels, EarlyLockWheelsRequest(spec)),
+                *(Get(FetchedPrebuilt, PrebuiltRequest(a, f"the `dependencies` field of {owner}")) for a in spec.prebuilt),
+            ]
+        )
     except Exception as e:
         return ComponentStatus(owner, (problem_text(e),))
-    for address in spec.prebuilt:  # downloaded now: a bad sha256 stops the chain before any build
-        try:
-            await Get(FetchedPrebuilt, PrebuiltRequest(address, f"the `dependencies` field of {owner}"))
-        except Exception as e:
-            return ComponentStatus(owner, (problem_text(e),))
     where = f"{upstream.pin_name} at {upstream.pin.commit}"
     pairing = await Get(RecipePairing, ComponentPairingRequest(spec))
     problems = [*pairing.problems, *await _missing_files(spec, upstream, where), *_pip_cmake_steps(spec)]
