@@ -18,7 +18,7 @@ wheel, as the real wheels carry them, on a file:// package index.
 Mini torch links libmini_hip through its RUNPATH and requires the SDK wheel; mini vllm links
 mini torch's library. Both wheels are byte-reproducible (compiled with the identifying
 `.comment` removed, no build id, zip entries at a fixed date), so their sha256 is a pin:
-tests/mini/pins.toml holds it. Nothing here is a real ROCm: the GPU code is compiled by
+tests/mini/pins/mini-sdk.toml holds it. Nothing here is a real ROCm: the GPU code is compiled by
 Debian's clang-19 for the AMDGPU target and never runs.
 """
 

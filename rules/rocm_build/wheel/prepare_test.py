@@ -92,7 +92,7 @@ def test_a_first_build_downloads_its_independent_inputs_at_once(tmp_path: Path) 
         )
         runner.write_files(
             {
-                "components/pins.toml": pins_toml(mini={"url": "https://github.com/rocm-pants-mini/mini", "track": "main", "commit": commit}),
+                "components/pins/mini.toml": pins_toml(mini={"url": "https://github.com/rocm-pants-mini/mini", "track": "main", "commit": commit}),
                 "components/BUILD": "rocm_toolchain(name='llvm', provider='llvm', path='/usr/lib/llvm-19')\n"
                 f"upstream_archive(name='extra', url='{http_url}/extra.tar.gz', sha256='{archive_sha}', strip_prefix='extra')\n",
                 "components/mini/BUILD": "upstream_repo(name='src', pin='mini')\n"
