@@ -226,18 +226,29 @@ class InferArchivePin(InferDependenciesRequest):
     infer_from = ArchivePinFieldSet
 
 
+@dataclass(frozen=True)
+class PinEdgesRequest:
+    owner: Address
+    pins_file: str
+    table: str
+
+
+@rule(desc="Finding the targets that own a pin's files")
+async def find_pin_edges(request: PinEdgesRequest) -> InferredDependencies:
+    files = await Get(PinFiles, PinFilesRequest(request.pins_file, request.table))
+    return InferredDependencies(await Get(Addresses, InputFilesRequest(request.owner, files.paths)))
+
+
 @rule(desc="Inferring the pin file of an upstream_repo")
 async def infer_upstream_pin(request: InferUpstreamPin) -> InferredDependencies:
     fs = request.field_set
-    files = await Get(PinFiles, PinFilesRequest(fs.pins_file.value, fs.pin.value))
-    return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, files.paths)))
+    return await Get(InferredDependencies, PinEdgesRequest(fs.address, fs.pins_file.value, fs.pin.value))
 
 
 @rule(desc="Inferring the pin file of a prebuilt_wheel")
 async def infer_prebuilt_pin(request: InferPrebuiltPin) -> InferredDependencies:
     fs = request.field_set
-    files = await Get(PinFiles, PinFilesRequest(fs.pins_file.value, f"{PREBUILT}.{fs.pin.value}"))
-    return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, files.paths)))
+    return await Get(InferredDependencies, PinEdgesRequest(fs.address, fs.pins_file.value, f"{PREBUILT}.{fs.pin.value}"))
 
 
 @rule(desc="Inferring the pin file of an upstream_archive")
@@ -245,8 +256,7 @@ async def infer_archive_pin(request: InferArchivePin) -> InferredDependencies:
     fs = request.field_set
     if not fs.pin.value:  # url and sha256 in BUILD: the BUILD file is its own input
         return InferredDependencies([])
-    files = await Get(PinFiles, PinFilesRequest(fs.pins_file.value, fs.pin.value))
-    return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, files.paths)))
+    return await Get(InferredDependencies, PinEdgesRequest(fs.address, fs.pins_file.value, fs.pin.value))
 
 
 # ----------------------------------------------------------------------------- docker_environment
