@@ -4,6 +4,10 @@ The patch process gets only the files the patches touch, checked out of the fetc
 the tree: at PyTorch scale (100k files) writing the whole tree into a sandbox and capturing it
 again cost 10-20 s here, against well under a second for the touched files. What it writes is
 the patched tree's `changes` over the fetched one (source_tree.py).
+
+An upstream_archive's unpacked tree is no pack: the same script patches the same touched files,
+taken from the tree's entries, and its output replaces them there (`TreePatchRequest`). The
+script needs no repository: `git apply` patches plain files outside one.
 """
 
 from __future__ import annotations
