@@ -118,7 +118,7 @@ ZZK_DIR = "tests/kernels/zzk"
 
 def zzk_build(repo_pins: str, archive_url: str, archive_sha: str) -> str:
     tests = "\n".join(
-        f'triton_kernel_test(name="{name}", source=":{source}", workload="workload.py", '
+        f'triton_kernel_test(name="kernels-{name}", source=":{source}", workload="workload.py", '
         'dependencies=["components/kernels:venv"])'
         for name, source in (("repo", "src"), ("archive", "sdist"), ("wheel", "wheel"), ("prebuilt", "prebuilt"))
     )
@@ -184,9 +184,9 @@ def zzk(ws: Workspace, tmp_path_factory) -> Workspace:
 
 def compiled_from(ws: Workspace, name: str) -> dict:
     """`pants test` of one of zzk's kernel tests: the one kernel its workload launched."""
-    run = ws.pants("test", f"{ZZK_DIR}:{name}")
+    run = ws.pants("test", f"{ZZK_DIR}:kernels-{name}")
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
-    report = json.loads(ws.path(f"dist/test/tests.kernels.zzk.{name}/report.json").read_text())
+    report = json.loads(ws.path(f"dist/test/tests.kernels.zzk.kernels-{name}/report.json").read_text())
     gfx1151 = report["targets"]["gfx1151"]
     assert gfx1151["failures"] == [], gfx1151["failures"]
     (kernel,) = gfx1151["kernels"]
