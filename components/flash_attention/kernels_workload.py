@@ -20,7 +20,9 @@ dQ kernels). Nothing runs, so outputs stay as allocated.
 
 One more case, `autotune_configs`, runs what `FLASH_ATTENTION_TRITON_AMD_AUTOTUNE=1` runs at
 import (fwd_prefill.get_autotune_configs): it picks RDNA or CDNA configs by `utils.is_rdna()` /
-`is_cdna()`, whose lists do not name gfx1151, so on gfx1151 it raises "Unknown Device Type".
+`is_cdna()`, whose upstream lists do not name gfx1151, so on the unpatched sdist gfx1151 raises
+"Unknown Device Type". patches/flash_attention/0001 adds gfx1150/gfx1151 to `is_rdna()`; the
+case checks that gfx1151 then gets exactly the RDNA configs.
 
 Not covered, and why:
 - Paged KV (`fwd_kvcache(block_table=...)`): this backend accepts the argument and ignores
@@ -144,9 +146,12 @@ def autotune_configs() -> None:
     saved = fwd_prefill.AUTOTUNE
     fwd_prefill.AUTOTUNE = True
     try:
-        fwd_prefill.get_autotune_configs()
+        configs, _ = fwd_prefill.get_autotune_configs()
     finally:
         fwd_prefill.AUTOTUNE = saved
+    rdna, _ = fwd_prefill.get_rdna_autotune_configs()
+    if [str(c) for c in configs] != [str(c) for c in rdna]:
+        raise AssertionError(f"is_rdna() is {fwd_prefill.is_rdna()}: the autotune configs are not RDNA's: {configs}")
 
 
 def cases() -> Iterable[tuple[str, Callable[[], None]]]:

@@ -4,17 +4,30 @@ repository, the pinned wheels served from this machine's mirror (./setup) and no
 A tile that needs 128 KiB of LDS fails on gfx1151 with Triton's own OutOfResources, named
 with kernel, specialization, target, required and limit, and compiles for gfx950; with the
 failure listed the test passes; run again unchanged it is Pants' cache hit, not a compile.
+
+Every kind of `source` is importable by the workload, each by a test of its own: an upstream
+`zzk` with its package `zzk/` at its root, as a git repository (`upstream_repo`), an archive
+with a patch (`upstream_archive`), a wheel built from the repository (`rocm_wheel`) and a
+wheel of it on a package index (`prebuilt_wheel`); the workload imports `zzk` and launches its kernel.
+A patch that no longer applies to flash-attention's sdist fails its kernel test naming it.
 """
 
 from __future__ import annotations
 
+import base64
+import hashlib
+import io
 import json
+import tarfile
 import time
+import zipfile
+from pathlib import Path
 
 import pytest
 
 from e2e.workspace import CACHE_ROOT, Workspace, make_fixture_upstreams
 from kernels import make_mirror
+from mini import make_upstreams
 
 LDS = "tests/kernels:lds"
 BUILD = "tests/kernels/BUILD"
@@ -68,3 +81,152 @@ def test_with_the_failure_listed_it_passes_and_is_cached_until_an_input_changes(
     ws.write("tests/kernels/lds_workload.py", workload + "\n# changed\n")
     changed = ws.pants("test", LDS)
     assert changed.returncode == 0 and "Completed: Compiling the Triton kernels of tests/kernels:lds" in changed.stderr
+
+
+# ------------------------------------------------------------------ each kind of `source`
+
+ZZK_INIT = '''"""A package at the root of its upstream, as a new user's would be."""
+import torch
+import triton
+import triton.language as tl
+
+BLOCK = 64
+
+
+@triton.jit
+def double(x_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(x_ptr + offs, tl.load(x_ptr + offs, mask=offs < n) * 2, mask=offs < n)
+
+
+def launch():
+    x = torch.empty(256, dtype=torch.float32)
+    double[(triton.cdiv(256, BLOCK),)](x, 256, BLOCK=BLOCK)
+'''
+ZZK = {
+    "zzk/__init__.py": ZZK_INIT,
+    "setup.py": 'from setuptools import setup\nsetup(name="zzk", version="1.0", packages=["zzk"])\n',
+}
+# The archive's patch: the kernel compiled is the patched one.
+ZZK_PATCH = """[[edit]]
+path = "zzk/__init__.py"
+pattern = '^BLOCK = 64$'
+replace = 'BLOCK = 128'
+"""
+ZZK_DIR = "tests/kernels/zzk"
+
+
+def zzk_build(repo_pins: str, archive_url: str, archive_sha: str) -> str:
+    tests = "\n".join(
+        f'triton_kernel_test(name="kernels-{name}", source=":{source}", workload="workload.py", '
+        'dependencies=["components/kernels:venv"])'
+        for name, source in (("repo", "src"), ("archive", "sdist"), ("wheel", "wheel"), ("prebuilt", "prebuilt"))
+    )
+    return f"""upstream_repo(name="src", pin="zzk", pins_file="{repo_pins}")
+upstream_archive(name="sdist", url="{archive_url}", sha256="{archive_sha}", strip_prefix="zzk-1.0",
+                 patches=[":patches"])
+patch_set(name="patches", sources=["*.edit.toml"])
+rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], python="3.11")
+prebuilt_wheel(name="prebuilt", pin="zzk", pins_file="{ZZK_DIR}/pins.toml")
+file(name="pins", source="pins.toml")
+{tests}
+"""
+
+
+def zzk_wheel(out: Path) -> Path:
+    """zzk's pure-Python wheel, for the `prebuilt_wheel`'s index: the files a wheel needs, by hand."""
+    files = {
+        "zzk/__init__.py": ZZK_INIT.encode(),
+        "zzk-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: zzk\nVersion: 1.0\n",
+        "zzk-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: kernels_test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+    }
+    record = "".join(
+        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
+        for name, data in files.items()
+    )
+    files["zzk-1.0.dist-info/RECORD"] = (record + "zzk-1.0.dist-info/RECORD,,\n").encode()
+    out.mkdir(parents=True, exist_ok=True)
+    wheel = out / "zzk-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for name, data in files.items():
+            zf.writestr(name, data)
+    return wheel
+
+
+@pytest.fixture(scope="module")
+def zzk(ws: Workspace, tmp_path_factory) -> Workspace:
+    root = tmp_path_factory.mktemp("zzk")
+    repo = root / "zzk"
+    repo.mkdir()
+    make_upstreams.git(repo, "init", "-q", "-b", "main")
+    ws.pin_extra("zzk", repo, make_upstreams.commit(repo, ZZK, "zzk 1.0"))
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w:gz") as tf:
+        for rel, text in ZZK.items():
+            info = tarfile.TarInfo(f"zzk-1.0/{rel}")
+            info.size = len(text.encode())
+            tf.addfile(info, io.BytesIO(text.encode()))
+    (root / "zzk-1.0.tar.gz").write_bytes(archive.getvalue())
+    wheel = zzk_wheel(root / "files")
+    sha = hashlib.sha256(wheel.read_bytes()).hexdigest()
+    (root / "simple/zzk").mkdir(parents=True)
+    (root / "simple/zzk/index.html").write_text(f'<a href="file://{wheel}#sha256={sha}">{wheel.name}</a>\n')
+    ws.path(ZZK_DIR).mkdir(parents=True, exist_ok=True)
+    ws.write(f"{ZZK_DIR}/pins.toml", f'[prebuilt]\nindex_url = "file://{root}/simple/"\npython = "3.11"\n\n'
+             f'[prebuilt.zzk]\nproject = "zzk"\ntrack = "==1.0"\nversion = "1.0"\nfile = "{wheel.name}"\n'
+             f'sha256 = "{sha}"\nrequires_rocm = ""\n')
+    ws.write(f"{ZZK_DIR}/0001-block.edit.toml", ZZK_PATCH)
+    ws.write(f"{ZZK_DIR}/workload.py", 'import zzk\n\n\ndef cases():\n    return [("double", zzk.launch)]\n')
+    archive_sha = hashlib.sha256((root / "zzk-1.0.tar.gz").read_bytes()).hexdigest()
+    ws.write(f"{ZZK_DIR}/BUILD", zzk_build("tests/mini/pins", f"file://{root}/zzk-1.0.tar.gz", archive_sha))
+    return ws
+
+
+def compiled_from(ws: Workspace, name: str) -> dict:
+    """`pants test` of one of zzk's kernel tests: the one kernel its workload launched."""
+    run = ws.pants("test", f"{ZZK_DIR}:kernels-{name}")
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    report = json.loads(ws.path(f"dist/test/tests.kernels.zzk.kernels-{name}/report.json").read_text())
+    gfx1151 = report["targets"]["gfx1151"]
+    assert gfx1151["failures"] == [], gfx1151["failures"]
+    (kernel,) = gfx1151["kernels"]
+    assert (kernel["name"], kernel["case"], kernel["arch"]) == ("double", "double", "gfx1151")
+    return kernel
+
+
+def test_an_upstream_repo_source_is_importable_from_its_root(zzk: Workspace) -> None:
+    # Its tree was once on PYTHONPATH as src/tree/zzk: `No module named 'zzk'`.
+    assert compiled_from(zzk, "repo")["key"].startswith("BLOCK=64 | ")
+
+
+def test_an_upstream_archive_source_is_importable_and_compiled_patched(zzk: Workspace) -> None:
+    assert compiled_from(zzk, "archive")["key"].startswith("BLOCK=128 | ")
+
+
+def test_a_rocm_wheel_source_is_installed_and_importable(zzk: Workspace) -> None:
+    assert compiled_from(zzk, "wheel")["key"].startswith("BLOCK=64 | ")
+
+
+def test_a_prebuilt_wheel_source_is_installed_and_importable(zzk: Workspace) -> None:
+    assert compiled_from(zzk, "prebuilt")["key"].startswith("BLOCK=64 | ")
+
+
+FA_PATCH = "patches/flash_attention/0001-rdna-includes-gfx115x.edit.toml"
+
+
+def test_a_patch_that_no_longer_applies_to_the_sdist_fails_the_kernel_test_naming_it(ws: Workspace) -> None:
+    patch = ws.read(FA_PATCH)
+    # As if upstream had changed the line: the pattern matches nothing in the pinned sdist.
+    ws.write(FA_PATCH, patch.replace('("gfx1030", ', '("gfx1031", '))
+    try:
+        run = ws.pants("test", "components/flash_attention:kernels")
+    finally:
+        ws.write(FA_PATCH, patch)
+    assert run.returncode != 0
+    out = run.stdout + run.stderr
+    assert (
+        f"components/flash_attention:sdist: {FA_PATCH}: edit 1 on flash_attn/flash_attn_triton_amd/utils.py: pattern "
+    ) in out, out[-4000:]
+    assert "matched 0 time(s), expected exactly 1. Upstream changed here" in out
+    # It failed before any venv or compile.
+    assert "Compiling the Triton kernels of components/flash_attention:kernels" not in out

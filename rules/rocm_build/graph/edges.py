@@ -5,8 +5,8 @@ and `--changed-since --changed-dependents=transitive` know what a wheel is built
 - a `rocm_wheel` depends on its `source`, `toolchain`, `archives`, its build and run-time lock
   files and its source's pin file;
 - an `upstream_repo`, `prebuilt_wheel` and pinned `upstream_archive` on the file that holds their
-  pin (and a prebuilt pin on its directory's shared `[prebuilt]` file), their patch sets being
-  edges already (`patches`);
+  pin (and a prebuilt pin on its directory's shared `[prebuilt]` file), the patch sets of an
+  `upstream_repo` or `upstream_archive` being edges already (`patches`);
 - a `triton_kernel_test` on its `source` (its workload is its own source file);
 - a `rocm_wheel` built in a container on its `environment`'s `docker_environment` (the image it
   builds in), which depends on its `image_containerfile`.

@@ -42,6 +42,7 @@ from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython, BuildPyt
 from rocm_build.toolchain.isolation import NetworkIsolation
 from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
+from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest
 from rocm_build.upstream.target_types import PrebuiltWheelTarget, UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
@@ -141,7 +142,9 @@ async def kernel_inputs(request: KernelTestRequest) -> KernelInputs:
         tree = (await Get(FetchedArchive, ArchiveRequest(source.address, what))).tree
     elif isinstance(source, UpstreamRepoTarget):
         upstream = await Get(ResolvedUpstream, UpstreamRequest(source.address, what))
-        tree = (await Get(MergedTree, MergedTreeRequest(upstream.source, owner))).digest
+        merged = await Get(MergedTree, MergedTreeRequest(upstream.source, owner))
+        # The merged tree is under TREE_DIR/; PYTHONPATH is the tree's root, as an archive's.
+        tree = await Get(Digest, RemovePrefix(merged.digest, TREE_DIR))
     deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(field_set.dependencies))
     wheel_targets = (*((source.address,) if source is not None and tree is None else ()), *(t.address for t in deps))
     wheels = await Get(Digest, MergeDigests(await wheels_of(wheel_targets, owner)))

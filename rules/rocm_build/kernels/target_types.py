@@ -28,9 +28,10 @@ class KernelSourceField(StringField):
     help = help_text(
         """
         Where the kernels' Python code comes from: an `upstream_archive` or `upstream_repo` (its
-        tree goes on PYTHONPATH, nothing is built: an sdist's Triton kernels are plain Python), or
-        a `rocm_wheel` or `prebuilt_wheel` (installed into the test's venv). None: the workload
-        holds its kernels itself.
+        tree, with its `patches` applied, goes on PYTHONPATH at its root, so a package at the
+        root of the upstream imports; nothing is built: an sdist's Triton kernels are plain
+        Python), or a `rocm_wheel` or `prebuilt_wheel` (installed into the test's venv). None:
+        the workload holds its kernels itself.
         """
     )
 

@@ -1,4 +1,4 @@
-"""upstream_archive: a pinned archive, downloaded once, verified by sha256, unpacked.
+"""upstream_archive: a pinned archive, downloaded once, verified by sha256, unpacked, patched.
 
 The download is the only step that touches the network. Its result is a tree digest, so
 whatever uses it is keyed by the archive's content, never by the URL it came from.
@@ -29,10 +29,12 @@ from rocm_build.upstream.target_types import (
     ArchiveSha256Field,
     ArchiveStripPrefixField,
     ArchiveUrlField,
+    PatchSetsField,
     UpstreamArchiveTarget,
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.upstream.download import DownloadProcess
+from rocm_build.upstream.patching import OrderedPatches, PatchedDigest, PatchFile, PatchSetsRequest, TreePatchRequest
 from rocm_build.upstream.pins import SHA256
 from rocm_build.upstream.pins_file import load_pins
 
@@ -50,7 +52,9 @@ class FetchedArchive:
     address: Address
     url: str
     sha256: str
-    tree: Digest  # the unpacked archive, at the digest root
+    tree: Digest  # the unpacked archive with its patches applied, at the digest root
+    patches: Tuple[PatchFile, ...] = ()
+    patch_log: str = ""
 
 
 @dataclass(frozen=True)
@@ -145,7 +149,13 @@ async def fetch_archive(request: ArchiveRequest) -> FetchedArchive:
     )
     if fetched.exit_code != 0:
         raise RocmBuildError(explain_archive_failure(spec, fetched.exit_code, fetched.said))
-    return FetchedArchive(spec.address, spec.url, spec.sha256, fetched.tree)
+    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
+    patches = await Get(OrderedPatches, PatchSetsRequest(tuple(target[PatchSetsField].value or ()), target.address))
+    patched = await Get(
+        PatchedDigest,
+        TreePatchRequest(fetched.tree, tuple(p.path for p in patches.files), patches.digest, target.address.spec),
+    )
+    return FetchedArchive(spec.address, spec.url, spec.sha256, patched.tree, patches.files, patched.log)
 
 
 def other_bytes(said: str, url: str) -> Tuple[str, str]:

@@ -146,3 +146,55 @@ def test_an_archive_comes_from_its_mirror_with_the_same_checks_and_key(rule_runn
     with pytest.raises(ExecutionError) as e:
         fetch(rule_runner, "https://llvm.example.invalid/evil.tar.gz", sha)
     assert "sha256" in str(e.value)
+
+
+EDIT = """[[edit]]
+path = "lib/cmake/LLVMConfig.cmake"
+pattern = '^# llvm$'
+replace = '# llvm, patched'
+applied = 'patched'
+"""
+
+DIFF = """--- a/bin/clang
++++ b/bin/clang
+@@ -1 +1,2 @@
+ #!/bin/sh
++echo clang
+"""
+
+
+def patched_archive(rule_runner: RuleRunner, base: str, sha: str, diff: str = DIFF) -> FetchedArchive:
+    rule_runner.write_files(
+        {
+            "patches/llvm/BUILD": "patch_set(name='fixes')",
+            "patches/llvm/0001-cmake.edit.toml": EDIT,
+            "patches/llvm/0002-clang.diff": diff,
+            "third_party/BUILD": f"upstream_archive(name='llvm', url='{base}/llvm-abc-ubuntu-x64.tar.gz', sha256='{sha}', "
+            "strip_prefix='llvm-abc-ubuntu-x64', patches=['patches/llvm:fixes'])",
+        }
+    )
+    return rule_runner.request(FetchedArchive, [ArchiveRequest(ARCHIVE, "test")])
+
+
+def test_patches_apply_to_the_unpacked_tree_as_to_an_upstream_repo(rule_runner, server) -> None:
+    base, sha = server
+    archive = patched_archive(rule_runner, base, sha)
+    # An edit and a diff, in file-name order; the executable bit of the patched file is kept.
+    assert unpacked(rule_runner, archive) == {
+        "bin/clang": (b"#!/bin/sh\necho clang\n", True),
+        "lib/cmake/LLVMConfig.cmake": (b"# llvm, patched\n", False),
+    }
+    assert [p.path for p in archive.patches] == ["patches/llvm/0001-cmake.edit.toml", "patches/llvm/0002-clang.diff"]
+    assert archive.patch_log.splitlines() == [
+        "applied patches/llvm/0001-cmake.edit.toml edit 1 (lib/cmake/LLVMConfig.cmake)",
+        "applied patches/llvm/0002-clang.diff",
+    ]
+
+
+def test_a_patch_that_does_not_apply_to_the_archive_names_the_target_the_patch_and_the_hunk(rule_runner, server) -> None:
+    base, sha = server
+    with pytest.raises(ExecutionError) as e:
+        patched_archive(rule_runner, base, sha, DIFF.replace(" #!/bin/sh", " #!/bin/bash"))
+    assert (
+        "third_party:llvm: patches/llvm/0002-clang.diff: the hunk at bin/clang line 1 does not match the pinned source."
+    ) in str(e.value)

@@ -71,7 +71,10 @@ class PatchSetsField(SpecialCasedDependencies):
     help = softwrap(
         """
         Addresses of `patch_set` targets applied, in this order, on top of the pinned
-        commit, e.g. `["patches/vllm:gfx1151"]`.
+        commit (of an `upstream_repo`) or the unpacked archive (of an `upstream_archive`, paths
+        relative to its root after `strip_prefix`), e.g. `["patches/vllm:gfx1151"]`. Both apply
+        them the same way: each patch's paths checked first, a patch that does not apply fails
+        naming the patch file and the hunk or edit.
         """
     )
 
@@ -151,13 +154,15 @@ class UpstreamArchiveTarget(Target):
         ArchiveStripPrefixField,
         ArchivePinField,
         ArchivePinsFileField,
+        PatchSetsField,
     )
     help = softwrap(
         """
         A pinned archive (a tarball or zip), like Bazel's `http_archive`: downloaded once by
         its own process (the only one that touches the network), verified against `sha256`,
-        unpacked with `strip_prefix`, and cached by content. A `rocm_wheel` names it in
-        `archives` to get the unpacked tree in its sandbox, e.g.
+        unpacked with `strip_prefix`, patched with its `patches` (as an `upstream_repo` is), and
+        cached by content. A `rocm_wheel` names it in `archives` to get the unpacked tree in its
+        sandbox, a `triton_kernel_test` in `source` to compile its kernels, e.g.
 
             upstream_archive(
                 name="llvm",

@@ -2,51 +2,30 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Tuple
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.core.util_rules.archive import CreateArchive
 from pants.core.util_rules.system_binaries import ArchiveFormat
-from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
-from pants.engine.fs import (
-    AddPrefix,
-    Digest,
-    DigestContents,
-    MergeDigests,
-    RemovePrefix,
-    Snapshot,
-)
-from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import (
-    HydratedSources,
-    HydrateSourcesRequest,
-    Targets,
-)
+from pants.engine.addresses import Address
+from pants.engine.fs import AddPrefix, Digest, RemovePrefix, Snapshot
+from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.upstream.patching import PatchedTree, PatchRequest
+from rocm_build.upstream.patching import OrderedPatches, PatchedTree, PatchFile, PatchRequest, PatchSetsRequest
 from rocm_build.upstream.pins import Pin, PinsError, lookup_pin
 from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.target_types import (
-    PatchSetTarget,
     PatchSetsField,
-    PatchSourcesField,
     PinField,
     PinsFileField,
     UpstreamRepoTarget,
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
-
-
-@dataclass(frozen=True)
-class PatchFile:
-    path: str
-    sha256: str
 
 
 @dataclass(frozen=True)
@@ -89,39 +68,14 @@ async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
     except PinsError as e:
         raise RocmBuildError(str(e)) from None
 
-    patch_set_addresses = await Get(
-        Addresses,
-        UnparsedAddressInputs(
-            target[PatchSetsField].value or (),
-            owning_address=target.address,
-            description_of_origin=f"the `patches` field of {owner}",
-        ),
-    )
-    patch_sets = await Get(Targets, Addresses, patch_set_addresses)
-    for patch_set in patch_sets:
-        if not isinstance(patch_set, PatchSetTarget):
-            raise RocmBuildError(
-                f"{owner}: `patches` lists {patch_set.address.spec}, a `{patch_set.alias}`; "
-                "only `patch_set` targets can be listed there"
-            )
-    hydrated = await MultiGet(
-        Get(HydratedSources, HydrateSourcesRequest(t[PatchSourcesField])) for t in patch_sets
-    )
-    # Patch sets apply in the order listed; the files of one set in file-name order.
-    ordered = tuple(
-        path
-        for sources in hydrated
-        for path in sorted(sources.snapshot.files, key=lambda p: p.rsplit("/", 1)[-1])
-    )
-    patch_digest = await Get(Digest, MergeDigests(s.snapshot.digest for s in hydrated))
-    contents = {fc.path: fc.content for fc in await Get(DigestContents, Digest, patch_digest)}
+    patches = await Get(OrderedPatches, PatchSetsRequest(tuple(target[PatchSetsField].value or ()), target.address))
     return UpstreamSpec(
         address=target.address,
         pin_name=pin_name,
         pin=pin,
         pins_file=pins_file,
-        patches=tuple(PatchFile(p, hashlib.sha256(contents[p]).hexdigest()) for p in ordered),
-        patch_digest=patch_digest,
+        patches=patches.files,
+        patch_digest=patches.digest,
     )
 
 
