@@ -25,6 +25,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.choices.target_types import (
     ChoicesPatchesField,
+    ChoicesSourceField,
     ChoicesWorkloadField,
     ChoicesWorkloadModulesField,
     ExpectedChoicesField,
@@ -37,7 +38,6 @@ from rocm_build.kernels.target_types import (
     KernelEnvField,
     KernelGpuTargetsField,
     KernelPythonField,
-    KernelSourceField,
 )
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.subsystems.host_tools import HostTools
@@ -65,7 +65,7 @@ class UpstreamChoicesTestSubsystem(Subsystem):
 class UpstreamChoicesTestFieldSet(TestFieldSet):
     required_fields = (ChoicesWorkloadField, ExpectedChoicesField)
 
-    source: KernelSourceField
+    source: ChoicesSourceField
     patches: ChoicesPatchesField
     workload: ChoicesWorkloadField
     workload_modules: ChoicesWorkloadModulesField
@@ -101,9 +101,7 @@ class ChoicesTree:
 async def choices_tree(request: ChoicesTestRequest) -> ChoicesTree:
     field_set = request.field_set
     owner = field_set.address.spec
-    what = f"the `{KernelSourceField.alias}` field of {owner}"
-    if not field_set.source.value:
-        raise RocmBuildError(f"{owner}: `{KernelSourceField.alias}` is required: the upstream_archive or upstream_repo whose code decides")
+    what = f"the `{ChoicesSourceField.alias}` field of {owner}"
     (address,) = await Get(
         Addresses, UnparsedAddressInputs([field_set.source.value], owning_address=field_set.address, description_of_origin=what)
     )

@@ -30,6 +30,18 @@ from rocm_build.kernels.target_types import (
 from rocm_build.upstream.target_types import PatchSetsField
 
 
+class ChoicesSourceField(KernelSourceField):
+    # A subclass: what infers the `source` edge of a triton_kernel_test infers this one too.
+    required = True
+    help = help_text(
+        """
+        Where the upstream's Python comes from: an `upstream_archive` (an sdist) or an
+        `upstream_repo`. Its tree goes on PYTHONPATH; nothing is built: the decisions read here
+        are plain Python.
+        """
+    )
+
+
 class ChoicesWorkloadField(SingleSourceField):
     alias = "workload"
     required = True
@@ -85,7 +97,7 @@ class UpstreamChoicesTestTarget(Target):
     alias = "upstream_choices_test"
     core_fields = (
         *COMMON_TARGET_FIELDS,
-        KernelSourceField,
+        ChoicesSourceField,
         ChoicesPatchesField,
         ChoicesWorkloadField,
         ChoicesWorkloadModulesField,

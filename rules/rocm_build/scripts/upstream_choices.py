@@ -40,20 +40,18 @@ import time
 import traceback
 from typing import Any
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-
-
 def load_driver() -> Any:
     """scripts/triton_kernels.py (its ARCHS, driver_class, DriverSwap, Recorder, load_workload),
-    loaded under a name no upstream imports."""
-    sys.path.insert(0, HERE)  # for its `from gpu_code import ...`
+    beside this script, loaded under a name no upstream imports."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    sys.path.insert(0, here)  # for its `from gpu_code import ...`
     try:
-        spec = importlib.util.spec_from_file_location("_rocm_compile_only_driver", os.path.join(HERE, "triton_kernels.py"))
+        spec = importlib.util.spec_from_file_location("_rocm_compile_only_driver", os.path.join(here, "triton_kernels.py"))
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
     finally:
-        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+        sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != here]
     return module
 
 
