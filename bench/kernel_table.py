@@ -23,17 +23,34 @@ def test_name(report_path: Path) -> str:
     return report_path.parent.name.replace(".", "/", report_path.parent.name.count(".") - 1).replace(".", ":")
 
 
+def kernel_figures(kernels_report: dict, target: str, names: list) -> str:
+    """The largest spill count and scratch of each named kernel on `target`, from the component's
+    triton_kernel_test report: the choice beside its kernels' figures."""
+    found = kernels_report.get("targets", {}).get(target, {}).get("kernels", [])
+    parts = []
+    for name in names:
+        mine = [k for k in found if k["name"] == name]
+        if mine:
+            parts.append(f"{name} {max(spills(k) for k in mine)} spilled, {max(k.get('scratch_bytes') or 0 for k in mine)} B")
+    return "; ".join(parts)
+
+
 def choice_rows(dist: Path) -> list:
     lines = []
     for report_path in sorted(dist.glob("test/*/choices.json")):
         report = json.loads(report_path.read_text())
         targets = sorted(report["targets"])
-        if not lines or lines[0] != f"| test | case | {' | '.join(targets)} |":
-            lines += [f"| test | case | {' | '.join(targets)} |", "| --- | --- |" + " --- |" * len(targets)]
-        cases = list(report["targets"][targets[0]]["choices"])
-        for case in cases:
-            row = [report["targets"][t]["choices"].get(case, {}).get("choice", "-") for t in targets]
-            lines.append(f"| `{test_name(report_path)}` | {case} | " + " | ".join(f"`{c}`" for c in row) + " |")
+        # The component's kernel test beside it (components/vllm:kernels for components/vllm:choices).
+        kernels_path = report_path.parent.with_name(report_path.parent.name.rsplit(".", 1)[0] + ".kernels") / "report.json"
+        kernels_report = json.loads(kernels_path.read_text()) if kernels_path.exists() else {}
+        header = f"| test | case | {' | '.join(targets)} | kernels of the {targets[0]} choice (spills, scratch a lane) |"
+        if not lines or lines[0] != header:
+            lines += [header, "| --- | --- |" + " --- |" * (len(targets) + 1)]
+        for case in report["targets"][targets[0]]["choices"]:
+            records = [report["targets"][t]["choices"].get(case, {}) for t in targets]
+            figures = kernel_figures(kernels_report, targets[0], records[0].get("kernels", []))
+            lines.append(f"| `{test_name(report_path)}` | {case} | " + " | ".join(f"`{r.get('choice', '-')}`" for r in records)
+                         + f" | {figures} |")
     return lines
 
 

@@ -41,6 +41,12 @@ DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
 HEAD_SIZES = (64, 128, 256)
 # (name, experts, intermediate size a GPU holds (N of the config file), hidden, top k):
 # Mixtral-8x7B, for which vLLM ships tuned configs for MI300X, and Qwen3-30B-A3B (E=128, N=768).
+# The Triton kernels each backend runs on ROCm (what components/vllm:kernels compiles for it), so a
+# report can show the chosen backend beside its kernels' figures (bench/kernel_table.py --choices).
+BACKEND_KERNELS = {
+    "TRITON_ATTN": ["kernel_unified_attention", "reduce_segments", "reshape_and_cache_kernel_flash"],
+    "ROCM_ATTN": ["_fwd_kernel", "kernel_paged_attention_2d"],
+}
 MOE_MODELS = (("mixtral_8x7b", 8, 14336, 4096, 2), ("qwen3_30b_a3b", 128, 768, 2048, 8))
 
 
@@ -52,10 +58,12 @@ def attention(head_size: int, dtype: torch.dtype, kv_connector: bool, sliding_wi
     path = current_platform.get_attn_backend_cls(None, config)
     valid, invalid = current_platform.get_valid_backends(current_platform.get_device_capability(), config)
     names = {b.get_path(): b.name for b, _ in valid}
+    choice = names.get(path, path)
     return {
-        "choice": names.get(path, path),
+        "choice": choice,
         "detail": {"priority": [b.name for b, _ in sorted(valid, key=lambda v: v[1])],
                    "refused": {b.name: reasons for b, reasons in invalid.items()}},
+        "kernels": BACKEND_KERNELS.get(choice, []),
     }
 
 

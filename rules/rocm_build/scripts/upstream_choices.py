@@ -13,7 +13,8 @@ workload's cases call the upstream's own selection code, which sees that arch.
 
 The workload is a Python file defining `cases()`, called once per target after that target's
 driver is active; it returns (name, callable) pairs, each callable returning the choice as a
-short string, or a dict {"choice": str, "detail": ...}. An exception is recorded as the choice
+short string, or a dict {"choice": str, "detail": ..., "kernels": [names]} (the Triton kernels the
+choice runs, which a report shows beside their figures from the triton_kernel_test). An exception is recorded as the choice
 `error: <type>: <message>`, so a decision that cannot be made is a choice too.
 
 EXPECTED is {"owner", "workload", "expected_choices": {"<case>@<gpu target>": "<choice>"}};
@@ -57,7 +58,10 @@ def load_driver() -> Any:
 
 def as_choice(value: Any) -> dict[str, Any]:
     if isinstance(value, dict):
-        return {"choice": str(value["choice"]), "detail": value.get("detail")}
+        out = {"choice": str(value["choice"]), "detail": value.get("detail")}
+        if value.get("kernels"):  # the Triton kernels the choice runs, by name
+            out["kernels"] = list(value["kernels"])
+        return out
     return {"choice": str(value), "detail": None}
 
 

@@ -59,6 +59,9 @@ def test_a_choice_is_a_string_or_a_dict_with_detail(choices) -> None:
     assert choices.as_choice("rdna") == {"choice": "rdna", "detail": None}
     assert choices.as_choice({"choice": "TRITON_ATTN", "detail": {"priority": ["TRITON_ATTN"]}}) == {
         "choice": "TRITON_ATTN", "detail": {"priority": ["TRITON_ATTN"]}}
+    # The kernels the choice runs, for a report to put beside their figures.
+    assert choices.as_choice({"choice": "ROCM_ATTN", "detail": None, "kernels": ["_fwd_kernel"]}) == {
+        "choice": "ROCM_ATTN", "detail": None, "kernels": ["_fwd_kernel"]}
 
 
 def test_the_table_has_one_row_a_case_and_one_column_a_target(choices) -> None:
