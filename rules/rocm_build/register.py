@@ -6,6 +6,7 @@ from rocm_build.pants_environments import DockerEnvironmentTarget
 from rocm_build.graph import declared, edges
 from rocm_build.goals import check, lock_build_requirements, lock_runtime_requirements, lockfiles, package, plan, verify_reproducible
 from rocm_build.install import load_check, runtime_lock, runtime_set
+from rocm_build.choices import choices_rules
 from rocm_build.kernels import kernel_rules
 from rocm_build.subsystems import bootstrap_wheels, host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
@@ -84,6 +85,8 @@ def rules():
         *load_check.rules(),
         # Triton kernels compiled for each gpu target (`pants test` of triton_kernel_test)
         *kernel_rules.rules(),
+        # Upstreams' run-time choices on each gpu target (`pants test` of upstream_choices_test)
+        *choices_rules.rules(),
         # Goals
         *package.rules(),
         *plan.rules(),

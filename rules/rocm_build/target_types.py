@@ -4,6 +4,7 @@ rocm_wheel's run-time fields)."""
 
 from __future__ import annotations
 
+from rocm_build.choices.target_types import UpstreamChoicesTestTarget
 from rocm_build.kernels.target_types import TritonKernelTestTarget
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
@@ -17,4 +18,4 @@ from rocm_build.wheel.target_types import RocmWheelTarget
 
 
 def target_types():
-    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget, UpstreamArchiveTarget, PrebuiltWheelTarget, PrebuiltWheelsTarget, TritonKernelTestTarget]
+    return [PatchSetTarget, UpstreamRepoTarget, RocmToolchainTarget, RocmWheelTarget, UpstreamArchiveTarget, PrebuiltWheelTarget, PrebuiltWheelsTarget, TritonKernelTestTarget, UpstreamChoicesTestTarget]
