@@ -1,9 +1,10 @@
 """`pants test` of an upstream_choices_test: its process, made from the target, and its result.
 
-The process (scripts/choices_test.sh) gets the dependency wheels, the upstream's tree and our
-patch files, the workload and its modules, the driver scripts and the expectations, and nothing
-else; it runs without network. Its key is those contents, git's and the Python's identity and
-the gpu targets. The report (choices.json) goes to dist/test/.
+The process (scripts/choices_test.sh) gets the dependency wheels, the upstream's tree with our
+patches (an `upstream_archive`'s or `upstream_repo`'s own `patches`, applied when it is fetched),
+the workload and its modules, the driver scripts and the expectations, and nothing else; it runs
+without network. Its key is those contents, the Python's identity and the gpu targets. The
+report (choices.json) goes to dist/test/.
 """
 
 from __future__ import annotations
@@ -17,14 +18,13 @@ from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.addresses import Addresses, UnparsedAddressInputs
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests, RemovePrefix, Snapshot
 from pants.engine.process import FallibleProcessResult, Process
-from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import HydratedSources, HydrateSourcesRequest, Targets, WrappedTarget, WrappedTargetRequest
+from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.option.option_types import SkipOption
 from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
 from rocm_build.choices.target_types import (
-    ChoicesPatchesField,
     ChoicesSourceField,
     ChoicesWorkloadField,
     ChoicesWorkloadModulesField,
@@ -45,7 +45,7 @@ from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython, BuildPyt
 from rocm_build.toolchain.isolation import NetworkIsolation
 from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest
-from rocm_build.upstream.target_types import PatchSetTarget, PatchSourcesField, UpstreamArchiveTarget, UpstreamRepoTarget
+from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel.env import check_gpu_targets
 
@@ -66,7 +66,6 @@ class UpstreamChoicesTestFieldSet(TestFieldSet):
     required_fields = (ChoicesWorkloadField, ExpectedChoicesField)
 
     source: ChoicesSourceField
-    patches: ChoicesPatchesField
     workload: ChoicesWorkloadField
     workload_modules: ChoicesWorkloadModulesField
     gpu_targets: KernelGpuTargetsField
@@ -90,14 +89,13 @@ class ChoicesTestRequest:
 
 @dataclass(frozen=True)
 class ChoicesTree:
-    """The upstream's tree (unpatched by us) and our patch files, in the order they apply."""
+    """The upstream's tree as we ship it: patched by the source's own `patches`."""
 
     tree: Digest
-    patch_files: Tuple[str, ...]
-    patches: Digest
+    patch_files: Tuple[str, ...]  # in the order they were applied
 
 
-@rule(desc="Gathering the tree and patches of an upstream_choices_test", level=LogLevel.DEBUG)
+@rule(desc="Gathering the tree of an upstream_choices_test", level=LogLevel.DEBUG)
 async def choices_tree(request: ChoicesTestRequest) -> ChoicesTree:
     field_set = request.field_set
     owner = field_set.address.spec
@@ -107,30 +105,16 @@ async def choices_tree(request: ChoicesTestRequest) -> ChoicesTree:
     )
     source = (await Get(WrappedTarget, WrappedTargetRequest(address, what))).target
     if isinstance(source, UpstreamArchiveTarget):
-        tree = (await Get(FetchedArchive, ArchiveRequest(source.address, what))).tree
-    elif isinstance(source, UpstreamRepoTarget):
+        archive = await Get(FetchedArchive, ArchiveRequest(source.address, what))
+        return ChoicesTree(archive.tree, tuple(p.path for p in archive.patches))
+    if isinstance(source, UpstreamRepoTarget):
         upstream = await Get(ResolvedUpstream, UpstreamRequest(source.address, what))
-        tree = (await Get(MergedTree, MergedTreeRequest(upstream.source, owner))).digest
-    else:
-        raise RocmBuildError(
-            f"{what} names {address.spec}, a `{source.alias}`; it takes an `{UpstreamArchiveTarget.alias}` or "
-            f"`{UpstreamRepoTarget.alias}` (the choices are read from the upstream's Python, not a built wheel)"
-        )
-    patch_set_addresses = await Get(
-        Addresses,
-        UnparsedAddressInputs(field_set.patches.value or (), owning_address=field_set.address,
-                              description_of_origin=f"the `patches` field of {owner}"),
+        tree = await Get(MergedTree, MergedTreeRequest(upstream.source, owner))
+        return ChoicesTree(tree.digest, tuple(p.path for p in upstream.patches))
+    raise RocmBuildError(
+        f"{what} names {address.spec}, a `{source.alias}`; it takes an `{UpstreamArchiveTarget.alias}` or "
+        f"`{UpstreamRepoTarget.alias}` (the choices are read from the upstream's Python, not a built wheel)"
     )
-    patch_sets = await Get(Targets, Addresses, patch_set_addresses)
-    for patch_set in patch_sets:
-        if not isinstance(patch_set, PatchSetTarget):
-            raise RocmBuildError(f"{owner}: `patches` lists {patch_set.address.spec}, a `{patch_set.alias}`; "
-                                 "only `patch_set` targets can be listed there")
-    hydrated = await MultiGet(Get(HydratedSources, HydrateSourcesRequest(t[PatchSourcesField])) for t in patch_sets)
-    # As upstream_repo applies them: sets in the order listed, a set's files by file name.
-    ordered = tuple(p for h in hydrated for p in sorted(h.snapshot.files, key=lambda p: p.rsplit("/", 1)[-1]))
-    patches = await Get(Digest, MergeDigests(h.snapshot.digest for h in hydrated))
-    return ChoicesTree(tree, ordered, patches)
 
 
 @rule(desc="Setting up an upstream_choices_test", level=LogLevel.DEBUG)
@@ -157,23 +141,20 @@ async def setup_choices_test(request: ChoicesTestRequest, tools: HostTools, isol
             [
                 await Get(Digest, AddPrefix(wheels, "wheels")),
                 await Get(Digest, AddPrefix(tree.tree, "src")),
-                tree.patches,
                 workload_files,
                 await Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
-                await script_digest("choices_test.sh", "upstream_choices.py", "apply_patches.py", "triton_kernels.py", "gpu_code.py", "wheel_zip.py"),
+                await script_digest("choices_test.sh", "upstream_choices.py", "triton_kernels.py", "gpu_code.py", "wheel_zip.py"),
             ]
         ),
     )
     env = {
         **dict(field_set.env.value or {}),
         "PATH": "/usr/bin:/bin",
-        "ROCM_BUILD_GIT": tools.git.fingerprint,  # `git apply` applies the patches
         "ROCM_KERNEL_PYTHON": python.in_sandbox,
         "ROCM_KERNEL_PYTHON_VERSION": python.identity,
         "ROCM_KERNEL_TARGETS": " ".join(targets),
         "ROCM_KERNEL_WORKLOAD": field_set.workload.file_path.rsplit("/", 1)[-1],
         "ROCM_KERNEL_NETWORK": "none" if isolation.enabled else "host",
-        "ROCM_CHOICES_PATCHES": "\n".join(tree.patch_files),
     }
     return Process(
         argv=(tools.bash.path, f"{SCRIPTS_DIR}/choices_test.sh"),

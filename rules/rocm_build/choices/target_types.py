@@ -27,7 +27,6 @@ from rocm_build.kernels.target_types import (
     KernelPythonField,
     KernelSourceField,
 )
-from rocm_build.upstream.target_types import PatchSetsField
 
 
 class ChoicesSourceField(KernelSourceField):
@@ -68,17 +67,6 @@ class ChoicesWorkloadModulesField(MultipleSourcesField):
     )
 
 
-class ChoicesPatchesField(PatchSetsField):
-    help = help_text(
-        """
-        `patch_set` targets applied, in this order, to the `source` tree before the choices are
-        read (with `git apply`, as builds apply them), e.g. `["patches/vllm:gfx1151"]`. For an
-        `upstream_archive` source (an sdist) this is how the test sees our patches until the
-        archive carries them itself; an `upstream_repo` source has its own.
-        """
-    )
-
-
 class ExpectedChoicesField(DictStringToStringField):
     alias = "expected_choices"
     required = True
@@ -98,7 +86,6 @@ class UpstreamChoicesTestTarget(Target):
     core_fields = (
         *COMMON_TARGET_FIELDS,
         ChoicesSourceField,
-        ChoicesPatchesField,
         ChoicesWorkloadField,
         ChoicesWorkloadModulesField,
         KernelGpuTargetsField,
@@ -113,10 +100,10 @@ class UpstreamChoicesTestTarget(Target):
         Records what an upstream's own code decides at run time on each of `gpu_targets` (an
         attention backend, a tuned config file or the default, a config family) and fails when a
         decision differs from `{ExpectedChoicesField.alias}`: `pants test` builds the venv of the
-        `dependencies` wheels, puts the `source` tree on it with `patches` applied, and runs the
+        `dependencies` wheels, puts the `source` tree on it (with the source's own `patches`), and runs the
         `{ChoicesWorkloadField.alias}` with the platform resolving as each gpu target, without a
         GPU, offline (the compile-only driver of `triton_kernel_test`). The report is JSON in
-        dist/test/.... Cached: it runs again only when a wheel, the tree, a patch, the workload or
+        dist/test/.... Cached: it runs again only when a wheel, the patched tree, the workload or
         the expectations change.
 
         Example (components/vllm/BUILD):
@@ -124,7 +111,6 @@ class UpstreamChoicesTestTarget(Target):
             upstream_choices_test(
                 name="choices",
                 source=":sdist",
-                patches=["patches/vllm:gfx1151"],
                 workload="choices_workload.py",
                 workload_modules=["kernels_workload.py"],
                 gpu_targets=["gfx1151", "gfx942"],

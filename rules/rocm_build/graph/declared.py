@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pants.engine.addresses import Addresses
 from pants.engine.collection import Collection
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Dependencies, DependenciesRequest, ExplicitlyProvidedDependencies, Target, Targets
 
 
@@ -26,9 +25,14 @@ class DeclaredDependencies(Collection[Target]):
 
 @rule(desc="Reading the declared dependencies of a target")
 async def declared_dependencies(request: DeclaredDependenciesRequest) -> DeclaredDependencies:
-    explicit = await Get(ExplicitlyProvidedDependencies, DependenciesRequest(request.field))
-    kept = [a for a in explicit.includes if a not in explicit.ignores]
-    return DeclaredDependencies(await Get(Targets, Addresses(kept)))
+    explicit, resolved = await MultiGet(
+        Get(ExplicitlyProvidedDependencies, DependenciesRequest(request.field)),
+        Get(Targets, DependenciesRequest(request.field)),
+    )
+    # What Pants resolved (a parametrized sibling's variant, a generator's generated targets),
+    # kept where the BUILD file named it: by address without parameters and generated names.
+    named = {(a.spec_path, a.target_name) for a in explicit.includes if a not in explicit.ignores}
+    return DeclaredDependencies(t for t in resolved if (t.address.spec_path, t.address.target_name) in named)
 
 
 def rules():

@@ -4,11 +4,13 @@ wheels a build installs are still only the declared ones."""
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 from pants.core.target_types import FilesGeneratorTarget, FileTarget
 from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address, Addresses
+from pants.engine.internals.parametrize import Parametrize
 from pants.engine.rules import QueryRule
 from pants.engine.target import DependenciesRequest, WrappedTarget, WrappedTargetRequest
 from pants.testutil.rule_runner import RuleRunner
@@ -29,6 +31,7 @@ def rule_runner() -> RuleRunner:
         rules=[*register.rules(), *system_binaries.rules(), QueryRule(Addresses, [DependenciesRequest]),
                QueryRule(DeclaredDependencies, [DeclaredDependenciesRequest])],
         target_types=[*register.target_types(), FilesGeneratorTarget, FileTarget],
+        objects={"parametrize": Parametrize},
         isolated_local_store=True,
     )  # fmt: skip
     runner.write_files(
@@ -80,3 +83,16 @@ def test_the_nearest_owner_is_the_deepest_build_file() -> None:
     root = Address("", target_name="workspace", relative_file_path="pins/a.toml")
     own = Address("pins", target_name="pins", relative_file_path="a.toml")
     assert nearest_owner([root, own]) == own and nearest_owner([]) is None
+
+
+def test_a_parametrized_dependency_is_its_variant_and_inferred_edges_are_not_declared(rule_runner: RuleRunner) -> None:
+    rule_runner.write_files(
+        {
+            "BUILD": Path(rule_runner.build_root, "BUILD").read_text().replace("python='3.11')\n", "python=parametrize('3.11', '3.12'))\n", 1)
+            .replace("rocm_wheel(name='b', source=':b-src', toolchain=':llvm', python='3.11',", "rocm_wheel(name='b', source=':b-src', toolchain=':llvm', python=parametrize('3.11', '3.12'),")
+        }
+    )
+    address = Address("", target_name="b", parameters={"python": "3.12"})
+    target = rule_runner.request(WrappedTarget, [WrappedTargetRequest(address, "test")]).target
+    declared = rule_runner.request(DeclaredDependencies, [DeclaredDependenciesRequest(target[WheelDependenciesField])])
+    assert [t.address.spec for t in declared] == ["//:a@python=3.12"]

@@ -1,5 +1,5 @@
 # Runs one upstream_choices_test in its sandbox: a venv of exactly the wheels in wheels/, the
-# upstream's tree in src/ with our patches applied (apply_patches.py, `git apply` as builds do),
+# upstream's tree in src/ (with our patches: its upstream_archive or upstream_repo applied them),
 # on PYTHONPATH, then the workload under the compile-only driver for each gpu target
 # (upstream_choices.py), which judges the choices against expected.json. No network: re-run in
 # a new network namespace first. Paths derive from $PWD at run time, never the process's key.
@@ -19,11 +19,6 @@ mkdir -p "$HOME" "$TRITON_CACHE_DIR"
 
 "$ROCM_KERNEL_PYTHON" -m venv "$top/.venv"
 "$top/.venv/bin/python" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check wheels/*.whl
-
-mapfile -t patches < <(printf '%s' "${ROCM_CHOICES_PATCHES:-}" | sed '/^$/d')
-if ((${#patches[@]})); then
-  "$top/.venv/bin/python" __rocm_build/apply_patches.py src "${patches[@]}"
-fi
 
 export PYTHONPATH="$top/src"
 targets=()
