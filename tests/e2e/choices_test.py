@@ -57,3 +57,30 @@ def test_with_our_patch_gfx1151_takes_the_rdna_configs(ws: Workspace) -> None:
     report = json.loads(ws.path("dist/test/components.flash_attention.choices/choices.json").read_text())
     assert {t: r["choices"]["config_family"]["choice"] for t, r in report["targets"].items()} == {
         "gfx1151": "rdna", "gfx942": "cdna"}
+
+
+VLLM_CHOICES = "components/vllm:choices"
+VLLM_BUILD = "components/vllm/BUILD"
+VLLM_PATCHED = 'upstream_archive(name="sdist", pin="vllm-sdist", patches=["patches/vllm:gfx1151"])'
+# Every Llama-style case without a KV connector (3 head sizes, 2 dtypes, sliding window or not)
+# changes on gfx1151, and nothing else: not gfx942, not the KV-connector cases, not the MoE configs.
+CHANGED = [
+    f"  - attention_d{d}_{dtype}{swa}@gfx1151: the choice changed: expected `TRITON_ATTN` "
+    f'(by "attention_*@gfx1151"), now `ROCM_ATTN`'
+    for d in (64, 128, 256) for dtype in ("fp16", "bf16") for swa in ("", "_swa")
+]  # fmt: skip
+
+
+def test_without_our_patch_vllm_ranks_rocm_attn_first_on_gfx1151_and_gfx942_is_unchanged(ws: Workspace) -> None:
+    # With it (components/vllm:choices as the suite runs it): TRITON_ATTN on gfx1151.
+    listed = ws.read(VLLM_BUILD)
+    assert listed.count(VLLM_PATCHED) == 1
+    ws.write(VLLM_BUILD, listed.replace(VLLM_PATCHED, VLLM_PATCHED.replace('["patches/vllm:gfx1151"]', "[]")))
+    try:
+        run = ws.pants("test", VLLM_CHOICES)
+    finally:
+        ws.write(VLLM_BUILD, listed)
+    out = run.stdout + run.stderr
+    assert run.returncode != 0, out[-3000:]
+    problems = [line for line in out.splitlines() if line.startswith("  - ")]
+    assert problems == CHANGED, "\n".join(problems) or out[-3000:]
