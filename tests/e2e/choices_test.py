@@ -3,7 +3,8 @@ copy of the repository, on the pinned sdist and wheels served from this machine'
 
 With our patch set flash-attention's backend sees gfx1151 as RDNA and the test passes; with the
 sdist's `patches` field emptied (the sdist as PyPI has it) the same run fails, naming each case that
-changed with the expected and the new choice, while gfx942's choices stay as stated.
+changed with the expected and the new choice, while gfx942's choices stay as stated. The same
+for vLLM: without our patch set its sdist ranks ROCM_ATTN first on gfx1151 (issue 52's proof).
 """
 
 from __future__ import annotations
