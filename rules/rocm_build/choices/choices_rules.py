@@ -32,7 +32,7 @@ from rocm_build.choices.target_types import (
 )
 from rocm_build.errors import RocmBuildError
 from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
-from rocm_build.kernels.kernel_rules import wheels_of
+from rocm_build.kernels.kernel_rules import wheels_of, workload_env
 from rocm_build.kernels.target_types import (
     KernelDependenciesField,
     KernelEnvField,
@@ -147,15 +147,7 @@ async def setup_choices_test(request: ChoicesTestRequest, tools: HostTools, isol
             ]
         ),
     )
-    env = {
-        **dict(field_set.env.value or {}),
-        "PATH": "/usr/bin:/bin",
-        "ROCM_KERNEL_PYTHON": python.in_sandbox,
-        "ROCM_KERNEL_PYTHON_VERSION": python.identity,
-        "ROCM_KERNEL_TARGETS": " ".join(targets),
-        "ROCM_KERNEL_WORKLOAD": field_set.workload.file_path.rsplit("/", 1)[-1],
-        "ROCM_KERNEL_NETWORK": "none" if isolation.enabled else "host",
-    }
+    env = workload_env(field_set.env, field_set.workload, python, targets, isolation)
     return Process(
         argv=(tools.bash.path, f"{SCRIPTS_DIR}/choices_test.sh"),
         env=env,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from pants.core.goals.test import TestFieldSet, TestRequest, TestResult, TestSubsystem, TestTimeoutField
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
@@ -19,7 +19,7 @@ from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeD
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.core.target_types import GenericTarget
-from pants.engine.target import Dependencies, DependenciesRequest, Targets, WrappedTarget, WrappedTargetRequest
+from pants.engine.target import Dependencies, DependenciesRequest, SingleSourceField, Targets, WrappedTarget, WrappedTargetRequest
 from pants.option.option_types import SkipOption
 from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
@@ -179,15 +179,7 @@ async def setup_kernel_test(request: KernelTestRequest, tools: HostTools, isolat
             ]
         ),
     )
-    env = {
-        **dict(field_set.env.value or {}),
-        "PATH": "/usr/bin:/bin",
-        "ROCM_KERNEL_PYTHON": python.in_sandbox,
-        "ROCM_KERNEL_PYTHON_VERSION": python.identity,  # the interpreter's identity is in the key
-        "ROCM_KERNEL_TARGETS": " ".join(targets),
-        "ROCM_KERNEL_WORKLOAD": field_set.workload.file_path.rsplit("/", 1)[-1],
-        "ROCM_KERNEL_NETWORK": "none" if isolation.enabled else "host",
-    }
+    env = workload_env(field_set.env, field_set.workload, python, targets, isolation)
     return Process(
         argv=(tools.bash.path, f"{SCRIPTS_DIR}/kernel_test.sh"),
         env=env,
@@ -198,6 +190,23 @@ async def setup_kernel_test(request: KernelTestRequest, tools: HostTools, isolat
         level=LogLevel.INFO,
         timeout_seconds=request.timeout_seconds,
     )
+
+
+def workload_env(
+    env: KernelEnvField, workload: SingleSourceField, python: BuildPython, targets: Tuple[str, ...], isolation: NetworkIsolation
+) -> Dict[str, str]:
+    """The environment of a process that runs a workload under the compile-only driver: the
+    target's `env`, the venv's Python, the gpu targets and the workload (kernel_test.sh and the
+    upstream_choices_test's choices_test.sh read the same variables)."""
+    return {
+        **dict(env.value or {}),
+        "PATH": "/usr/bin:/bin",
+        "ROCM_KERNEL_PYTHON": python.in_sandbox,
+        "ROCM_KERNEL_PYTHON_VERSION": python.identity,  # the interpreter's identity is in the key
+        "ROCM_KERNEL_TARGETS": " ".join(targets),
+        "ROCM_KERNEL_WORKLOAD": workload.file_path.rsplit("/", 1)[-1],
+        "ROCM_KERNEL_NETWORK": "none" if isolation.enabled else "host",
+    }
 
 
 @rule(desc="Running a triton_kernel_test", level=LogLevel.DEBUG)
