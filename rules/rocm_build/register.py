@@ -12,7 +12,7 @@ from rocm_build.subsystems import bootstrap_wheels, host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
 from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk, rust
-from rocm_build.upstream import archives, download, fetch, mirrors, patching, prebuilt, prebuilt_wheels, source_tree, upstream_repo
+from rocm_build.upstream import archive_source, archives, download, fetch, mirrors, patching, prebuilt, prebuilt_wheels, source_tree, upstream_repo
 from rocm_build.wheel import (
     build,
     build_lock,
@@ -52,6 +52,7 @@ def rules():
         *source_tree.rules(),
         *patching.rules(),
         *upstream_repo.rules(),
+        *archive_source.rules(),
         *archives.rules(),
         *prebuilt.rules(),
         *prebuilt_wheels.rules(),

@@ -31,8 +31,12 @@ async def declared_dependencies(request: DeclaredDependenciesRequest) -> Declare
     )
     # What Pants resolved (a parametrized sibling's variant, a generator's generated targets),
     # kept where the BUILD file named it: by address without parameters and generated names.
+    # A `!address` the BUILD file wrote leaves that target out, also one a generator it names
+    # generates (`!components/kernels:venv#kernels-setuptools`).
     named = {(a.spec_path, a.target_name) for a in explicit.includes if a not in explicit.ignores}
-    return DeclaredDependencies(t for t in resolved if (t.address.spec_path, t.address.target_name) in named)
+    return DeclaredDependencies(
+        t for t in resolved if (t.address.spec_path, t.address.target_name) in named and t.address not in explicit.ignores
+    )
 
 
 def rules():

@@ -1,6 +1,9 @@
 """Downloads an archive, verifies its sha256 and unpacks it into `archive/`.
 
 Usage: fetch_archive.py SHA256 STRIP_PREFIX URL [MIRROR...]
+Writes the tree to `archive/` and, to `newest_mtime`, the newest modification time (seconds
+since the epoch) of the members it unpacked: an archive's own date, as a commit has its
+committer date (a build from the archive takes it as SOURCE_DATE_EPOCH).
 Exit 20: the bytes do not match SHA256 (stderr: `got sha256:<hex> from <url>`); nothing is
 unpacked. Exit 21: no URL could be downloaded. Exit 22: the archive is unreadable, lacks
 STRIP_PREFIX, or has a member we refuse (stderr: `refused member '<name>': <reason>`).
@@ -11,6 +14,7 @@ part of a file. Refused: absolute names, `..` components, links that resolve out
 tree (also through a link unpacked earlier), device files, FIFOs, setuid/setgid bits.
 """
 
+import calendar
 import hashlib
 import os
 import shutil
@@ -23,6 +27,7 @@ import zipfile
 
 DOWNLOAD = "download.part"
 OUT = "archive"
+NEWEST = "newest_mtime"
 EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_UNPACK = 20, 21, 22
 
 
@@ -48,32 +53,34 @@ def _zip_members(zf):
     for info in zf.infolist():
         mode = info.external_attr >> 16 if info.create_system == 3 else 0
         kind = stat.S_IFMT(mode)
+        mtime = calendar.timegm((*info.date_time, 0, 0, 0))  # zip stores local time; read as UTC
         if info.is_dir() or kind == stat.S_IFDIR:
-            yield info.filename, "dir", None, mode
+            yield info.filename, "dir", None, mode, mtime
         elif kind == stat.S_IFLNK:
-            yield info.filename, "symlink", zf.read(info).decode("utf-8", "surrogateescape"), mode
+            yield info.filename, "symlink", zf.read(info).decode("utf-8", "surrogateescape"), mode, mtime
         elif kind in (0, stat.S_IFREG):
-            yield info.filename, "file", lambda info=info: zf.open(info), mode
+            yield info.filename, "file", lambda info=info: zf.open(info), mode, mtime
         else:
-            yield info.filename, "special", None, mode
+            yield info.filename, "special", None, mode, mtime
 
 
 def _tar_members(tf):
     for info in tf:
+        mtime = int(info.mtime)
         if info.isdir():
-            yield info.name, "dir", None, info.mode
+            yield info.name, "dir", None, info.mode, mtime
         elif info.isfile():
-            yield info.name, "file", lambda info=info: tf.extractfile(info), info.mode
+            yield info.name, "file", lambda info=info: tf.extractfile(info), info.mode, mtime
         elif info.issym():
-            yield info.name, "symlink", info.linkname, info.mode
+            yield info.name, "symlink", info.linkname, info.mode, mtime
         elif info.islnk():
-            yield info.name, "hardlink", info.linkname, info.mode
+            yield info.name, "hardlink", info.linkname, info.mode, mtime
         else:  # character or block device, FIFO
-            yield info.name, "special", None, info.mode
+            yield info.name, "special", None, info.mode, mtime
 
 
 def members(path):
-    """(name, kind, data, mode): data opens a file's bytes, or is a link's target."""
+    """(name, kind, data, mode, mtime): data opens a file's bytes, or is a link's target."""
     if zipfile.is_zipfile(path):
         with zipfile.ZipFile(path) as zf:
             yield from _zip_members(zf)
@@ -171,10 +178,12 @@ def check_links_at_end(root, prefix):
 
 
 def unpack(path, strip_prefix):
+    """Unpacks the archive into OUT; returns the newest mtime of the members unpacked."""
     root = os.path.realpath(OUT)
     prefix = strip_prefix.strip("/") + "/" if strip_prefix else ""
     seen_prefix = False
-    for raw_name, kind, data, mode in members(path):
+    newest = 0
+    for raw_name, kind, data, mode, mtime in members(path):
         # Every member is checked, also those outside STRIP_PREFIX: a hostile one is a
         # reason to distrust the whole archive.
         check_name(raw_name)
@@ -185,9 +194,11 @@ def unpack(path, strip_prefix):
         seen_prefix = True
         if name.strip("/"):
             unpack_member(root, name.rstrip("/"), kind, data, mode, prefix)
+            newest = max(newest, mtime)
     check_links_at_end(root, prefix)
     if prefix and not seen_prefix:
         raise Refused(f"no member starts with strip_prefix {strip_prefix!r}")
+    return newest
 
 
 def mirrored(urls):
@@ -214,7 +225,7 @@ def main():
             sys.exit(EXIT_MISMATCH)
         os.makedirs(OUT)
         try:
-            unpack(DOWNLOAD, strip_prefix)
+            newest = unpack(DOWNLOAD, strip_prefix)
         except Refused as e:
             print(e, file=sys.stderr)
             sys.exit(EXIT_UNPACK)
@@ -222,6 +233,8 @@ def main():
             print(f"cannot unpack {url}: {e}", file=sys.stderr)
             sys.exit(EXIT_UNPACK)
         os.remove(DOWNLOAD)
+        with open(NEWEST, "w") as f:
+            f.write(f"{newest}\n")
         return
     print("\n".join(errors), file=sys.stderr)
     sys.exit(EXIT_DOWNLOAD)

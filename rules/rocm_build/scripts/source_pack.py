@@ -9,6 +9,11 @@ Usage: source_pack.py fetch URL SHA SUBMODULES(0|1) OUT
          the given paths (files or symbolic links), or all but them; with --read, each path's
          content as a regular file, symbolic links on the way followed (inside the tree), and
          prints {"path": "the file it named"} as JSON
+       source_pack.py pack TREE EPOCH OUT
+         writes the files under TREE (an unpacked archive) as one commit, dated EPOCH, its
+         author and message fixed, in a pack like `fetch`'s (OUT/objects.*, OUT/repos,
+         ./commit_time = EPOCH): the same files and EPOCH give the same commit anywhere, and
+         an archive is a source tree like a fetched commit (checked out, patched, built)
 
 Why a pack: a PyTorch-sized tree is 100k files. Captured by Pants after the fetch and written
 again into each build's sandbox, it cost ~20 s each time on our machines, where git checks the
@@ -156,6 +161,15 @@ def fetch(url, sha, submodules, out, mirrors_dir=".mirrors"):
                 sys.exit(EXIT_SUBMODULES)
             repos.append((where, sub_sha))
             pending.append((where, sub_sha, sub_url))
+    write_pack(git_dir, repos, out)
+    with open("commit_time", "w") as f:
+        f.write(git("log", "-1", "--format=%ct", sha, "--", git_dir=git_dir).stdout.decode())
+    shutil.rmtree(git_dir)
+
+
+def write_pack(git_dir, repos, out):
+    """OUT/objects.{pack,idx} with the commits of `repos` ((path, commit), the top one first)
+    and their trees, and OUT/repos."""
     commits = "".join(f"{c}\n" for _, c in repos).encode()
     # The commits and their trees only: a shallow commit's parents are not there to walk.
     objects = git("rev-list", "--objects", "--no-walk", "--stdin", git_dir=git_dir, stdin=commits).stdout
@@ -169,8 +183,30 @@ def fetch(url, sha, submodules, out, mirrors_dir=".mirrors"):
         os.rename(os.path.join(out, f"objects-{name}.{ext}"), os.path.join(out, f"objects.{ext}"))
     with open(os.path.join(out, "repos"), "w") as f:
         f.writelines(f"{commit} {path}\n" for path, commit in repos)
+
+
+# Who and what an archive's commit says it is: fixed, so its SHA is the files' and the date's.
+ARCHIVE_COMMIT_ENV = {
+    "GIT_AUTHOR_NAME": "rocm-build", "GIT_AUTHOR_EMAIL": "rocm-build@localhost",
+    "GIT_COMMITTER_NAME": "rocm-build", "GIT_COMMITTER_EMAIL": "rocm-build@localhost",
+}  # fmt: skip
+
+
+def pack_tree(tree, epoch, out):
+    """An unpacked archive as a one-commit pack. Every file is added, also those a
+    `.gitignore` in the archive names (-f): the archive's content is the source."""
+    git_dir = tempfile.mkdtemp(prefix=".pack-git-", dir=".")
+    subprocess.run(["git", "init", "-q", "--bare", "--", git_dir], check=True)
+    work = {"GIT_WORK_TREE": os.path.abspath(tree), "GIT_INDEX_FILE": os.path.join(os.path.abspath(git_dir), "index")}
+    git("-c", "core.autocrlf=false", "-c", "core.fileMode=true", "-c", "core.symlinks=true", "add", "-A", "-f", ".",
+        git_dir=git_dir, env=work)
+    tree_sha = git("write-tree", git_dir=git_dir, env=work).stdout.decode().strip()
+    date = {"GIT_AUTHOR_DATE": f"@{epoch} +0000", "GIT_COMMITTER_DATE": f"@{epoch} +0000"}
+    commit = git("commit-tree", tree_sha, "-m", "the unpacked archive", git_dir=git_dir,
+                 env={**ARCHIVE_COMMIT_ENV, **date}).stdout.decode().strip()
+    write_pack(git_dir, [(".", commit)], out)
     with open("commit_time", "w") as f:
-        f.write(git("log", "-1", "--format=%ct", sha, "--", git_dir=git_dir).stdout.decode())
+        f.write(f"{int(epoch)}\n")
     shutil.rmtree(git_dir)
 
 
@@ -285,6 +321,8 @@ def read(pack, dest, paths):
 def main(argv):
     if argv[:1] == ["fetch"] and len(argv) == 5:
         fetch(argv[1], argv[2], argv[3] == "1", argv[4])
+    elif argv[:1] == ["pack"] and len(argv) == 4:
+        pack_tree(argv[1], argv[2], argv[3])
     elif argv[:1] == ["checkout"] and len(argv) >= 3:
         paths = set(argv[4:])
         if argv[3:4] == ["--only"]:

@@ -14,10 +14,13 @@ from pants.engine.addresses import Address
 from pants.engine.fs import (
     EMPTY_DIGEST,
     Digest,
+    DigestContents,
+    DigestSubset,
+    PathGlobs,
     RemovePrefix,
 )
 from pants.engine.process import FallibleProcessResult, Process
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
 from rocm_build.upstream.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -44,7 +47,8 @@ FETCH_ARCHIVE = load_script("fetch_archive.py")
 
 @dataclass(frozen=True)
 class ArchiveRequest(TargetRequest):
-    """An upstream_archive: what it pins (`ArchiveSpec`), or its unpacked tree (`FetchedArchive`)."""
+    """An upstream_archive: what it pins (`ArchiveSpec`), its unpacked tree as downloaded
+    (`UnpackedArchive`), or patched (`FetchedArchive`)."""
 
 
 @dataclass(frozen=True)
@@ -119,6 +123,7 @@ class Unpacked:
     exit_code: int  # fetch_archive.py's: 0, or why it failed (EXIT_MISMATCH, EXIT_DOWNLOAD, EXIT_UNPACK)
     said: str
     tree: Digest
+    newest_mtime: int = 0  # of the members unpacked: the archive's date
 
 
 @rule
@@ -130,15 +135,30 @@ async def fetch_and_unpack(request: UnpackRequest) -> Unpacked:
             (request.sha256, request.strip_prefix, *request.urls),
             request.description,
             output_directories=(FETCH_ARCHIVE.OUT,),
+            output_files=(FETCH_ARCHIVE.NEWEST,),
         ),
     )
     result = await Get(FallibleProcessResult, Process, process)
-    tree = await Get(Digest, RemovePrefix(result.output_digest, FETCH_ARCHIVE.OUT)) if result.exit_code == 0 else EMPTY_DIGEST
-    return Unpacked(result.exit_code, result.stderr.decode(errors="replace"), tree)
+    said = result.stderr.decode(errors="replace")
+    if result.exit_code != 0:
+        return Unpacked(result.exit_code, said, EMPTY_DIGEST)
+    unpacked, newest = await MultiGet(
+        Get(Digest, DigestSubset(result.output_digest, PathGlobs([f"{FETCH_ARCHIVE.OUT}/**"]))),
+        Get(DigestContents, DigestSubset(result.output_digest, PathGlobs([FETCH_ARCHIVE.NEWEST]))),
+    )
+    tree = await Get(Digest, RemovePrefix(unpacked, FETCH_ARCHIVE.OUT))
+    return Unpacked(result.exit_code, said, tree, int(newest[0].content))
+
+
+@dataclass(frozen=True)
+class UnpackedArchive:
+    spec: ArchiveSpec
+    tree: Digest  # as downloaded: no patch applied
+    newest_mtime: int
 
 
 @rule(desc="Fetching an upstream_archive")
-async def fetch_archive(request: ArchiveRequest) -> FetchedArchive:
+async def unpack_archive(request: ArchiveRequest) -> UnpackedArchive:
     spec = await Get(ArchiveSpec, ArchiveRequest, request)
     problem = pin_problem(spec)
     if problem:
@@ -149,12 +169,19 @@ async def fetch_archive(request: ArchiveRequest) -> FetchedArchive:
     )
     if fetched.exit_code != 0:
         raise RocmBuildError(explain_archive_failure(spec, fetched.exit_code, fetched.said))
+    return UnpackedArchive(spec, fetched.tree, fetched.newest_mtime)
+
+
+@rule(desc="Patching an upstream_archive")
+async def fetch_archive(request: ArchiveRequest) -> FetchedArchive:
+    unpacked = await Get(UnpackedArchive, ArchiveRequest, request)
     target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
     patches = await Get(OrderedPatches, PatchSetsRequest(tuple(target[PatchSetsField].value or ()), target.address))
     patched = await Get(
         PatchedDigest,
-        TreePatchRequest(fetched.tree, tuple(p.path for p in patches.files), patches.digest, target.address.spec),
+        TreePatchRequest(unpacked.tree, tuple(p.path for p in patches.files), patches.digest, target.address.spec),
     )
+    spec = unpacked.spec
     return FetchedArchive(spec.address, spec.url, spec.sha256, patched.tree, patches.files, patched.log)
 
 

@@ -1,9 +1,13 @@
-"""upstream_repo: pin + fetch + patch sets -> a patched tree; `package` writes it to dist/."""
+"""upstream_repo: pin + fetch + patch sets -> a patched tree; `package` writes it to dist/.
+
+The same requests resolve an upstream_archive a rocm_wheel names as its `source` (a release
+sdist): its tree packed as one commit (archive_source.py), then patched the same way.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Tuple, Union
 
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
 from pants.core.util_rules.archive import CreateArchive
@@ -11,6 +15,7 @@ from pants.core.util_rules.system_binaries import ArchiveFormat
 from pants.engine.addresses import Address
 from pants.engine.fs import AddPrefix, Digest, RemovePrefix, Snapshot
 from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
@@ -19,10 +24,15 @@ from rocm_build.upstream.pins import Pin, PinsError, lookup_pin
 from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
+from rocm_build.upstream.archive_source import ArchivePackRequest, ArchivePin
+from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.upstream.target_types import (
+    ArchivePinField,
+    ArchivePinsFileField,
     PatchSetsField,
     PinField,
     PinsFileField,
+    UpstreamArchiveTarget,
     UpstreamRepoTarget,
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
@@ -30,14 +40,15 @@ from rocm_build.target_types_rules import TargetRequest, expect_target
 
 @dataclass(frozen=True)
 class UpstreamRequest(TargetRequest):
-    """An upstream_repo: its spec (`UpstreamSpec`), or its patched tree (`ResolvedUpstream`)."""
+    """An upstream_repo, or an upstream_archive as a source: its spec (`UpstreamSpec`), or its
+    patched tree (`ResolvedUpstream`)."""
 
 
 @dataclass(frozen=True)
 class ResolvedUpstream:
     address: Address
     pin_name: str
-    pin: Pin
+    pin: Union[Pin, ArchivePin]
     patches: Tuple[PatchFile, ...]
     source: SourceTree  # the patched tree, as the fetched pack and the files the patches wrote
     patch_log: str
@@ -50,14 +61,21 @@ class UpstreamSpec:
 
     address: Address
     pin_name: str
-    pin: Pin
+    pin: Union[Pin, ArchivePin]
     pins_file: str
     patches: Tuple[PatchFile, ...]  # in the order they apply
     patch_digest: Digest
 
+    @property
+    def is_archive(self) -> bool:
+        return isinstance(self.pin, ArchivePin)
+
 
 @rule
 async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
+    if isinstance(wrapped.target, UpstreamArchiveTarget):
+        return await Get(UpstreamSpec, ArchiveRequest(request.address, request.description_of_origin))
     target = await expect_target(request.address, UpstreamRepoTarget, request.description_of_origin)
     owner = target.address.spec
     pins_file = target[PinsFileField].value
@@ -80,20 +98,39 @@ async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
 
 
 @rule
+async def archive_upstream_spec(request: ArchiveRequest) -> UpstreamSpec:
+    """An upstream_archive as a source: its pin (URL and sha256) and its patch sets."""
+    archive = await Get(ArchiveSpec, ArchiveRequest, request)
+    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
+    patches = await Get(OrderedPatches, PatchSetsRequest(tuple(target[PatchSetsField].value or ()), target.address))
+    return UpstreamSpec(
+        address=target.address,
+        pin_name=target[ArchivePinField].value or target.address.target_name,
+        pin=ArchivePin(archive.url, archive.sha256),
+        pins_file=target[ArchivePinsFileField].value if target[ArchivePinField].value else "",
+        patches=patches.files,
+        patch_digest=patches.digest,
+    )
+
+
+@rule
 async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
     spec = await Get(UpstreamSpec, UpstreamRequest, request)
     owner = spec.address.spec
-    fetched = await Get(
-        FetchedTree,
-        FetchRequest(
-            url=spec.pin.url,
-            commit=spec.pin.commit,
-            submodules=spec.pin.submodules,
-            pin_name=spec.pin_name,
-            pins_file=spec.pins_file,
-            owner=owner,
-        ),
-    )
+    if spec.is_archive:
+        fetched = await Get(FetchedTree, ArchivePackRequest(request.address, request.description_of_origin))
+    else:
+        fetched = await Get(
+            FetchedTree,
+            FetchRequest(
+                url=spec.pin.url,
+                commit=spec.pin.commit,
+                submodules=spec.pin.submodules,
+                pin_name=spec.pin_name,
+                pins_file=spec.pins_file,
+                owner=owner,
+            ),
+        )
     patched = await Get(
         PatchedTree,
         PatchRequest(

@@ -22,7 +22,14 @@ from rocm_build.install.target_types import SystemLibrariesField, WheelRuntimeEn
 class WheelSourceField(StringField):
     alias = "source"
     required = True
-    help = "Address of the `upstream_repo` whose patched tree is built, e.g. `:src`."
+    help = help_text(
+        """
+        Address of the `upstream_repo` whose patched tree is built, e.g. `:src`; or of an
+        `upstream_archive` (a release sdist, pinned by sha256), whose unpacked tree is patched
+        with its `patches` and built the same way (its build info names the archive's URL and
+        sha256; SOURCE_DATE_EPOCH is its newest member's time).
+        """
+    )
 
 
 class WheelToolchainField(StringField):
