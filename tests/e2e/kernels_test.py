@@ -9,7 +9,9 @@ Every kind of `source` is importable by the workload, each by a test of its own:
 `zzk` with its package `zzk/` at its root, as a git repository (`upstream_repo`), an archive
 with a patch (`upstream_archive`), a wheel built from the repository (`rocm_wheel`) and a
 wheel of it on a package index (`prebuilt_wheel`); the workload imports `zzk` and launches its kernel.
-A patch that no longer applies to flash-attention's sdist fails its kernel test naming it.
+A patch that no longer applies to flash-attention's sdist fails its kernel test naming it. The
+real flash-attention recipe builds from that sdist (`components/flash_attention:wheel-from-sdist`,
+the kernel test's source) and its install set imports the Triton AMD backend in a fresh venv.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.install_set import install_into_fresh_venv, run_in_set
 from e2e.workspace import CACHE_ROOT, Workspace, make_fixture_upstreams
 from kernels import make_mirror
 from mini import make_upstreams
@@ -230,3 +233,36 @@ def test_a_patch_that_no_longer_applies_to_the_sdist_fails_the_kernel_test_namin
     assert "matched 0 time(s), expected exactly 1. Upstream changed here" in out
     # It failed before any venv or compile.
     assert "Compiling the Triton kernels of components/flash_attention:kernels" not in out
+
+
+FA_FROM_SDIST = "components/flash_attention:wheel-from-sdist"
+
+
+def test_flash_attention_real_recipe_builds_from_its_sdist_and_imports_its_triton_backend(ws: Workspace, tmp_path) -> None:
+    """The real component's recipe (kind, patches, build requirements and locks) run end to
+    end, offline: the wheel names the sdist's sha256 and the patch's, carries the patched
+    line, and its install set installs into a fresh venv where flash_attn_interface takes the
+    Triton AMD backend (without FLASH_ATTENTION_TRITON_AMD_ENABLE it would import the CUDA
+    extension, which a Triton build does not have)."""
+    run = ws.pants("package", FA_FROM_SDIST)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    (wheel,) = ws.path("dist/components.flash_attention.wheel-from-sdist").glob("*.whl")
+    assert wheel.name == "flash_attn-2.8.3.post2+llvm19gfx1151-py3-none-any.whl"
+    pin = ws.read("components/archives/flash-attention-sdist.toml")
+    with zipfile.ZipFile(wheel) as zf:
+        info = json.loads(zf.read("flash_attn-2.8.3.post2+llvm19gfx1151.dist-info/rocm_build_info.json"))
+        utils = zf.read("flash_attn/flash_attn_triton_amd/utils.py").decode()
+    assert info["source"] == {
+        "pin": "flash-attention-sdist",
+        "url": "https://files.pythonhosted.org/packages/6c/b1/b77625e3d11260d2bd6a4fc249a4be9a3da97ff848e2222e810c4f0e0211/flash_attn-2.8.3.post2.tar.gz",
+        "sha256": "d0f9f0b08a986cdeadbffcf5ec8b3a8f514366c68ad1853d3ab061bc83cc340b",
+        "patches": [{"path": FA_PATCH, "sha256": hashlib.sha256(ws.path(FA_PATCH).read_bytes()).hexdigest()}],
+    }
+    assert f'sha256 = "{info["source"]["sha256"]}"' in pin
+    assert info["network"].startswith("none") and info["toolchain"]["address"] == "components:llvm"
+    assert '"gfx1150", "gfx1151", "gfx1200"' in utils  # patches/flash_attention/0001's line
+    install = ws.path("dist/components.flash_attention.wheel-from-sdist.install")
+    venv = tmp_path / "venv"
+    install_into_fresh_venv(install, venv)
+    out = run_in_set(install, venv, "import flash_attn, flash_attn.flash_attn_interface as i; print(flash_attn.__version__, i.flash_attn_gpu.__name__)")
+    assert (out.returncode, out.stdout) == (0, "2.8.3.post2 flash_attn.flash_attn_triton_amd.interface_fa\n"), out.stderr[-2000:]

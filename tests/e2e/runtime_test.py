@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from e2e.install_set import install_into_fresh_venv, python311, run_in_set
 from e2e.workspace import FIXTURE_WHEELS, Workspace, make_fixture_upstreams, require_success
 
 VLLM = "tests/mini/vllm:wheel"
@@ -29,11 +30,6 @@ def ws(tmp_path_factory):
     workspace = Workspace(root / "ws", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
     yield workspace
     workspace.stop()
-
-
-def python311() -> str:
-    found = sorted(Path.home().glob(".pyenv/versions/3.11*/bin/python3.11"))
-    return str(found[0]) if found else "python3.11"
 
 
 def test_1_a_runtime_env_conflict_stops_package_before_any_build(ws: Workspace) -> None:
@@ -75,19 +71,10 @@ def test_2_the_install_set_installs_with_require_hashes_and_carries_its_environm
     assert "      fix:    run this on the gfx1151 machine with amdgpu loaded" in box.stdout
 
     venv = tmp_path / "venv"
-    subprocess.run([python311(), "-m", "venv", str(venv)], check=True)
-    env = {"PIP_CONFIG_FILE": "/dev/null", "PATH": "/usr/bin:/bin"}
-    installed = subprocess.run(
-        [str(venv / "bin/python"), "-m", "pip", "install", "--disable-pip-version-check",
-         "--no-index", "--find-links", "wheels", "--require-hashes", "-r", "requirements.txt"],
-        cwd=install, env=env, capture_output=True, text=True,
-    )  # fmt: skip
-    assert installed.returncode == 0, installed.stderr
+    install_into_fresh_venv(install, venv)
     # As a user runs it: env.sh sourced, then the chain's Python with its run-time requirement.
     code = "import os, six, mini_flash_attention, mini_vllm; print(os.environ['FLASH_ATTENTION_TRITON_AMD_ENABLE'], six.__version__)"
-    out = subprocess.run(
-        ["bash", "-c", f'. ./env.sh && exec "{venv}/bin/python" -c "$0"', code], cwd=install, env=env, capture_output=True, text=True
-    )
+    out = run_in_set(install, venv, code)
     assert out.returncode == 0, out.stderr
     assert out.stdout == "TRUE 1.16.0\n"
 

@@ -13,7 +13,7 @@ import sys
 import tarfile
 import zipfile
 from pathlib import Path
-from typing import Iterable, Tuple
+from typing import Iterable, Mapping, Tuple
 
 import pytest
 
@@ -22,14 +22,14 @@ from rocm_build.sandbox_scripts import script_bytes
 Member = Tuple[str, str, object, int]  # name, kind ("file", "dir", "symlink", "hardlink", "fifo", "chr"), data, mode
 
 
-def tarball(members: Iterable[Member]) -> bytes:
+def tarball(members: Iterable[Member], mtimes: Mapping[str, int] = {}) -> bytes:
     kinds = {"file": tarfile.REGTYPE, "dir": tarfile.DIRTYPE, "symlink": tarfile.SYMTYPE, "hardlink": tarfile.LNKTYPE,
              "fifo": tarfile.FIFOTYPE, "chr": tarfile.CHRTYPE}  # fmt: skip
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tf:
         for name, kind, data, mode in members:
             info = tarfile.TarInfo(name)
-            info.type, info.mode = kinds[kind], mode
+            info.type, info.mode, info.mtime = kinds[kind], mode, mtimes.get(name, 0)
             if kind in ("symlink", "hardlink"):
                 info.linkname = data
             body = data if kind == "file" else b""
@@ -85,10 +85,16 @@ def test_a_good_archive_with_links_inside_it_unpacks(tmp_path: Path) -> None:
         ("top/lib/libc.so", "symlink", "../bin/clang", 0o777),
         ("top/bin/clang-copy", "hardlink", "top/bin/clang", 0o755),
         ("elsewhere/ignored.txt", "file", b"x", 0o644),
-    ]), strip_prefix="top")  # fmt: skip
+    ], mtimes={"top/bin/clang": 1760000000, "top/lib/libc.so": 1760000500, "elsewhere/ignored.txt": 1790000000}),
+        strip_prefix="top")  # fmt: skip
     assert (result.returncode, result.stderr) == (0, "")
     out = tmp_path / "work/archive"
-    assert written(tmp_path) == {"work/archive", *(f"work/archive/{p}" for p in ("bin", "lib", "bin/clang", "bin/clang++", "lib/libc.so", "bin/clang-copy"))}
+    assert written(tmp_path) == {
+        "work/archive", "work/newest_mtime",
+        *(f"work/archive/{p}" for p in ("bin", "lib", "bin/clang", "bin/clang++", "lib/libc.so", "bin/clang-copy")),
+    }  # fmt: skip
+    # The archive's date: its newest member below strip_prefix (a build's SOURCE_DATE_EPOCH).
+    assert (tmp_path / "work/newest_mtime").read_text() == "1760000500\n"
     assert os.readlink(out / "lib/libc.so") == "../bin/clang"
     assert (out / "bin/clang-copy").read_bytes() == b"#!/bin/sh\n" and os.access(out / "bin/clang-copy", os.X_OK)
 

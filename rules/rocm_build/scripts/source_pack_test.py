@@ -276,3 +276,58 @@ def test_mirror_tables_are_checked_before_use(tmp_path) -> None:
     good = subprocess.run([sys.executable, str(tmp_path / "m.py"), "configure", str(cache)], env=env, capture_output=True, text=True)
     assert good.returncode == 0, good.stderr
     assert json.loads((cache / "mirrors.json").read_text()) == {"https://github.com/": "file:///srv/github/"}
+
+
+def unpacked_archive(root: Path) -> Path:
+    """An unpacked sdist: an executable, a link, and a file its own .gitignore names."""
+    tree = root / "archive"
+    (tree / "pkg").mkdir(parents=True)
+    (tree / "setup.py").write_text("print('sdist')\n")
+    (tree / "pkg/__init__.py").write_text("VERSION = '1.0'\n")
+    (tree / "pkg/tool").write_text("#!/bin/sh\n")
+    (tree / "pkg/tool").chmod(0o755)
+    (tree / "link").symlink_to("setup.py")
+    (tree / ".gitignore").write_text("*.egg-info\n")
+    (tree / "pkg.egg-info").mkdir()
+    (tree / "pkg.egg-info/PKG-INFO").write_text("Name: pkg\n")
+    return tree
+
+
+def test_an_unpacked_archive_packs_as_one_commit_the_same_anywhere(script, tmp_path) -> None:
+    packs = []
+    for where in ("a", "b"):
+        unpacked_archive(tmp_path / where)
+        packed = run(script, tmp_path / where, "pack", "archive", "1760000000", "source")
+        assert packed.returncode == 0, packed.stderr
+        packs.append(tmp_path / where)
+    a, b = packs
+    assert (a / "source/repos").read_text() == (b / "source/repos").read_text()
+    assert (a / "source/objects.pack").read_bytes() == (b / "source/objects.pack").read_bytes()
+    assert (a / "commit_time").read_text().strip() == "1760000000"
+    commit = (a / "source/repos").read_text().split()[0]
+    # The commit's SHA is its content's: the files, the fixed author and the archive's date.
+    git_dir = tmp_path / "inspect.git"
+    subprocess.run(["git", "init", "-q", "--bare", str(git_dir)], check=True)
+    for ext in ("pack", "idx"):
+        (git_dir / f"objects/pack/pack-x.{ext}").write_bytes((a / f"source/objects.{ext}").read_bytes())
+    shown = subprocess.run(["git", "--git-dir", str(git_dir), "show", "-s", "--format=%an %ct %s", commit],
+                           capture_output=True, text=True, check=True).stdout.strip()
+    assert shown == "rocm-build 1760000000 the unpacked archive"
+    # Checked out, it is the archive again: the ignored file too, modes and links as they were.
+    out = run(script, tmp_path / "c", "checkout", str(a / "source"), "tree")
+    assert out.returncode == 0, out.stderr
+    tree = tmp_path / "c/tree"
+    assert sorted(str(p.relative_to(tree)) for p in tree.rglob("*")) == [
+        ".gitignore", "link", "pkg", "pkg.egg-info", "pkg.egg-info/PKG-INFO", "pkg/__init__.py", "pkg/tool", "setup.py",
+    ]  # fmt: skip
+    assert (tree / "pkg/tool").stat().st_mode & 0o111 and not (tree / "setup.py").stat().st_mode & 0o111
+    assert (tree / "link").is_symlink() and str((tree / "link").readlink()) == "setup.py"
+
+
+def test_another_date_is_another_commit_of_the_same_files(script, tmp_path) -> None:
+    commits = []
+    for where, epoch in (("a", "1760000000"), ("b", "1760000001")):
+        unpacked_archive(tmp_path / where)
+        assert run(script, tmp_path / where, "pack", "archive", epoch, "source").returncode == 0
+        commits.append((tmp_path / where / "source/repos").read_text())
+    assert commits[0] != commits[1]

@@ -11,6 +11,10 @@ Triton's LLVM build is named by `cmake/llvm-hash.txt` at the triton pin.
     derived_from = "triton:cmake/llvm-hash.txt"
     url_template = "https://.../llvm-{hash8}-ubuntu-x64.tar.gz"   # {hash}, {hash8}
     strip_prefix_template = "llvm-{hash8}-ubuntu-x64"
+
+    [vllm-sdist]
+    ...
+    version = "0.31.0"  # the release an sdist is: a rocm_wheel built from it sets it (`version_env`)
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class ArchivePin(PinModel):
     derived_from: Optional[str] = None
     url_template: Optional[str] = None
     strip_prefix_template: Optional[str] = None
+    version: Optional[str] = None
 
     @checks("url", "url_template")
     def _url(cls, url: Optional[str]) -> Optional[str]:

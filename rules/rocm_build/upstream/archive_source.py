@@ -6,7 +6,7 @@ unpacked archive becomes a pack too: one commit of its files (scripts/source_pac
 dated by the archive's newest member and written by a fixed author, so the same archive
 gives the same commit on every machine. From there an archive and a commit are one kind of
 source; what differs is what the build info and messages name: the archive's URL and
-sha256 (`ArchivePin`), never a commit no upstream published.
+sha256 (`ArchiveSourcePin`), never a commit no upstream published.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ UNPACKED = "archive"  # where the pack step finds the unpacked tree
 
 
 @dataclass(frozen=True)
-class ArchivePin:
+class ArchiveSourcePin:
     """What a rocm_wheel reads of its source's pin, for an archive. `commit` is the archive's
     sha256: the one identity of its content (keys, messages, the build info's `sha256`)."""
 
@@ -39,7 +39,7 @@ class ArchivePin:
     track: str = ""
     submodules: bool = False
     derived_from: Optional[str] = None  # an archive's pin is moved by update-pins itself
-    version: Optional[str] = None  # the sdist says its version (PKG-INFO): no version_env
+    version: Optional[str] = None  # the release, where the archive's pins table says (`version_env`)
 
     @property
     def commit(self) -> str:

@@ -71,6 +71,7 @@ class ArchiveSpec:
     sha256: str
     strip_prefix: str
     pinned_in: str  # where to change it: "the target" or "[name] in <file>"
+    version: Optional[str] = None  # the release it is, where its pins table says (an sdist's)
 
 
 @rule(desc="Reading an upstream_archive")
@@ -89,7 +90,7 @@ async def archive_spec(request: ArchiveRequest) -> ArchiveSpec:
     if pin not in tables:
         raise RocmBuildError(f"upstream_archive {owner}: no table [{pin}] in {path}")
     table = tables[pin]
-    return ArchiveSpec(target.address, table.url, mirrors, table.sha256, table.strip_prefix, f"[{pin}] in {path}")
+    return ArchiveSpec(target.address, table.url, mirrors, table.sha256, table.strip_prefix, f"[{pin}] in {path}", table.version)
 
 
 def pin_problem(spec: ArchiveSpec) -> Optional[str]:

@@ -24,7 +24,7 @@ from rocm_build.upstream.pins import Pin, PinsError, lookup_pin
 from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
-from rocm_build.upstream.archive_source import ArchivePackRequest, ArchivePin
+from rocm_build.upstream.archive_source import ArchivePackRequest, ArchiveSourcePin
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.upstream.target_types import (
     ArchivePinField,
@@ -48,7 +48,7 @@ class UpstreamRequest(TargetRequest):
 class ResolvedUpstream:
     address: Address
     pin_name: str
-    pin: Union[Pin, ArchivePin]
+    pin: Union[Pin, ArchiveSourcePin]
     patches: Tuple[PatchFile, ...]
     source: SourceTree  # the patched tree, as the fetched pack and the files the patches wrote
     patch_log: str
@@ -61,14 +61,14 @@ class UpstreamSpec:
 
     address: Address
     pin_name: str
-    pin: Union[Pin, ArchivePin]
+    pin: Union[Pin, ArchiveSourcePin]
     pins_file: str
     patches: Tuple[PatchFile, ...]  # in the order they apply
     patch_digest: Digest
 
     @property
     def is_archive(self) -> bool:
-        return isinstance(self.pin, ArchivePin)
+        return isinstance(self.pin, ArchiveSourcePin)
 
 
 @rule
@@ -106,7 +106,7 @@ async def archive_upstream_spec(request: ArchiveRequest) -> UpstreamSpec:
     return UpstreamSpec(
         address=target.address,
         pin_name=target[ArchivePinField].value or target.address.target_name,
-        pin=ArchivePin(archive.url, archive.sha256),
+        pin=ArchiveSourcePin(archive.url, archive.sha256, version=archive.version),
         pins_file=target[ArchivePinsFileField].value if target[ArchivePinField].value else "",
         patches=patches.files,
         patch_digest=patches.digest,

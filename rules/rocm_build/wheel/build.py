@@ -55,7 +55,7 @@ from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
-from rocm_build.upstream.archive_source import ArchivePin
+from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 
 logger = logging.getLogger(__name__)
@@ -110,7 +110,7 @@ def build_info_json(
                 "pin": upstream.pin_name,
                 "url": upstream.pin.url,
                 # An archive's identity is its sha256 (archive_source.py), a repository's its commit.
-                ("sha256" if isinstance(upstream.pin, ArchivePin) else "commit"): upstream.pin.commit,
+                ("sha256" if isinstance(upstream.pin, ArchiveSourcePin) else "commit"): upstream.pin.commit,
                 "patches": [{"path": p.path, "sha256": p.sha256} for p in upstream.patches],
             },
             "toolchain": {"address": toolchain.address.spec, "identity": toolchain.identity},
