@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from e2e.install_set import install_into_fresh_venv, run_in_set
-from e2e.workspace import CACHE_ROOT, Workspace, make_fixture_upstreams
+from e2e.workspace import CACHE_ROOT, FIXTURE_WHEELS, RECIPE_WHEELS, Workspace, make_fixture_upstreams
 from kernels import make_mirror
 from mini import make_upstreams
 
@@ -43,6 +43,8 @@ def ws(tmp_path_factory):
     # The files ./setup mirrored, checked again by sha256 (nothing is downloaded twice).
     table = make_mirror.mirror(CACHE_ROOT / "kernel-mirror")
     workspace.pants_env_extra["PANTS_ROCM_BUILD_MIRRORS"] = repr(table)
+    # flash-attention's real recipe (:wheel-from-sdist) installs its locks' wheels from there.
+    workspace.pants_env_extra["PANTS_ROCM_BUILD_FIND_LINKS"] = repr([str(FIXTURE_WHEELS), str(RECIPE_WHEELS)])
     yield workspace
     workspace.stop()
 

@@ -23,6 +23,9 @@ from mini import make_upstreams
 WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "pants.offline.toml", "BUILD", "3rdparty", "rules", "tests/mini", "tests/kernels", "components", "patches")
 CACHE_ROOT = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
 FIXTURE_WHEELS = CACHE_ROOT / "fixture-wheels"
+# The real recipe's locked wheels (./setup: components/flash_attention:wheel-from-sdist's locks),
+# apart from the fixture wheels so the miniature chain's resolves never see them.
+RECIPE_WHEELS = CACHE_ROOT / "recipe-wheels"
 # PEX's own cache (Pants' named cache `pex_root`), shared by every test workspace as Pants
 # shares it between a user's checkouts: content-addressed and safe for concurrent use. A
 # workspace's first build of a tool venv (auditwheel's) took ~60 s with it cold, in every

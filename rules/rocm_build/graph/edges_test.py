@@ -96,3 +96,22 @@ def test_a_parametrized_dependency_is_its_variant_and_inferred_edges_are_not_dec
     target = rule_runner.request(WrappedTarget, [WrappedTargetRequest(address, "test")]).target
     declared = rule_runner.request(DeclaredDependencies, [DeclaredDependenciesRequest(target[WheelDependenciesField])])
     assert [t.address.spec for t in declared] == ["//:a@python=3.12"]
+
+
+def test_an_excluded_generated_wheel_is_left_out_of_its_generator(rule_runner: RuleRunner) -> None:
+    rule_runner.write_files(
+        {
+            "wheels/pins.toml": pins_toml(
+                prebuilt={"index_url": "https://pypi.org/simple/", "python": "3.11"},
+                **{f"prebuilt.kit-{name}": {"project": name, "track": "==1.0", "version": "1.0", "file": f"{name}-1.0-py3-none-any.whl",
+                                            "sha256": "b" * 64, "requires_rocm": ""} for name in ("six", "setuptools")},
+            ),
+            "wheels/BUILD": "prebuilt_wheels(name='kit', pins_file='wheels/pins.toml', pins='kit-*')\n",
+            "BUILD": Path(rule_runner.build_root, "BUILD").read_text()
+            + "rocm_wheel(name='c', source=':a-src', toolchain=':llvm', python='3.11',\n"
+            "           dependencies=['wheels:kit', '!wheels:kit#kit-setuptools'])\n",
+        }
+    )  # fmt: skip
+    target = rule_runner.request(WrappedTarget, [WrappedTargetRequest(Address("", target_name="c"), "test")]).target
+    declared = rule_runner.request(DeclaredDependencies, [DeclaredDependenciesRequest(target[WheelDependenciesField])])
+    assert [t.address.spec for t in declared] == ["wheels:kit#kit-six"]

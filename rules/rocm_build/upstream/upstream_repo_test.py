@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import hashlib
 import io
 import tarfile
 from dataclasses import dataclass
@@ -304,3 +305,43 @@ def test_bad_patches(rule_runner, upstream, name, text, expected) -> None:
     repo, first = upstream
     setup_files(rule_runner, repo, first, {name: text})
     assert expected in error_of(rule_runner)
+
+
+def sdist(path: Path, mtimes: dict[str, int]) -> str:
+    """A release sdist of the same files as the upstream's first commit; returns its sha256."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tf:
+        for name, text in {"setup.py": SETUP, "pkg/__init__.py": "", "PKG-INFO": "Name: mini\nVersion: 1.0\n"}.items():
+            info = tarfile.TarInfo(f"mini-1.0/{name}")
+            info.size, info.mtime = len(text), mtimes.get(name, 0)
+            tf.addfile(info, io.BytesIO(text.encode()))
+    path.write_bytes(buf.getvalue())
+    return hashlib.sha256(buf.getvalue()).hexdigest()
+
+
+def test_an_upstream_archive_is_a_source_patched_like_a_repository(rule_runner, tmp_path) -> None:
+    sha256 = sdist(tmp_path / "mini-1.0.tar.gz", {"setup.py": 1760000000, "PKG-INFO": 1760000900})
+    rule_runner.write_files(
+        {
+            "components/mini/BUILD": (
+                f"upstream_archive(name='sdist', url='file://{tmp_path}/mini-1.0.tar.gz', sha256='{sha256}', "
+                "strip_prefix='mini-1.0', patches=['patches/mini:gfx1151'])"
+            ),
+            "patches/mini/BUILD": "patch_set(name='gfx1151')",
+            "patches/mini/0001-archs.patch": PATCH,
+            "patches/mini/0002-hello.edit.toml": EDIT,
+        }
+    )
+    sdist_address = Address("components/mini", target_name="sdist")
+    up = rule_runner.request(ResolvedUpstream, [UpstreamRequest(sdist_address, "test")])
+    files = {fc.path: fc.content for fc in rule_runner.request(DigestContents, [RemovePrefix(merged(rule_runner, up), "tree")])}
+    # The same patches as on the repository, applied the same way, to the archive's files.
+    assert files == {
+        "PKG-INFO": b"Name: mini\nVersion: 1.0\n",
+        "pkg/__init__.py": b"",
+        "setup.py": b"print('hello gfx1151')\nARCHS = ['gfx90a', 'gfx1151']\n",
+    }
+    # Named by what it is: its URL and sha256 (no commit); dated by its newest member.
+    assert (up.pin.url, up.pin.commit, up.pin_name) == (f"file://{tmp_path}/mini-1.0.tar.gz", sha256, "sdist")
+    assert up.commit_time == 1760000900
+    assert [p.path for p in up.patches] == ["patches/mini/0001-archs.patch", "patches/mini/0002-hello.edit.toml"]
