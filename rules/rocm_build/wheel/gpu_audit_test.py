@@ -1,8 +1,18 @@
+"""The gpu-code audit of a built wheel: each library, the code objects together and the `.kpack`
+archives together carry every requested target; a code object an archive files under another
+arch than its ELF header says is refused."""
+
+import json
+from pathlib import Path
 from types import SimpleNamespace
+
+import pytest
 
 from pants.util.frozendict import FrozenDict
 
-from rocm_build.wheel.gpu_audit import GpuCode, audit_problems
+from rocm_build.testutil import kpack_wheels
+from rocm_build.testutil.wheel_facts import read_script_json
+from rocm_build.wheel.gpu_audit import GPU_CODE, GpuCode, audit_problems, gpu_code_of, with_gpu_code
 
 WHEEL = "torch-2.13.0+rocm7.14gfx1100.gfx1151-cp312-cp312-linux_x86_64.whl"
 
@@ -38,3 +48,42 @@ def test_code_objects_lacking_a_target_and_unreadable_libraries() -> None:
     assert problems[1] == f"components/torch:wheel: the GPU code of x.so in {WHEEL} could not be read: its ELF section headers lie outside the file"
     # A pure-Python wheel carries no GPU code: nothing to check.
     assert audit_problems(spec(), WHEEL, code()) == ()
+
+
+# TheRock's split device code, read by gpu_code.py from wheels of real code objects
+# (rocm_build/testutil/kpack_wheels.py).
+@pytest.fixture(scope="module")
+def split(tmp_path_factory) -> kpack_wheels.Split:
+    return kpack_wheels.split_library(tmp_path_factory.mktemp("hip"))
+
+
+def read(wheel: Path, tmp: Path) -> GpuCode:
+    return gpu_code_of(read_script_json(GPU_CODE, wheel, tmp))
+
+
+def test_kpack_archives_carry_the_targets_together_and_a_split_library_none(split, tmp_path) -> None:
+    both = read(kpack_wheels.device_wheel(tmp_path, split[1], "zstd-per-kernel", ("gfx1100", "gfx1151")), tmp_path)
+    assert audit_problems(spec(), kpack_wheels.DEVICE, both) == ()
+    assert json.loads(with_gpu_code("{}", spec(), both))["gpu_code"] == {kpack_wheels.ARCHIVE: ["gfx1100", "gfx1151"]}
+    # A host library split from its device code carries none itself: nothing to lack.
+    host = read(kpack_wheels.host_wheel(split, tmp_path), tmp_path)
+    assert dict(host.split_libraries) == {kpack_wheels.LIBRARY: kpack_wheels.KERNEL_NAME} and not host.libraries
+    assert audit_problems(spec(), kpack_wheels.HOST, host) == ()
+    # Archives with code for gfx1151 alone lack gfx1100.
+    one = read(kpack_wheels.device_wheel(tmp_path, kpack_wheels.filed(split, ("gfx1151", "gfx1151"))), tmp_path)
+    (problem,) = audit_problems(spec(), kpack_wheels.DEVICE, one)
+    assert problem.startswith(
+        f"components/torch:wheel: the .kpack archives in {kpack_wheels.DEVICE} ({kpack_wheels.ARCHIVE}) carry AMDGPU code "
+        "for gfx1151, but none for gfx1100 (gpu_targets: gfx1100, gfx1151)"
+    )
+
+
+def test_a_code_object_of_another_arch_than_its_archive_files_it_under(split, tmp_path) -> None:
+    kernels = kpack_wheels.filed(split, ("gfx1100", "gfx1151"))  # unit 0 compiled for gfx1100, filed under gfx1151
+    found = read(kpack_wheels.device_wheel(tmp_path, kernels, "zstd-per-kernel"), tmp_path)
+    assert audit_problems(spec(), kpack_wheels.DEVICE, found) == (
+        f"components/torch:wheel: kernel {kpack_wheels.KERNEL_NAME}#0 in {kpack_wheels.ARCHIVE} in {kpack_wheels.DEVICE} "
+        "is filed under gfx1151 (its table of contents), but its code object's ELF header says gfx1100. On a gfx1151 GPU "
+        "it would fail with hipErrorInvalidImage: the build packed another arch's code under gfx1151. Give its packing "
+        "step the arch list it compiled for (PYTORCH_ROCM_ARCH).",
+    )
