@@ -149,7 +149,9 @@ def device_problems(owner: str, wheel: str, code: GpuCode, gpu_targets: Sequence
                 f"GPU of the chain loads it. Use the device wheel built for {gpu_targets[0]}."
             )
     for filed, mismatch in kpack_mismatches(wheel, code):
-        problems.append(f"{mismatch} ({owner}): on a {filed} GPU it fails with hipErrorInvalidImage. Use a device wheel built for {filed}.")
+        problems.append(
+            f"{mismatch} ({owner}): on a {filed} GPU it fails with hipErrorInvalidImage. Use a device wheel built for {filed}."
+        )
     # An archive or a code object in it that cannot be read is named by the set's kpack check
     # (kpack_check.py), where a library references it.
     unreadable = {m: why for m, why in code.unreadable.items() if not m.endswith(".kpack")}

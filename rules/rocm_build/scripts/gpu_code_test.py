@@ -147,6 +147,8 @@ def test_an_archive_of_two_arches_and_unreadable_archives(split, tmp_path) -> No
 def test_a_split_host_library_is_no_library_lacking_code(split, tmp_path) -> None:
     found = read_script_json(GPU_CODE, kpack_wheels.host_wheel(split, tmp_path), tmp_path)
     assert found["split_libraries"] == {
-        kpack_wheels.LIBRARY: {"kernel_name": KERNEL_NAME, "search_paths": [kpack_wheels.SEARCH_PATH], "indexes": [0, 1], "bundled": []}
+        kpack_wheels.LIBRARY: {
+            "kernel_name": KERNEL_NAME, "search_paths": [kpack_wheels.SEARCH_PATH], "indexes": [0, 1], "bundled": []
+        }
     }
     assert (found["libraries"], found["code_objects"], found["unreadable"]) == ({}, {}, {})

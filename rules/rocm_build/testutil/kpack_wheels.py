@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Dict, Mapping, Sequence, Tuple
 
 from mini import kpack_writer
-from rocm_build.testutil.wheel_facts import wheel
+from rocm_build.testutil.wheel_facts import read_script_json, wheel
+from rocm_build.wheel.gpu_audit import GPU_CODE, GpuCode, gpu_code_of
 
 HOST = "mini_blas-1.0-py3-none-linux_x86_64.whl"
 DEVICE = "mini_blas_device_gfx1151-1.0-py3-none-linux_x86_64.whl"
@@ -45,3 +46,8 @@ def device_wheel(
 def host_wheel(split: Split, tmp: Path) -> Path:
     """The split host wheel: the host-only library, its device wheel named by its extra."""
     return wheel(tmp / HOST, {LIBRARY: split[0]}, ['mini-blas-device-gfx1151==1.0; extra == "device-gfx1151"'])
+
+
+def read_gpu_code(wheel_path: Path, tmp: Path) -> GpuCode:
+    """The audit's GpuCode of a wheel, as gpu_code.py reads it in a process."""
+    return gpu_code_of(read_script_json(GPU_CODE, wheel_path, tmp))

@@ -118,14 +118,13 @@ def kpack_mismatches(wheel_name: str, code: GpuCode) -> List[Tuple[str, str]]:
         for kernel, filed, says in kpack.mismatches:
             by_arches.setdefault((filed, says), []).append(kernel)
         for (filed, says), kernels in sorted(by_arches.items()):
-            one = len(kernels) == 1
-            header = (f"its code object's ELF header says {says}" if one else f"their code objects' ELF headers say {says}") if says else (
-                "it is no AMDGPU code object" if one else "they are no AMDGPU code objects"
-            )  # fmt: skip
-            found.append((filed, (
-                f"kernel{'' if one else 's'} {_listed(kernels)} in {archive} in {wheel_name} {'is' if one else 'are'} filed "
-                f"under {filed} (its table of contents), but {header}"
-            )))  # fmt: skip
+            if len(kernels) == 1:
+                subject = f"kernel {kernels[0]} in {archive} in {wheel_name} is"
+                header = f"its code object's ELF header says {says}" if says else "it is no AMDGPU code object"
+            else:
+                subject = f"kernels {_listed(kernels)} in {archive} in {wheel_name} are"
+                header = f"their code objects' ELF headers say {says}" if says else "they are no AMDGPU code objects"
+            found.append((filed, f"{subject} filed under {filed} (its table of contents), but {header}"))
     return found
 
 

@@ -3,7 +3,6 @@ archives together carry every requested target; a code object an archive files u
 arch than its ELF header says is refused."""
 
 import json
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -11,8 +10,8 @@ import pytest
 from pants.util.frozendict import FrozenDict
 
 from rocm_build.testutil import kpack_wheels
-from rocm_build.testutil.wheel_facts import read_script_json
-from rocm_build.wheel.gpu_audit import GPU_CODE, GpuCode, audit_problems, gpu_code_of, with_gpu_code
+from rocm_build.testutil.kpack_wheels import ARCHIVE, DEVICE, HOST, KERNEL_NAME, LIBRARY, device_wheel, filed, read_gpu_code
+from rocm_build.wheel.gpu_audit import GpuCode, audit_problems, with_gpu_code
 
 WHEEL = "torch-2.13.0+rocm7.14gfx1100.gfx1151-cp312-cp312-linux_x86_64.whl"
 
@@ -57,33 +56,39 @@ def split(tmp_path_factory) -> kpack_wheels.Split:
     return kpack_wheels.split_library(tmp_path_factory.mktemp("hip"))
 
 
-def read(wheel: Path, tmp: Path) -> GpuCode:
-    return gpu_code_of(read_script_json(GPU_CODE, wheel, tmp))
-
-
 def test_kpack_archives_carry_the_targets_together_and_a_split_library_none(split, tmp_path) -> None:
-    both = read(kpack_wheels.device_wheel(tmp_path, split[1], "zstd-per-kernel", ("gfx1100", "gfx1151")), tmp_path)
-    assert audit_problems(spec(), kpack_wheels.DEVICE, both) == ()
-    assert json.loads(with_gpu_code("{}", spec(), both))["gpu_code"] == {kpack_wheels.ARCHIVE: ["gfx1100", "gfx1151"]}
+    both = read_gpu_code(device_wheel(tmp_path, split[1], "zstd-per-kernel", ("gfx1100", "gfx1151")), tmp_path)
+    assert audit_problems(spec(), DEVICE, both) == ()
+    assert json.loads(with_gpu_code("{}", spec(), both))["gpu_code"] == {ARCHIVE: ["gfx1100", "gfx1151"]}
     # A host library split from its device code carries none itself: nothing to lack.
-    host = read(kpack_wheels.host_wheel(split, tmp_path), tmp_path)
-    assert dict(host.split_libraries) == {kpack_wheels.LIBRARY: kpack_wheels.KERNEL_NAME} and not host.libraries
-    assert audit_problems(spec(), kpack_wheels.HOST, host) == ()
+    host = read_gpu_code(kpack_wheels.host_wheel(split, tmp_path), tmp_path)
+    assert dict(host.split_libraries) == {LIBRARY: KERNEL_NAME} and not host.libraries
+    assert audit_problems(spec(), HOST, host) == ()
     # Archives with code for gfx1151 alone lack gfx1100.
-    one = read(kpack_wheels.device_wheel(tmp_path, kpack_wheels.filed(split, ("gfx1151", "gfx1151"))), tmp_path)
-    (problem,) = audit_problems(spec(), kpack_wheels.DEVICE, one)
+    one = read_gpu_code(device_wheel(tmp_path, filed(split, ("gfx1151", "gfx1151"))), tmp_path)
+    (problem,) = audit_problems(spec(), DEVICE, one)
     assert problem.startswith(
-        f"components/torch:wheel: the .kpack archives in {kpack_wheels.DEVICE} ({kpack_wheels.ARCHIVE}) carry AMDGPU code "
+        f"components/torch:wheel: the .kpack archives in {DEVICE} ({ARCHIVE}) carry AMDGPU code "
         "for gfx1151, but none for gfx1100 (gpu_targets: gfx1100, gfx1151)"
     )
 
 
 def test_a_code_object_of_another_arch_than_its_archive_files_it_under(split, tmp_path) -> None:
-    kernels = kpack_wheels.filed(split, ("gfx1100", "gfx1151"))  # unit 0 compiled for gfx1100, filed under gfx1151
-    found = read(kpack_wheels.device_wheel(tmp_path, kernels, "zstd-per-kernel"), tmp_path)
-    assert audit_problems(spec(), kpack_wheels.DEVICE, found) == (
-        f"components/torch:wheel: kernel {kpack_wheels.KERNEL_NAME}#0 in {kpack_wheels.ARCHIVE} in {kpack_wheels.DEVICE} "
+    kernels = filed(split, ("gfx1100", "gfx1151"))  # unit 0 compiled for gfx1100, filed under gfx1151
+    found = read_gpu_code(device_wheel(tmp_path, kernels, "zstd-per-kernel"), tmp_path)
+    assert audit_problems(spec(), DEVICE, found) == (
+        f"components/torch:wheel: kernel {KERNEL_NAME}#0 in {ARCHIVE} in {DEVICE} "
         "is filed under gfx1151 (its table of contents), but its code object's ELF header says gfx1100. On a gfx1151 GPU "
         "it would fail with hipErrorInvalidImage: the build packed another arch's code under gfx1151. Give its packing "
         "step the arch list it compiled for (PYTORCH_ROCM_ARCH).",
+    )
+    # A whole archive of another arch: its kernels named together, and the target it lacks.
+    found = read_gpu_code(device_wheel(tmp_path, filed(split, ("gfx1100", "gfx1100"))), tmp_path)
+    lacks, mismatch = audit_problems(spec(), DEVICE, found)
+    assert lacks.startswith(
+        f"components/torch:wheel: the .kpack archives in {DEVICE} ({ARCHIVE}) carry AMDGPU code for gfx1100, but none for gfx1151"
+    )
+    assert mismatch.startswith(
+        f"components/torch:wheel: kernels {KERNEL_NAME}#0, {KERNEL_NAME}#1 in {ARCHIVE} "
+        f"in {DEVICE} are filed under gfx1151 (its table of contents), but their code objects' ELF headers say gfx1100. "
     )
