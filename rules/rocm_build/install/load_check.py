@@ -6,7 +6,8 @@ auditwheel's venv (pyelftools, and auditwheel's manylinux policy for the librari
 system has); closure.py decides whether each library and symbol is found. GPU code of the
 wheels the chain did not build (prebuilt and run-time wheels) is read as the build's audit
 reads a built wheel's (gpu_audit.py): a library with AMDGPU code must carry each of the
-chain's `gpu_targets`. TheRock's split device code (elf_links.py reads it with kpack.py) is
+chain's `gpu_targets`, a `.kpack` archive code for one of them, each of its code objects of the
+arch its table of contents files it under. TheRock's split device code (elf_links.py reads it with kpack.py) is
 checked across the set (kpack_check.py): each kernel a host library references must be, for
 each of the chain's `gpu_targets`, in a `.kpack` archive a device wheel of the set installs.
 A problem stops `package` (nothing of the chain reaches dist/); `rocm-plan --check` runs the

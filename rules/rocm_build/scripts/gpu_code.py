@@ -194,7 +194,7 @@ def member_bytes(wheel, info):
 
 def read_member(found, name, data):
     """Records what one member of the wheel carries in `found` (main's JSON)."""
-    if name.endswith(".kpack"):
+    if name.endswith(_kpack().SUFFIX):
         found["kpacks"][name], why = kpack_code(data)
         if why:
             found["unreadable"][name] = why
@@ -215,16 +215,19 @@ def main():
     with zipfile.ZipFile(sys.argv[1]) as wheel:
         found["members"] = sorted(i.filename for i in wheel.infolist() if not i.is_dir())
         for info in wheel.infolist():
-            if info.is_dir() or (info.file_size < 64 and not info.filename.endswith(".kpack")):
+            if info.is_dir():
                 continue
-            if not info.filename.endswith(".kpack"):
+            if not info.filename.endswith(kpack.SUFFIX):  # an archive of any size is read (and a short one refused)
+                if info.file_size < 64:
+                    continue
                 with wheel.open(info) as f:
                     if f.read(4) != ELF_MAGIC:
                         continue
             try:
                 read_member(found, info.filename, member_bytes(wheel, info))
             # A wheel is untrusted input: what cannot be read is reported by name, never a crash.
-            except (Unreadable, kpack.KpackError, struct.error, ValueError, IndexError, zlib.error) as e:
+            except (Unreadable, kpack.KpackError, struct.error, ValueError, IndexError, KeyError, TypeError, AttributeError,
+                    zlib.error) as e:  # fmt: skip
                 found["unreadable"][info.filename] = str(e) or type(e).__name__
     json.dump(found, sys.stdout, indent=2, sort_keys=True)
 

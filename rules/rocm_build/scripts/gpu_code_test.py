@@ -6,6 +6,7 @@ venv (msgpack and zstandard of the test's resolve)."""
 
 from __future__ import annotations
 
+import struct
 import subprocess
 import zipfile
 from pathlib import Path
@@ -135,9 +136,14 @@ def test_an_archive_of_two_arches_and_unreadable_archives(split, tmp_path) -> No
     # Not an archive, and an archive whose frame is not zstd: named, never a crash.
     good = kpack_writer.archive(kpack_wheels.filed(split, ("gfx1151",)), ["gfx1151"], "blas_lib", "zstd-per-kernel")
     frame_at = good.index(b"\x28\xb5\x2f\xfd")  # the zstd frame's magic
-    members = {"a/.kpack/x_gfx1151.kpack": b"not an archive", ARCHIVE: good[:frame_at] + bytes(4) + good[frame_at + 4 :]}
+    toc = kpack_writer.packb({"gfx_arches": ["gfx1151"], "toc": {f"{KERNEL_NAME}#0": 7}})  # a kernel's entry no map
+    members = {
+        "a/.kpack/x_gfx1151.kpack": b"not an archive", ARCHIVE: good[:frame_at] + bytes(4) + good[frame_at + 4 :],
+        "b/.kpack/y_gfx1151.kpack": struct.pack("<4sIQ", b"KPAK", 1, 16) + toc,
+    }  # fmt: skip
     found = read_script_json(GPU_CODE, wheel(tmp_path / kpack_wheels.DEVICE, members), tmp_path)
     assert found["unreadable"]["a/.kpack/x_gfx1151.kpack"] == "it is 14 bytes, shorter than the 16-byte header"
+    assert found["unreadable"]["b/.kpack/y_gfx1151.kpack"] == "'int' object has no attribute 'items'"
     assert found["unreadable"][ARCHIVE].startswith(
         f"the code object of {KERNEL_NAME}#0 @ gfx1151 cannot be read: its zstd frame does not decompress"
     )
