@@ -1,6 +1,6 @@
 """Wheels written by tests, and what scripts/elf_links.py reads from them, run as a process
 runs it (pyelftools, msgpack and zstandard of the test's resolve, as auditwheel's venv has):
-elf_links.py, and gpu_code.py (scripts/gpu_code_test.py)."""
+elf_links.py, and gpu_code.py (the arch audit's tests, through kpack_wheels.py)."""
 
 from __future__ import annotations
 

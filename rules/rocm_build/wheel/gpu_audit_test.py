@@ -7,11 +7,18 @@ from types import SimpleNamespace
 
 import pytest
 
+from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, MergeDigests
+from pants.engine.process import Process, ProcessResult
+from pants.testutil.rule_runner import MockGet, run_rule_with_mocks
 from pants.util.frozendict import FrozenDict
 
 from rocm_build.testutil import kpack_wheels
 from rocm_build.testutil.kpack_wheels import ARCHIVE, DEVICE, HOST, KERNEL_NAME, LIBRARY, device_wheel, filed, read_gpu_code
-from rocm_build.wheel.gpu_audit import GpuCode, audit_problems, with_gpu_code
+from rocm_build.testutil.wheel_facts import read_script_json
+from rocm_build.wheel.built_wheel import BuiltWheel
+from rocm_build.wheel import gpu_audit
+from rocm_build.wheel.gpu_audit import GPU_CODE, GpuCode, audit_problems, with_gpu_code
+from rocm_build.wheel.portable import AuditwheelPythonProcess
 
 WHEEL = "torch-2.13.0+rocm7.14gfx1100.gfx1151-cp312-cp312-linux_x86_64.whl"
 
@@ -92,3 +99,27 @@ def test_a_code_object_of_another_arch_than_its_archive_files_it_under(split, tm
         f"components/torch:wheel: kernels {KERNEL_NAME}#0, {KERNEL_NAME}#1 in {ARCHIVE} "
         f"in {DEVICE} are filed under gfx1151 (its table of contents), but their code objects' ELF headers say gfx1100. "
     )
+
+
+def test_the_wheel_is_read_by_gpu_code_py_with_its_kpack_reader_in_auditwheels_venv(split, tmp_path) -> None:
+    # The rule's steps: the scripts beside the wheel, run by auditwheel's Python (kpack.py needs
+    # msgpack and zstandard), a remote cache asked first; its JSON (read here for real) parsed.
+    out = read_script_json(GPU_CODE, device_wheel(tmp_path, filed(split, ("gfx1151", "gfx1100"))), tmp_path)
+    asked: list = []
+    created: list = []
+
+    def run(request: AuditwheelPythonProcess) -> Process:
+        asked.append(request)
+        return Process(argv=("python", *request.argv), description=request.description)
+
+    code = run_rule_with_mocks(gpu_audit.read_gpu_code, rule_args=[BuiltWheel(EMPTY_DIGEST, DEVICE)], mock_gets=[
+        MockGet(Digest, (CreateDigest,), lambda c: created.append(sorted(f.path for f in c)) or EMPTY_DIGEST),
+        MockGet(Digest, (MergeDigests,), lambda _: EMPTY_DIGEST),
+        MockGet(Process, (AuditwheelPythonProcess,), run),
+        MockGet(ProcessResult, (Process,), lambda p: SimpleNamespace(stdout=json.dumps(out).encode(), process=p)),
+    ])  # fmt: skip
+    assert created == [[f"__rocm_build/{name}" for name in ("gpu_code.py", "kpack.py", "wheel_zip.py")]]
+    (request,) = asked
+    assert request.argv == ("__rocm_build/gpu_code.py", DEVICE) and dict(request.env) == {"PATH": "/usr/bin:/bin"}
+    assert code.kpacks[ARCHIVE].mismatches == ((f"{KERNEL_NAME}#1", "gfx1151", "gfx1100"),)
+    assert code.kpacks[ARCHIVE].arches == ("gfx1100", "gfx1151") and code.kpacks[ARCHIVE].toc_arches == ("gfx1151",)
