@@ -6,7 +6,8 @@ auditwheel's venv (pyelftools, and auditwheel's manylinux policy for the librari
 system has); closure.py decides whether each library and symbol is found. GPU code of the
 wheels the chain did not build (prebuilt and run-time wheels) is read as the build's audit
 reads a built wheel's (gpu_audit.py): a library with AMDGPU code must carry each of the
-chain's `gpu_targets`. TheRock's split device code (elf_links.py reads it with kpack.py) is
+chain's `gpu_targets`, a `.kpack` archive code for one of them, each of its code objects of the
+arch its table of contents files it under. TheRock's split device code (elf_links.py reads it with kpack.py) is
 checked across the set (kpack_check.py): each kernel a host library references must be, for
 each of the chain's `gpu_targets`, in a `.kpack` archive a device wheel of the set installs.
 A problem stops `package` (nothing of the chain reaches dist/); `rocm-plan --check` runs the
@@ -26,7 +27,6 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
-from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
@@ -35,8 +35,8 @@ from rocm_build.install.target_types import SystemLibrariesField
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.wheel.gpu_audit import GpuCode
-from rocm_build.wheel.portable import Auditwheel
+from rocm_build.wheel.gpu_audit import GpuCode, kpack_mismatches
+from rocm_build.wheel.portable import AuditwheelPythonProcess
 
 # elf_links.py and what it imports (kpack.py reads the split device code with gpu_code.py's arch table).
 ELF_LINKS = ("elf_links.py", "kpack.py", "gpu_code.py", "wheel_zip.py")
@@ -97,33 +97,27 @@ class CheckedInstallSet:
             )
 
 
-async def _auditwheel_python(auditwheel: Auditwheel, argv: Sequence[str], digest: Digest, description: str) -> Process:
-    """A process running one of our scripts with the Python of auditwheel's venv."""
-    pex = await Get(VenvPex, PexRequest, auditwheel.to_pex_request())
+@rule(desc="Reading the manylinux policy's libraries", level=LogLevel.DEBUG)
+async def read_manylinux_libraries() -> ManylinuxLibraries:
     process = await Get(
         Process,
-        VenvPexProcess(pex, argv=tuple(argv), input_digest=digest, description=description, level=LogLevel.DEBUG),
+        AuditwheelPythonProcess(
+            (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await script_digest(*ELF_LINKS), "Reading the manylinux policy's libraries"
+        ),
     )
-    return replace(process, argv=(pex.python.argv0, *process.argv[1:]))
-
-
-@rule(desc="Reading the manylinux policy's libraries", level=LogLevel.DEBUG)
-async def read_manylinux_libraries(auditwheel: Auditwheel) -> ManylinuxLibraries:
-    process = await _auditwheel_python(
-        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await script_digest(*ELF_LINKS),
-        "Reading the manylinux policy's libraries",
-    )  # fmt: skip
     result = await Get(ProcessResult, Process, process)
     return ManylinuxLibraries(tuple(json.loads(result.stdout)))
 
 
 @rule(desc="Reading what a wheel's ELF files load", level=LogLevel.DEBUG)
-async def read_wheel_links(request: BuiltWheel, auditwheel: Auditwheel) -> WheelLinks:
+async def read_wheel_links(request: BuiltWheel) -> WheelLinks:
     digest = await Get(Digest, MergeDigests([request.wheel, await script_digest(*ELF_LINKS)]))
-    process = await _auditwheel_python(
-        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", request.wheel_name), digest,
-        f"Reading what the ELF files of {request.wheel_name} load",
-    )  # fmt: skip
+    process = await Get(
+        Process,
+        AuditwheelPythonProcess(
+            (f"{SCRIPTS_DIR}/elf_links.py", request.wheel_name), digest, f"Reading what the ELF files of {request.wheel_name} load"
+        ),
+    )
     # The input is a wheel: with a remote cache, ask it before pulling the wheel for a local run.
     result = await Get(ProcessResult, Process, replace(process, remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS))
     found = json.loads(result.stdout)
@@ -135,7 +129,9 @@ async def read_wheel_links(request: BuiltWheel, auditwheel: Auditwheel) -> Wheel
 
 
 def device_problems(owner: str, wheel: str, code: GpuCode, gpu_targets: Sequence[str]) -> List[str]:
-    """A library of a wheel the chain did not build that lacks one of the chain's targets."""
+    """A library of a wheel the chain did not build that lacks one of the chain's targets; a
+    `.kpack` archive (TheRock's device wheels) with code for none of them, or whose table of
+    contents files a code object under an arch its ELF header does not say."""
     problems = []
     for library, arches in sorted(code.libraries.items()):
         missing = [t for t in gpu_targets if t not in arches]
@@ -146,7 +142,21 @@ def device_problems(owner: str, wheel: str, code: GpuCode, gpu_targets: Sequence
                 f"fails with hipErrorInvalidImage. Use a build of it for {missing[0]}, or leave {missing[0]} out of "
                 f"the chain's gpu_targets."
             )
-    problems += [f"the GPU code of {member} in {wheel} could not be read: {why}" for member, why in sorted(code.unreadable.items())]
+    for archive, kpack in sorted(code.kpacks.items()):
+        if kpack.arches and not set(kpack.arches) & set(gpu_targets):
+            problems.append(
+                f"{archive} in {wheel} ({owner}) holds code for {', '.join(kpack.arches)} (kernel "
+                f"{kpack.kernel_of[kpack.arches[0]]}), none for the chain's gpu_targets ({', '.join(gpu_targets)}): no "
+                f"GPU of the chain loads it. Use the device wheel built for {gpu_targets[0]}."
+            )
+    for filed, mismatch in kpack_mismatches(wheel, code):
+        problems.append(
+            f"{mismatch} ({owner}): on a {filed} GPU it fails with hipErrorInvalidImage. Use a device wheel built for {filed}."
+        )
+    # An archive or a code object in it that cannot be read is named by the set's kpack check
+    # (kpack_check.py), where a library references it.
+    unreadable = {m: why for m, why in code.unreadable.items() if not m.endswith(".kpack")}
+    problems += [f"the GPU code of {member} in {wheel} could not be read: {why}" for member, why in sorted(unreadable.items())]
     return problems
 
 

@@ -2,7 +2,8 @@
 
 Usage: gpu_code.py WHEEL   prints JSON {"libraries": {member: [gfx...]},
                                          "code_objects": {member: [gfx]}, "unreadable": {member: why},
-                                         "members": [every file of the wheel]}
+                                         "members": [every file of the wheel],
+                                         "kpacks": {member: archive}, "split_libraries": {member: reference}}
 
 A member carries AMDGPU code when it is an AMDGPU code object itself (an ELF with e_machine
 EM_AMDGPU: `.co`, `.hsaco`; AOTriton ships one per kernel and arch), or a host library (a
@@ -11,6 +12,18 @@ EM_AMDGPU: `.co`, `.hsaco`; AOTriton ships one per kernel and arch), or a host l
 both, each device image is an AMDGPU ELF; its arch is in its header (`e_flags & 0xff`), so
 the bundle's own entry names are not trusted. Compressed bundles (`CCOB`, clang
 `--offload-compress`) are inflated first (zlib, or zstd with the `zstd` tool).
+
+TheRock's split device code (RFC0008, kpack) is read with kpack.py, the format's reader (its
+header says where the format was learned). A `.kpack` archive (`kpacks`): `arches`, the arches
+its code objects' ELF headers say; `toc_arches`, what its table of contents says it holds;
+`compression`; `kernels` {kernel key: {arch the table of contents files it under: arch its
+ELF header says, "" if it is no AMDGPU ELF}}; `mismatches` [[kernel key, filed under, header
+says]] where the two differ. A host library with a `.rocm_kpack_ref` marker (`split_libraries`:
+`kernel_name`, `search_paths`, `indexes` of its HIPK wrappers, `bundled` arches still in its
+offload sections) loads its device code from the archives: it is listed there, not among the
+`libraries` that must carry code themselves. kpack.py needs msgpack and zstandard: this script
+reads wheels in auditwheel's venv, which has them; it is imported only when a wheel is read,
+so the scripts that import this one for its arch table (triton_kernels.py) need neither.
 """
 
 import json
@@ -56,8 +69,8 @@ def amdgpu_arch(data, at=0):
     return MACH.get(flags & 0xFF, f"unknown-mach-{flags & 0xFF:#x}")
 
 
-def sections(data):
-    """name -> bytes of a 64-bit little-endian ELF's sections."""
+def sections(data, wanted):
+    """name -> bytes of the sections named in `wanted` of a 64-bit little-endian ELF."""
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     if shoff + shnum * shentsize > len(data) or shstrndx >= shnum:
@@ -68,7 +81,7 @@ def sections(data):
     found = {}
     for name_at, kind, _, _, offset, size, *_ in headers:
         name = table[name_at:table.index(b"\0", name_at)].decode()
-        if kind != 8:  # SHT_NOBITS has no bytes in the file
+        if name in wanted and kind != 8:  # SHT_NOBITS has no bytes in the file
             found[name] = data[offset:offset + size]
     return found
 
@@ -119,10 +132,52 @@ def archs_of(data):
     if data[4] != 2 or data[5] != 1:
         return set()  # not a 64-bit little-endian host object: no GPU code of ours
     found = set()
-    for name, blob in sections(data).items():
-        if name in OFFLOAD_SECTIONS:
-            found |= images_archs(blob)
+    for blob in sections(data, OFFLOAD_SECTIONS).values():
+        found |= images_archs(blob)
     return found
+
+
+def is_host_elf(data):
+    """A 64-bit little-endian ELF that is no AMDGPU code object: a host library or program."""
+    return data[:4] == ELF_MAGIC and data[4] == 2 and data[5] == 1 and not amdgpu_arch(data)
+
+
+def _kpack():
+    """kpack.py, imported when a wheel is read: it imports this module, and needs msgpack
+    (see the module's doc)."""
+    import kpack
+
+    return kpack
+
+
+def kpack_reference(data):
+    """A split host library's `.rocm_kpack_ref` marker and the code object index of each HIPK
+    wrapper, or None for a library that is not split."""
+    kpack = _kpack()
+    found = sections(data, (kpack.MARKER_SECTION, kpack.WRAPPER_SECTION))
+    if kpack.MARKER_SECTION not in found:
+        return None
+    kernel_name, search_paths = kpack.read_marker(found[kpack.MARKER_SECTION])
+    indexes = kpack.hipk_indexes(found.get(kpack.WRAPPER_SECTION, b""))
+    return {"kernel_name": kernel_name, "search_paths": search_paths, "indexes": indexes}
+
+
+def kpack_code(data):
+    """What a `.kpack` archive carries (see the module's doc), and why its code objects that
+    could not be read were not ("" if all were)."""
+    kpack = _kpack()
+    archive = kpack.read_archive(data)
+    kernels = archive["kernels"]
+    mismatches = [[key, filed, says] for key, by_arch in kernels.items() for filed, says in by_arch.items() if filed != says]
+    found = {
+        "arches": sorted({says for by_arch in kernels.values() for says in by_arch.values() if says}),
+        "toc_arches": archive["arches"],
+        "compression": archive["compression"],
+        "kernels": kernels,
+        "mismatches": mismatches,
+    }
+    why = "; ".join(f"the code object of {key} cannot be read: {reason}" for key, reason in sorted(archive["unreadable"].items()))
+    return found, why
 
 
 def member_bytes(wheel, info):
@@ -137,25 +192,43 @@ def member_bytes(wheel, info):
     return data
 
 
+def read_member(found, name, data):
+    """Records what one member of the wheel carries in `found` (main's JSON)."""
+    if name.endswith(_kpack().SUFFIX):
+        found["kpacks"][name], why = kpack_code(data)
+        if why:
+            found["unreadable"][name] = why
+        return
+    archs = archs_of(data)
+    reference = kpack_reference(data) if is_host_elf(data) else None
+    if reference is not None:
+        # Its device code is in `.kpack` archives (TheRock's split): what it references is
+        # checked across the install set (install/kpack_check.py), not here.
+        found["split_libraries"][name] = {**reference, "bundled": sorted(archs)}
+    elif archs:
+        found["code_objects" if amdgpu_arch(data) else "libraries"][name] = sorted(archs)
+
+
 def main():
-    found = {"libraries": {}, "code_objects": {}, "unreadable": {}, "members": []}
+    kpack = _kpack()
+    found = {"libraries": {}, "code_objects": {}, "unreadable": {}, "members": [], "kpacks": {}, "split_libraries": {}}
     with zipfile.ZipFile(sys.argv[1]) as wheel:
         found["members"] = sorted(i.filename for i in wheel.infolist() if not i.is_dir())
         for info in wheel.infolist():
-            if info.is_dir() or info.file_size < 64:
+            if info.is_dir():
                 continue
-            with wheel.open(info) as f:
-                if f.read(4) != ELF_MAGIC:
+            if not info.filename.endswith(kpack.SUFFIX):  # an archive of any size is read (and a short one refused)
+                if info.file_size < 64:
                     continue
-            data = member_bytes(wheel, info)
+                with wheel.open(info) as f:
+                    if f.read(4) != ELF_MAGIC:
+                        continue
             try:
-                archs = archs_of(data)
-            except (Unreadable, struct.error, ValueError, IndexError, zlib.error) as e:
+                read_member(found, info.filename, member_bytes(wheel, info))
+            # A wheel is untrusted input: what cannot be read is reported by name, never a crash.
+            except (Unreadable, kpack.KpackError, struct.error, ValueError, IndexError, KeyError, TypeError, AttributeError,
+                    zlib.error) as e:  # fmt: skip
                 found["unreadable"][info.filename] = str(e) or type(e).__name__
-                continue
-            if archs:
-                kind = "code_objects" if amdgpu_arch(data) else "libraries"
-                found[kind][info.filename] = sorted(archs)
     json.dump(found, sys.stdout, indent=2, sort_keys=True)
 
 

@@ -1,17 +1,24 @@
 """scripts/gpu_code.py on real binaries: code objects and shared objects compiled here by
-Debian's clang-19 for AMD GPUs (no GPU or ROCm needed), in each offload format."""
+Debian's clang-19 for AMD GPUs (no GPU or ROCm needed), in each offload format; and TheRock's
+split device code (rocm_build/testutil/kpack_wheels.py): `.kpack` archives of real code objects
+and a library split from them, read with kpack.py as the process reads them in auditwheel's
+venv (msgpack and zstandard of the test's resolve)."""
 
 from __future__ import annotations
 
-import json
+import struct
 import subprocess
-import sys
 import zipfile
 from pathlib import Path
 
 import pytest
 
+from mini import kpack_writer
 from rocm_build.sandbox_scripts import load_script
+from rocm_build.testutil import kpack_wheels
+from rocm_build.testutil.kpack_wheels import ARCHIVE, KERNEL_NAME
+from rocm_build.testutil.wheel_facts import read_script_json, wheel
+from rocm_build.wheel.gpu_audit import GPU_CODE
 
 CLANG = "/usr/bin/clang++-19"
 DEVICE_ONLY = ["--cuda-device-only", "--no-gpu-bundle-output"]
@@ -73,7 +80,7 @@ def test_shared_objects_are_read_through_their_offload_sections(gpu_code, tmp_pa
     assert gpu_code.archs_of(data) == expected
 
 
-def test_a_wheel_lists_only_libraries_with_gpu_code(gpu_code, tmp_path, monkeypatch, capsys) -> None:
+def test_a_wheel_lists_only_libraries_with_gpu_code(tmp_path) -> None:
     host_only = tmp_path / "libhost.so"
     subprocess.run(
         ["/usr/bin/clang-19", "-x", "c", "-fPIC", "-shared", "-", "-o", str(host_only)],
@@ -86,9 +93,68 @@ def test_a_wheel_lists_only_libraries_with_gpu_code(gpu_code, tmp_path, monkeypa
         zf.write(host_only, "pkg/_C.so")
         zf.writestr("pkg/__init__.py", "x = 1\n" * 20)
         zf.writestr("pkg/bad.so", b"\x7fELF\x02\x01" + b"\xff" * 80)  # claims ELF, is not
-    monkeypatch.setattr(sys, "argv", ["gpu_code.py", str(wheel)])
-    gpu_code.main()
-    found = json.loads(capsys.readouterr().out)
+    found = read_script_json(GPU_CODE, wheel, tmp_path)
     assert found["code_objects"] == {"pkg/kernels/scale.co": ["gfx1100"]}
     assert found["libraries"] == {"pkg/lib/libk.so.1": ["gfx1151"]}
     assert list(found["unreadable"]) == ["pkg/bad.so"]
+    assert (found["kpacks"], found["split_libraries"]) == ({}, {})
+
+
+@pytest.fixture(scope="module")
+def split(tmp_path_factory) -> kpack_wheels.Split:
+    return kpack_wheels.split_library(tmp_path_factory.mktemp("hip"))
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd-per-kernel"])
+def test_a_kpack_archive_carries_the_arch_of_each_code_object_header(split, tmp_path, compression) -> None:
+    kernels = kpack_wheels.filed(split, ("gfx1151", "gfx1151"))
+    found = read_script_json(GPU_CODE, kpack_wheels.device_wheel(tmp_path, kernels, compression), tmp_path)
+    assert found["kpacks"] == {
+        ARCHIVE: {
+            "arches": ["gfx1151"], "toc_arches": ["gfx1151"], "compression": compression,
+            "kernels": {f"{KERNEL_NAME}#0": {"gfx1151": "gfx1151"}, f"{KERNEL_NAME}#1": {"gfx1151": "gfx1151"}}, "mismatches": [],
+        }
+    }  # fmt: skip
+    # The device wheel's only GPU code is in the archive: no library or code object of its own.
+    assert (found["libraries"], found["code_objects"], found["unreadable"]) == ({}, {}, {})
+
+
+def test_a_code_object_filed_under_another_arch_is_a_mismatch(split, tmp_path) -> None:
+    # Unit 1's gfx1100 code object filed under gfx1151: its arch comes from its ELF header.
+    kernels = kpack_wheels.filed(split, ("gfx1151", "gfx1100"))
+    found = read_script_json(GPU_CODE, kpack_wheels.device_wheel(tmp_path, kernels, "zstd-per-kernel"), tmp_path)
+    archive = found["kpacks"][ARCHIVE]
+    assert (archive["arches"], archive["toc_arches"]) == (["gfx1100", "gfx1151"], ["gfx1151"])
+    assert archive["kernels"][f"{KERNEL_NAME}#1"] == {"gfx1151": "gfx1100"}
+    assert archive["mismatches"] == [[f"{KERNEL_NAME}#1", "gfx1151", "gfx1100"]]
+
+
+def test_an_archive_of_two_arches_and_unreadable_archives(split, tmp_path) -> None:
+    found = read_script_json(GPU_CODE, kpack_wheels.device_wheel(tmp_path, split[1], arches=("gfx1100", "gfx1151")), tmp_path)
+    assert found["kpacks"][ARCHIVE]["kernels"][f"{KERNEL_NAME}#0"] == {"gfx1100": "gfx1100", "gfx1151": "gfx1151"}
+    assert (found["kpacks"][ARCHIVE]["arches"], found["kpacks"][ARCHIVE]["mismatches"]) == (["gfx1100", "gfx1151"], [])
+    # Not an archive, and an archive whose frame is not zstd: named, never a crash.
+    good = kpack_writer.archive(kpack_wheels.filed(split, ("gfx1151",)), ["gfx1151"], "blas_lib", "zstd-per-kernel")
+    frame_at = good.index(b"\x28\xb5\x2f\xfd")  # the zstd frame's magic
+    toc = kpack_writer.packb({"gfx_arches": ["gfx1151"], "toc": {f"{KERNEL_NAME}#0": 7}})  # a kernel's entry no map
+    members = {
+        "a/.kpack/x_gfx1151.kpack": b"not an archive", ARCHIVE: good[:frame_at] + bytes(4) + good[frame_at + 4 :],
+        "b/.kpack/y_gfx1151.kpack": struct.pack("<4sIQ", b"KPAK", 1, 16) + toc,
+    }  # fmt: skip
+    found = read_script_json(GPU_CODE, wheel(tmp_path / kpack_wheels.DEVICE, members), tmp_path)
+    assert found["unreadable"]["a/.kpack/x_gfx1151.kpack"] == "it is 14 bytes, shorter than the 16-byte header"
+    assert found["unreadable"]["b/.kpack/y_gfx1151.kpack"] == "'int' object has no attribute 'items'"
+    assert found["unreadable"][ARCHIVE].startswith(
+        f"the code object of {KERNEL_NAME}#0 @ gfx1151 cannot be read: its zstd frame does not decompress"
+    )
+    assert found["kpacks"][ARCHIVE]["arches"] == []
+
+
+def test_a_split_host_library_is_no_library_lacking_code(split, tmp_path) -> None:
+    found = read_script_json(GPU_CODE, kpack_wheels.host_wheel(split, tmp_path), tmp_path)
+    assert found["split_libraries"] == {
+        kpack_wheels.LIBRARY: {
+            "kernel_name": KERNEL_NAME, "search_paths": [kpack_wheels.SEARCH_PATH], "indexes": [0, 1], "bundled": []
+        }
+    }
+    assert (found["libraries"], found["code_objects"], found["unreadable"]) == ({}, {}, {})

@@ -1,8 +1,8 @@
 """A reader of TheRock's split device code: `.kpack` archives and the HIPK references of the
 host libraries that load from them (RFC0008 "Multi-Architecture Packaging with Kpack").
 
-Imported by elf_links.py, in auditwheel's venv (msgpack and zstandard pinned by the
-python-default lock). Written here from the format's description, not from its code. The facts
+Imported by elf_links.py and gpu_code.py (the arch audit), in auditwheel's venv (msgpack and
+zstandard pinned by the python-default lock). Written here from the format's description, not from its code. The facts
 relied on, and where they were read:
 
 - stellaraccident/rocm-kpack ae4f1c2eda3c3449251474a6bda188401959e2bd,

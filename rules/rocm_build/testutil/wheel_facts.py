@@ -1,5 +1,6 @@
 """Wheels written by tests, and what scripts/elf_links.py reads from them, run as a process
-runs it (pyelftools, msgpack and zstandard of the test's resolve, as auditwheel's venv has)."""
+runs it (pyelftools, msgpack and zstandard of the test's resolve, as auditwheel's venv has):
+elf_links.py, and gpu_code.py (the arch audit's tests, through kpack_wheels.py)."""
 
 from __future__ import annotations
 
@@ -25,10 +26,16 @@ def wheel(path: Path, members: Mapping[str, Union[bytes, Path]], requires: Seque
     return path
 
 
-def read_elf_links(wheel_path: Path, tmp: Path) -> dict:
-    """elf_links.py's JSON for one wheel, the script and what it imports written to `tmp`."""
-    for name in ELF_LINKS:
+def read_script_json(scripts: Sequence[str], wheel_path: Path, tmp: Path) -> dict:
+    """The JSON a script (`scripts[0]`, what it imports after it) prints for one wheel, the
+    scripts written to `tmp`."""
+    for name in scripts:
         (tmp / name).write_bytes(script_bytes(name))
-    result = subprocess.run([sys.executable, str(tmp / "elf_links.py"), str(wheel_path)], capture_output=True, text=True)
+    result = subprocess.run([sys.executable, str(tmp / scripts[0]), str(wheel_path)], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def read_elf_links(wheel_path: Path, tmp: Path) -> dict:
+    """elf_links.py's JSON for one wheel."""
+    return read_script_json(ELF_LINKS, wheel_path, tmp)

@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import Tuple
 
 from pants.backend.python.subsystems.python_tool_base import PythonToolBase
 from pants.backend.python.target_types import ConsoleScript
 from pants.backend.python.util_rules import pex
 from pants.backend.python.util_rules.pex import PexRequest, VenvPex, VenvPexProcess
+from pants.engine.fs import Digest
 from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
@@ -32,8 +35,9 @@ class Auditwheel(PythonToolBase):
     name = "auditwheel"
     help = "auditwheel (https://github.com/pypa/auditwheel): the manylinux policy each built wheel meets."
     default_version = "auditwheel==6.8.2"
-    # The same venv runs scripts/elf_links.py, whose kpack reader (scripts/kpack.py) reads
-    # TheRock's split device code: msgpack for the table of contents, zstandard for its frames.
+    # The same venv runs scripts/elf_links.py and scripts/gpu_code.py, whose kpack reader
+    # (scripts/kpack.py) reads TheRock's split device code: msgpack for the table of contents,
+    # zstandard for its frames.
     default_extra_requirements = ["msgpack==1.1.0", "zstandard==0.23.0"]
     default_main = ConsoleScript("auditwheel")
     default_requirements = ["auditwheel>=6,<7"]
@@ -60,6 +64,31 @@ class PlatformPolicy:
         if self.tag == "any":
             return {"tag": "any", "by": "wheel file name (pure Python: nothing for auditwheel to check)"}
         return {"tag": self.tag, "by": "auditwheel show"}
+
+
+@dataclass(frozen=True)
+class AuditwheelPythonProcess:
+    """One of our scripts (rules/rocm_build/scripts/) run by the Python of auditwheel's venv,
+    which has pyelftools, msgpack and zstandard: elf_links.py, gpu_code.py."""
+
+    argv: Tuple[str, ...]  # the script's path in the sandbox, then its arguments
+    input_digest: Digest  # the script, what it imports, what it reads
+    description: str
+    env: FrozenDict[str, str] = FrozenDict()
+
+
+@rule(desc="Running a script with the Python of auditwheel's venv", level=LogLevel.DEBUG)
+async def auditwheel_python_process(request: AuditwheelPythonProcess, auditwheel: Auditwheel) -> Process:
+    pex = await Get(VenvPex, PexRequest, auditwheel.to_pex_request())
+    process = await Get(
+        Process,
+        VenvPexProcess(
+            pex, argv=request.argv, input_digest=request.input_digest, description=request.description,
+            level=LogLevel.DEBUG, extra_env=request.env,
+        ),
+    )  # fmt: skip
+    # The venv's python, not its auditwheel entry point, runs the script.
+    return replace(process, argv=(pex.python.argv0, *process.argv[1:]))
 
 
 def policy_tag(report: str) -> str:
