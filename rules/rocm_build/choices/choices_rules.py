@@ -39,7 +39,7 @@ from rocm_build.kernels.target_types import (
     KernelGpuTargetsField,
     KernelPythonField,
 )
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation
@@ -143,7 +143,7 @@ async def setup_choices_test(request: ChoicesTestRequest, tools: HostTools, isol
                 await Get(Digest, AddPrefix(tree.tree, "src")),
                 workload_files,
                 await Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
-                await script_digest("choices_test.sh", "upstream_choices.py", "triton_kernels.py", "gpu_code.py", "wheel_zip.py"),
+                await Get(Digest, script_files("choices_test.sh", "upstream_choices.py", "triton_kernels.py", "gpu_code.py", "wheel_zip.py")),
             ]
         ),
     )

@@ -32,7 +32,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
 from rocm_build.install.kpack_check import kpack_facts, kpack_problems
 from rocm_build.install.target_types import SystemLibrariesField
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.gpu_audit import GpuCode
@@ -110,7 +110,7 @@ async def _auditwheel_python(auditwheel: Auditwheel, argv: Sequence[str], digest
 @rule(desc="Reading the manylinux policy's libraries", level=LogLevel.DEBUG)
 async def read_manylinux_libraries(auditwheel: Auditwheel) -> ManylinuxLibraries:
     process = await _auditwheel_python(
-        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await script_digest(*ELF_LINKS),
+        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await Get(Digest, script_files(*ELF_LINKS)),
         "Reading the manylinux policy's libraries",
     )  # fmt: skip
     result = await Get(ProcessResult, Process, process)
@@ -119,7 +119,7 @@ async def read_manylinux_libraries(auditwheel: Auditwheel) -> ManylinuxLibraries
 
 @rule(desc="Reading what a wheel's ELF files load", level=LogLevel.DEBUG)
 async def read_wheel_links(request: BuiltWheel, auditwheel: Auditwheel) -> WheelLinks:
-    digest = await Get(Digest, MergeDigests([request.wheel, await script_digest(*ELF_LINKS)]))
+    digest = await Get(Digest, MergeDigests([request.wheel, await Get(Digest, script_files(*ELF_LINKS))]))
     process = await _auditwheel_python(
         auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", request.wheel_name), digest,
         f"Reading what the ELF files of {request.wheel_name} load",

@@ -36,7 +36,7 @@ from rocm_build.kernels.target_types import (
     KernelSourceField,
     KernelWorkloadField,
 )
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation
@@ -175,7 +175,7 @@ async def setup_kernel_test(request: KernelTestRequest, tools: HostTools, isolat
                 await Get(Digest, AddPrefix(inputs.tree, "src")),
                 workload_file,
                 await Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
-                await script_digest("kernel_test.sh", "triton_kernels.py", "gpu_code.py", "wheel_zip.py", "kernel_verdict.py"),
+                await Get(Digest, script_files("kernel_test.sh", "triton_kernels.py", "gpu_code.py", "wheel_zip.py", "kernel_verdict.py")),
             ]
         ),
     )

@@ -35,7 +35,7 @@ from pants.engine.target import HydratedSources, HydrateSourcesRequest, Targets
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.subsystems.host_tools import HostTools
@@ -146,7 +146,7 @@ async def _touched(request: PatchRequest | TreePatchRequest, tools: HostTools) -
     """Every path the patches read or write (each patch's paths checked first)."""
     listed = await _run_script(
         request.owner, tools, ("--touched", *request.patch_files),
-        await Get(Digest, MergeDigests([request.patches, await script_digest("apply_patches.py")])),
+        await Get(Digest, MergeDigests([request.patches, await Get(Digest, script_files("apply_patches.py"))])),
         f"Listing the files {len(request.patch_files)} patch file(s) touch for {request.owner}",
         level=LogLevel.DEBUG,
     )
@@ -157,7 +157,7 @@ async def _applied(request: PatchRequest | TreePatchRequest, tools: HostTools, f
     """The patches applied to `files` (the touched files, under TREE_DIR/): the files they wrote."""
     return await _run_script(
         request.owner, tools, (TREE_DIR, *request.patch_files),
-        await Get(Digest, MergeDigests([files, request.patches, await script_digest("apply_patches.py")])),
+        await Get(Digest, MergeDigests([files, request.patches, await Get(Digest, script_files("apply_patches.py"))])),
         f"Applying {len(request.patch_files)} patch file(s) for {request.owner}",
         output_directories=(TREE_DIR,),
         level=LogLevel.INFO,

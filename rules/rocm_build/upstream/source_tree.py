@@ -21,7 +21,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
@@ -68,7 +68,7 @@ async def check_out(request: CheckoutRequest, tools: HostTools) -> CheckedOut:
                   *selection),
             env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
                  "GIT_ATTR_NOSYSTEM": "1", "ROCM_BUILD_GIT": tools.git.fingerprint},  # fmt: skip
-            input_digest=await script_digest("source_pack.py"),
+            input_digest=await Get(Digest, script_files("source_pack.py")),
             # The pack is linked into the sandbox, not copied: at PyTorch scale it is ~100s of MB.
             immutable_input_digests={PACK_ROOT: request.pack},
             output_directories=(TREE_DIR,),

@@ -15,12 +15,13 @@ import os
 from dataclasses import dataclass
 from typing import Tuple
 
+from pants.engine.fs import Digest
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.option.global_options import NamedCachesDirOption
 from pants.engine.rules import Get, collect_rules, rule
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
 
@@ -44,7 +45,7 @@ async def settings_probe(tools: HostTools, scripts: Tuple[str, ...], cache: str,
     return Process(
         argv=(tools.python.path, f"{SCRIPTS_DIR}/{scripts[0]}", "probe", cache_dir),
         env={"PATH": "/usr/bin:/bin"},
-        input_digest=await script_digest(*scripts),
+        input_digest=await Get(Digest, script_files(*scripts)),
         append_only_caches={cache: cache_dir},
         description=description,
         cache_scope=ProcessCacheScope.PER_SESSION,

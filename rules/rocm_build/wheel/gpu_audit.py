@@ -22,7 +22,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.wheel.target_types import AllowMissingGpuTargetsField
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
@@ -40,7 +40,7 @@ class GpuCode:
 
 @rule(desc="Reading the GPU code of a wheel", level=LogLevel.DEBUG)
 async def read_gpu_code(request: BuiltWheel, tools: HostTools) -> GpuCode:
-    scripts = await script_digest("gpu_code.py", "wheel_zip.py")
+    scripts = await Get(Digest, script_files("gpu_code.py", "wheel_zip.py"))
     result = await Get(
         ProcessResult,
         Process(
