@@ -18,6 +18,7 @@ from pants.engine.fs import EMPTY_DIGEST
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
 from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.option.global_options import GlobalOptions
 from pants.option.option_types import BoolOption
 from pants.util.strutil import softwrap
@@ -147,7 +148,8 @@ async def _describe(
     except RocmBuildError as e:  # the plan works on any machine: say what is missing
         python = BuildPython("<not found>", "CPython", f"{spec.python}.x")
         python_line = f"NOT FOUND: {e}"
-    toolchain_target = await expect_target(spec.toolchain, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(spec.toolchain, f"the `toolchain` field of {spec.owner}"))
+    toolchain_target = expect_target(wrapped, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
     toolchain = ResolvedToolchain(
         address=spec.toolchain,
         provider=toolchain_target[ToolchainProviderField].value,

@@ -18,6 +18,7 @@ from pants.engine.fs import (
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
 from rocm_build.upstream.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -71,7 +72,8 @@ class ArchiveSpec:
 
 @rule(desc="Reading an upstream_archive")
 async def archive_spec(request: ArchiveRequest) -> ArchiveSpec:
-    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
+    target = expect_target(wrapped, UpstreamArchiveTarget, request.description_of_origin)
     owner, mirrors = target.address.spec, tuple(target[ArchiveMirrorsField].value or ())
     pin, path = target[ArchivePinField].value, target[ArchivePinsFileField].value
     if not pin:
@@ -149,7 +151,8 @@ async def fetch_archive(request: ArchiveRequest) -> FetchedArchive:
     )
     if fetched.exit_code != 0:
         raise RocmBuildError(explain_archive_failure(spec, fetched.exit_code, fetched.said))
-    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
+    target = expect_target(wrapped, UpstreamArchiveTarget, request.description_of_origin)
     patches = await Get(OrderedPatches, PatchSetsRequest(tuple(target[PatchSetsField].value or ()), target.address))
     patched = await Get(
         PatchedDigest,

@@ -23,6 +23,7 @@ from pants.engine.addresses import Address
 from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
 from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -101,7 +102,8 @@ class FetchedPrebuilt:
 
 @rule(desc="Reading a prebuilt_wheel")
 async def prebuilt_spec(request: PrebuiltRequest) -> PrebuiltSpec:
-    target = await expect_target(request.address, PrebuiltWheelTarget, request.description_of_origin)
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
+    target = expect_target(wrapped, PrebuiltWheelTarget, request.description_of_origin)
     owner, name, path = target.address.spec, target[PrebuiltPinField].value, target[PinsFileField].value
     tables = dict((await load_pins(path, owner, parse_prebuilt_pins)).pins)
     if name not in tables:

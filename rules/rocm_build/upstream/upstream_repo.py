@@ -11,6 +11,7 @@ from pants.core.util_rules.system_binaries import ArchiveFormat
 from pants.engine.addresses import Address
 from pants.engine.fs import AddPrefix, Digest, RemovePrefix, Snapshot
 from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
@@ -58,7 +59,8 @@ class UpstreamSpec:
 
 @rule
 async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
-    target = await expect_target(request.address, UpstreamRepoTarget, request.description_of_origin)
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
+    target = expect_target(wrapped, UpstreamRepoTarget, request.description_of_origin)
     owner = target.address.spec
     pins_file = target[PinsFileField].value
     loaded = await load_pins(pins_file, owner)

@@ -17,6 +17,7 @@ from typing import Dict, Optional, Sequence, Tuple
 from rocm_build.pants_environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.util.frozendict import FrozenDict
 
 from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
@@ -171,7 +172,8 @@ async def _dependencies(
 
 @rule(desc="Reading a rocm_wheel target")
 async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) -> WheelBuildSpec:
-    target = await expect_target(request.address, RocmWheelTarget, "a rocm_wheel build")
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, "a rocm_wheel build"))
+    target = expect_target(wrapped, RocmWheelTarget, "a rocm_wheel build")
     owner = target.address.spec
     python = target[WheelPythonField].value or defaults.python
     gpu_targets = tuple(sorted(target[GpuTargetsField].value or ()))
@@ -249,7 +251,8 @@ async def _sdk_requirements(kind: str, toolchain: Address, owner: str) -> Dict[s
     adds to install_requires): installed elsewhere, pip brings the libraries it links."""
     if kind != "torch":
         return {}
-    target = await expect_target(toolchain, RocmToolchainTarget, f"the `toolchain` field of {owner}")
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(toolchain, f"the `toolchain` field of {owner}"))
+    target = expect_target(wrapped, RocmToolchainTarget, f"the `toolchain` field of {owner}")
     if target[ToolchainProviderField].value != "therock" or not target[ToolchainVersionField].value:
         return {}
     return {"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": f"rocm[libraries]=={target[ToolchainVersionField].value}|triton"}

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from pants.engine.rules import Get, MultiGet, _uncacheable_rule, collect_rules, rule
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.util.logging import LogLevel
 
 from rocm_build.install.requires_check import requires_findings
@@ -124,7 +125,8 @@ async def _prebuilt_problems(spec: WheelBuildSpec) -> List[str]:
     problems: List[str] = []
     if not spec.prebuilt:
         return problems
-    toolchain = await expect_target(spec.toolchain, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(spec.toolchain, f"the `toolchain` field of {spec.owner}"))
+    toolchain = expect_target(wrapped, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
     version = toolchain[ToolchainVersionField].value
     minor = parse_constraint(spec.python, spec.owner).minor
     found: List[PrebuiltSpec] = []
