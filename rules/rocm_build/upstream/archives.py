@@ -14,6 +14,8 @@ from pants.engine.addresses import Address
 from pants.engine.fs import (
     EMPTY_DIGEST,
     Digest,
+    DigestContents,
+    PathGlobs,
     RemovePrefix,
 )
 from pants.engine.process import FallibleProcessResult, Process
@@ -37,7 +39,7 @@ from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.patching import OrderedPatches, PatchedDigest, PatchFile, PatchSetsRequest, TreePatchRequest
 from rocm_build.upstream.pins import SHA256
-from rocm_build.upstream.pins_file import load_pins
+from rocm_build.upstream.pins_file import load_pins, pins_globs
 
 # Its exit codes say why a download failed; it unpacks into FETCH_ARCHIVE.OUT.
 FETCH_ARCHIVE = load_script("fetch_archive.py")
@@ -83,7 +85,7 @@ async def archive_spec(request: ArchiveRequest) -> ArchiveSpec:
             target.address, target[ArchiveUrlField].value, mirrors, (target[ArchiveSha256Field].value or "").strip(),
             target[ArchiveStripPrefixField].value or "", f"the `sha256` field of {owner}",
         )  # fmt: skip
-    tables = dict((await load_pins(path, owner, parse_archive_pins)).pins)
+    tables = dict(load_pins(path, owner, await Get(DigestContents, PathGlobs, pins_globs(path, owner)), parse_archive_pins).pins)
     if pin not in tables:
         raise RocmBuildError(f"upstream_archive {owner}: no table [{pin}] in {path}")
     table = tables[pin]
