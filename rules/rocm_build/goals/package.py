@@ -17,7 +17,7 @@ from pants.engine.unions import UnionRule
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.box_check import CHECK_STEP, box_check_files
 from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, wheels_of
-from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, check_runtime_set, env_script, with_runtime_lines
+from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, env_script, with_runtime_lines
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.wheel.build import BuiltRocmWheel, is_prebuilt
@@ -133,8 +133,9 @@ def load_check_request(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Sequ
 async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     # Toolchains, archives and locks of the whole chain are checked before any fetch or
     # build starts.
-    await Get(CheckedChain, ChainRequest(field_set.address))
-    await check_runtime_set(field_set.address)  # runtime_env conflicts, run-time locks
+    chain = await Get(CheckedChain, ChainRequest(field_set.address))
+    # The chain's run-time fields and locks too (runtime_env conflicts, run-time locks).
+    await Get(RuntimeSet, RuntimeSetRequest(field_set.address.spec, tuple(spec.address for spec in chain.specs)))
     built = await Get(BuiltRocmWheel, WheelRequest(field_set.address))
     if built.error:
         raise RocmBuildError(built.error)
