@@ -169,6 +169,34 @@ async def read_wheel_dependencies(request: WheelDependenciesRequest, defaults: R
     return WheelDependencies(tuple(t.address for t in wheel_deps), tuple(s.address for s in closure.specs))
 
 
+@dataclass(frozen=True)
+class SdkRequirementsRequest:
+    kind: str
+    toolchain: Address
+    owner: str
+
+
+@dataclass(frozen=True)
+class SdkRequirements:
+    env: FrozenDict[str, str]
+
+
+@rule
+async def read_sdk_requirements(request: SdkRequirementsRequest) -> SdkRequirements:
+    """A torch built on TheRock's SDK requires that SDK and a triton, as TheRock's own torch
+    wheels do (build_prod_wheels.py: PYTORCH_EXTRA_INSTALL_REQUIREMENTS, which PyTorch's setup.py
+    adds to install_requires): installed elsewhere, pip brings the libraries it links."""
+    if request.kind != "torch":
+        return SdkRequirements(FrozenDict())
+    origin = f"the `toolchain` field of {request.owner}"
+    target = expect_target(await Get(WrappedTarget, WrappedTargetRequest(request.toolchain, origin)), RocmToolchainTarget, origin)
+    if target[ToolchainProviderField].value != "therock" or not target[ToolchainVersionField].value:
+        return SdkRequirements(FrozenDict())
+    return SdkRequirements(
+        FrozenDict({"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": f"rocm[libraries]=={target[ToolchainVersionField].value}|triton"})
+    )
+
+
 @rule(desc="Reading a rocm_wheel target")
 async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) -> WheelBuildSpec:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, "a rocm_wheel build"))
@@ -242,34 +270,6 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
         kind=target[WheelKindField].value,
         cargo_lock=_cargo_lock(target),
         kept_build_dir=_kept_build_dir(target),
-    )
-
-
-@dataclass(frozen=True)
-class SdkRequirementsRequest:
-    kind: str
-    toolchain: Address
-    owner: str
-
-
-@dataclass(frozen=True)
-class SdkRequirements:
-    env: FrozenDict[str, str]
-
-
-@rule
-async def read_sdk_requirements(request: SdkRequirementsRequest) -> SdkRequirements:
-    """A torch built on TheRock's SDK requires that SDK and a triton, as TheRock's own torch
-    wheels do (build_prod_wheels.py: PYTORCH_EXTRA_INSTALL_REQUIREMENTS, which PyTorch's setup.py
-    adds to install_requires): installed elsewhere, pip brings the libraries it links."""
-    if request.kind != "torch":
-        return SdkRequirements(FrozenDict())
-    origin = f"the `toolchain` field of {request.owner}"
-    target = expect_target(await Get(WrappedTarget, WrappedTargetRequest(request.toolchain, origin)), RocmToolchainTarget, origin)
-    if target[ToolchainProviderField].value != "therock" or not target[ToolchainVersionField].value:
-        return SdkRequirements(FrozenDict())
-    return SdkRequirements(
-        FrozenDict({"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": f"rocm[libraries]=={target[ToolchainVersionField].value}|triton"})
     )
 
 
