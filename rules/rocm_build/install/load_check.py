@@ -97,22 +97,32 @@ class CheckedInstallSet:
             )
 
 
-async def _auditwheel_python(auditwheel: Auditwheel, argv: Sequence[str], digest: Digest, description: str) -> Process:
+@dataclass(frozen=True)
+class AuditwheelPythonRequest:
     """A process running one of our scripts with the Python of auditwheel's venv."""
+
+    argv: Tuple[str, ...]
+    digest: Digest
+    description: str
+
+
+@rule
+async def setup_auditwheel_python(request: AuditwheelPythonRequest, auditwheel: Auditwheel) -> Process:
     pex = await Get(VenvPex, PexRequest, auditwheel.to_pex_request())
     process = await Get(
         Process,
-        VenvPexProcess(pex, argv=tuple(argv), input_digest=digest, description=description, level=LogLevel.DEBUG),
+        VenvPexProcess(pex, argv=request.argv, input_digest=request.digest, description=request.description, level=LogLevel.DEBUG),
     )
     return replace(process, argv=(pex.python.argv0, *process.argv[1:]))
 
 
 @rule(desc="Reading the manylinux policy's libraries", level=LogLevel.DEBUG)
 async def read_manylinux_libraries(auditwheel: Auditwheel) -> ManylinuxLibraries:
-    process = await _auditwheel_python(
-        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await Get(Digest, script_files(*ELF_LINKS)),
-        "Reading the manylinux policy's libraries",
-    )  # fmt: skip
+    scripts = await Get(Digest, script_files(*ELF_LINKS))
+    process = await Get(
+        Process,
+        AuditwheelPythonRequest((f"{SCRIPTS_DIR}/elf_links.py", "--policy"), scripts, "Reading the manylinux policy's libraries"),
+    )
     result = await Get(ProcessResult, Process, process)
     return ManylinuxLibraries(tuple(json.loads(result.stdout)))
 
@@ -120,10 +130,12 @@ async def read_manylinux_libraries(auditwheel: Auditwheel) -> ManylinuxLibraries
 @rule(desc="Reading what a wheel's ELF files load", level=LogLevel.DEBUG)
 async def read_wheel_links(request: BuiltWheel, auditwheel: Auditwheel) -> WheelLinks:
     digest = await Get(Digest, MergeDigests([request.wheel, await Get(Digest, script_files(*ELF_LINKS))]))
-    process = await _auditwheel_python(
-        auditwheel, (f"{SCRIPTS_DIR}/elf_links.py", request.wheel_name), digest,
-        f"Reading what the ELF files of {request.wheel_name} load",
-    )  # fmt: skip
+    process = await Get(
+        Process,
+        AuditwheelPythonRequest(
+            (f"{SCRIPTS_DIR}/elf_links.py", request.wheel_name), digest, f"Reading what the ELF files of {request.wheel_name} load"
+        ),
+    )
     # The input is a wheel: with a remote cache, ask it before pulling the wheel for a local run.
     result = await Get(ProcessResult, Process, replace(process, remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS))
     found = json.loads(result.stdout)
@@ -196,12 +208,24 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
     return CheckedInstallSet(request.owner, tuple(problems), closure.elves, closure.links, closure.symbols, notes, kernels)
 
 
-async def wheels_of(digest: Digest) -> List[BuiltWheel]:
+@dataclass(frozen=True)
+class WheelFilesRequest:
     """Each wheel file of a digest (the run-time wheels of an install set), as a digest of its own."""
-    entries = await Get(DigestEntries, Digest, digest)
+
+    digest: Digest
+
+
+@dataclass(frozen=True)
+class WheelFiles:
+    wheels: Tuple[BuiltWheel, ...]
+
+
+@rule
+async def split_wheel_files(request: WheelFilesRequest) -> WheelFiles:
+    entries = await Get(DigestEntries, Digest, request.digest)
     files = [e for e in entries if isinstance(e, FileEntry) and e.path.endswith(".whl")]
     digests = await MultiGet(Get(Digest, CreateDigest([FileEntry(e.path.rsplit("/", 1)[-1], e.file_digest)])) for e in files)
-    return [BuiltWheel(d, e.path.rsplit("/", 1)[-1]) for e, d in zip(files, digests)]
+    return WheelFiles(tuple(BuiltWheel(d, e.path.rsplit("/", 1)[-1]) for e, d in zip(files, digests)))
 
 
 def rules():
