@@ -32,7 +32,7 @@ from rocm_build.choices.target_types import (
 )
 from rocm_build.errors import RocmBuildError
 from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
-from rocm_build.kernels.kernel_rules import wheels_of, workload_env
+from rocm_build.kernels.kernel_rules import VenvWheels, VenvWheelsRequest, workload_env
 from rocm_build.kernels.target_types import (
     KernelDependenciesField,
     KernelEnvField,
@@ -126,7 +126,7 @@ async def setup_choices_test(request: ChoicesTestRequest, tools: HostTools, isol
     python = await Get(BuildPython, BuildPythonRequest(field_set.python.value or "3.11", owner))
     tree = await Get(ChoicesTree, ChoicesTestRequest, request)
     deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(field_set.dependencies))
-    wheels = await Get(Digest, MergeDigests(await wheels_of(tuple(t.address for t in deps), owner)))
+    wheels = (await Get(VenvWheels, VenvWheelsRequest(tuple(t.address for t in deps), owner))).digest
     workload = await Get(SourceFiles, SourceFilesRequest([field_set.workload, field_set.workload_modules]))
     workload_files = await Get(Digest, RemovePrefix(workload.snapshot.digest, field_set.address.spec_path or "."))
     expected = {
