@@ -133,6 +133,8 @@ class PrebuiltCheckRequest:
 
 @dataclass(frozen=True)
 class Problems:
+    """What one of the checks below found (caught, not raised: the report lists every problem)."""
+
     problems: Tuple[str, ...]
     notes: Tuple[str, ...] = ()
 
