@@ -9,8 +9,8 @@ fetched or built and no toolchain is needed, so it works on any machine.
 
 from __future__ import annotations
 
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import List, Optional, Sequence, Tuple
 
 from pants.engine.addresses import Address, Addresses
