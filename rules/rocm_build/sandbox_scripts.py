@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from pants.engine.fs import CreateDigest, Digest, FileContent
-from pants.engine.rules import Get
+from pants.engine.fs import CreateDigest, FileContent
 
 from rocm_build.script_modules import SCRIPTS_DIR, load_script, script_bytes
 
-__all__ = ["SCRIPTS_DIR", "load_script", "script_bytes", "script_digest"]
+__all__ = ["SCRIPTS_DIR", "load_script", "script_bytes", "script_files"]
 
 
-async def script_digest(*names: str) -> Digest:
-    return await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in names]))
+def script_files(*names: str) -> CreateDigest:
+    """The scripts `names` under SCRIPTS_DIR/: a rule asks `Get(Digest, script_files(...))`."""
+    return CreateDigest([FileContent(f"{SCRIPTS_DIR}/{n}", script_bytes(n)) for n in names])

@@ -32,14 +32,14 @@ from rocm_build.choices.target_types import (
 )
 from rocm_build.errors import RocmBuildError
 from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
-from rocm_build.kernels.kernel_rules import wheels_of, workload_env
+from rocm_build.kernels.kernel_rules import VenvWheels, VenvWheelsRequest, workload_env
 from rocm_build.kernels.target_types import (
     KernelDependenciesField,
     KernelEnvField,
     KernelGpuTargetsField,
     KernelPythonField,
 )
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation
@@ -126,7 +126,7 @@ async def setup_choices_test(request: ChoicesTestRequest, tools: HostTools, isol
     python = await Get(BuildPython, BuildPythonRequest(field_set.python.value or "3.11", owner))
     tree = await Get(ChoicesTree, ChoicesTestRequest, request)
     deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(field_set.dependencies))
-    wheels = await Get(Digest, MergeDigests(await wheels_of(tuple(t.address for t in deps), owner)))
+    wheels = (await Get(VenvWheels, VenvWheelsRequest(tuple(t.address for t in deps), owner))).digest
     workload = await Get(SourceFiles, SourceFilesRequest([field_set.workload, field_set.workload_modules]))
     workload_files = await Get(Digest, RemovePrefix(workload.snapshot.digest, field_set.address.spec_path or "."))
     expected = {
@@ -143,7 +143,7 @@ async def setup_choices_test(request: ChoicesTestRequest, tools: HostTools, isol
                 await Get(Digest, AddPrefix(tree.tree, "src")),
                 workload_files,
                 await Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
-                await script_digest("choices_test.sh", "upstream_choices.py", "triton_kernels.py", "gpu_code.py", "wheel_zip.py"),
+                await Get(Digest, script_files("choices_test.sh", "upstream_choices.py", "triton_kernels.py", "gpu_code.py", "wheel_zip.py")),
             ]
         ),
     )

@@ -31,7 +31,7 @@ from pants.util.logging import LogLevel
 from rocm_build.wheel.build_process import WheelBuildRequest
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.errors import RocmBuildError
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.wheel.build import BuiltRocmWheel, PreparedWheelBuild
@@ -102,7 +102,7 @@ async def rebuild_and_compare(request: RebuildCheckRequest, tools: HostTools) ->
         expected, expected_name, actual = cached.payload, f"the cached build of {owner}", rebuilt.payload
         expected_sha256, actual_sha256 = cached.payload_sha256, rebuilt.sha256
     expected_dir, actual_dir = await MultiGet(Get(Digest, AddPrefix(expected, "expected")), Get(Digest, AddPrefix(actual, "actual")))
-    inputs = await Get(Digest, MergeDigests([await script_digest("compare_wheels.py"), expected_dir, actual_dir]))
+    inputs = await Get(Digest, MergeDigests([await Get(Digest, script_files("compare_wheels.py")), expected_dir, actual_dir]))
     compare = await Get(
         FallibleProcessResult,
         Process(

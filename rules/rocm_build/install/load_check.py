@@ -32,7 +32,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
 from rocm_build.install.kpack_check import kpack_facts, kpack_problems
 from rocm_build.install.target_types import SystemLibrariesField
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.gpu_audit import GpuCode, kpack_mismatches
@@ -102,7 +102,7 @@ async def read_manylinux_libraries() -> ManylinuxLibraries:
     process = await Get(
         Process,
         AuditwheelPythonProcess(
-            (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await script_digest(*ELF_LINKS), "Reading the manylinux policy's libraries"
+            (f"{SCRIPTS_DIR}/elf_links.py", "--policy"), await Get(Digest, script_files(*ELF_LINKS)), "Reading the manylinux policy's libraries"
         ),
     )
     result = await Get(ProcessResult, Process, process)
@@ -111,7 +111,7 @@ async def read_manylinux_libraries() -> ManylinuxLibraries:
 
 @rule(desc="Reading what a wheel's ELF files load", level=LogLevel.DEBUG)
 async def read_wheel_links(request: BuiltWheel) -> WheelLinks:
-    digest = await Get(Digest, MergeDigests([request.wheel, await script_digest(*ELF_LINKS)]))
+    digest = await Get(Digest, MergeDigests([request.wheel, await Get(Digest, script_files(*ELF_LINKS))]))
     process = await Get(
         Process,
         AuditwheelPythonProcess(
@@ -206,12 +206,24 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
     return CheckedInstallSet(request.owner, tuple(problems), closure.elves, closure.links, closure.symbols, notes, kernels)
 
 
-async def wheels_of(digest: Digest) -> List[BuiltWheel]:
+@dataclass(frozen=True)
+class WheelFilesRequest:
     """Each wheel file of a digest (the run-time wheels of an install set), as a digest of its own."""
-    entries = await Get(DigestEntries, Digest, digest)
+
+    digest: Digest
+
+
+@dataclass(frozen=True)
+class WheelFiles:
+    wheels: Tuple[BuiltWheel, ...]
+
+
+@rule
+async def split_wheel_files(request: WheelFilesRequest) -> WheelFiles:
+    entries = await Get(DigestEntries, Digest, request.digest)
     files = [e for e in entries if isinstance(e, FileEntry) and e.path.endswith(".whl")]
     digests = await MultiGet(Get(Digest, CreateDigest([FileEntry(e.path.rsplit("/", 1)[-1], e.file_digest)])) for e in files)
-    return [BuiltWheel(d, e.path.rsplit("/", 1)[-1]) for e, d in zip(files, digests)]
+    return WheelFiles(tuple(BuiltWheel(d, e.path.rsplit("/", 1)[-1]) for e, d in zip(files, digests)))
 
 
 def rules():

@@ -36,7 +36,7 @@ from rocm_build.kernels.target_types import (
     KernelSourceField,
     KernelWorkloadField,
 )
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation
@@ -98,13 +98,28 @@ class KernelInputs:
     tree: Digest
 
 
-async def wheels_of(addresses: Tuple[Address, ...], owner: str) -> List[Digest]:
+@dataclass(frozen=True)
+class VenvWheelsRequest:
     """The wheel files of `rocm_wheel` (with the wheels below it) and `prebuilt_wheel` targets,
-    through `target`s that group them and `prebuilt_wheels` that generate them (components/kernels:venv)."""
+    through `target`s that group them and `prebuilt_wheels` that generate them (components/kernels:venv):
+    what a kernel or choices test's venv installs."""
+
+    addresses: Tuple[Address, ...]
+    owner: str  # the test target
+
+
+@dataclass(frozen=True)
+class VenvWheels:
+    digest: Digest  # the wheel files, at the root
+
+
+@rule(desc="Gathering the wheels of a test's venv", level=LogLevel.DEBUG)
+async def gather_venv_wheels(request: VenvWheelsRequest) -> VenvWheels:
+    owner = request.owner
     what = f"the `dependencies` or `source` of {owner}"
     digests: List[Digest] = []
-    queue = list(addresses)
-    while queue:  # a loop, not recursion: the engine reads a helper's calls ahead of time
+    queue = list(request.addresses)
+    while queue:  # a queue, not recursion: each engine call stays in this rule
         # `Targets` stands a generator (prebuilt_wheels) in for what it generates.
         expanded = await Get(Targets, Addresses([queue.pop(0)]))
         queue = [t.address for t in expanded[1:]] + queue
@@ -123,7 +138,7 @@ async def wheels_of(addresses: Tuple[Address, ...], owner: str) -> List[Digest]:
                 f"{what} names {target.address.spec}, a `{target.alias}`; the test's venv takes wheels: "
                 f"`{RocmWheelTarget.alias}` or `{PrebuiltWheelTarget.alias}` targets (or a `target` grouping them)"
             )
-    return digests
+    return VenvWheels(await Get(Digest, MergeDigests(digests)))
 
 
 @rule(desc="Gathering what a triton_kernel_test runs on", level=LogLevel.DEBUG)
@@ -147,8 +162,8 @@ async def kernel_inputs(request: KernelTestRequest) -> KernelInputs:
         tree = await Get(Digest, RemovePrefix(merged.digest, TREE_DIR))
     deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(field_set.dependencies))
     wheel_targets = (*((source.address,) if source is not None and tree is None else ()), *(t.address for t in deps))
-    wheels = await Get(Digest, MergeDigests(await wheels_of(wheel_targets, owner)))
-    return KernelInputs(wheels, tree if tree is not None else await Get(Digest, CreateDigest([])))
+    wheels = await Get(VenvWheels, VenvWheelsRequest(wheel_targets, owner))
+    return KernelInputs(wheels.digest, tree if tree is not None else await Get(Digest, CreateDigest([])))
 
 
 @rule(desc="Setting up a triton_kernel_test", level=LogLevel.DEBUG)
@@ -175,7 +190,7 @@ async def setup_kernel_test(request: KernelTestRequest, tools: HostTools, isolat
                 await Get(Digest, AddPrefix(inputs.tree, "src")),
                 workload_file,
                 await Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
-                await script_digest("kernel_test.sh", "triton_kernels.py", "gpu_code.py", "wheel_zip.py", "kernel_verdict.py"),
+                await Get(Digest, script_files("kernel_test.sh", "triton_kernels.py", "gpu_code.py", "wheel_zip.py", "kernel_verdict.py")),
             ]
         ),
     )

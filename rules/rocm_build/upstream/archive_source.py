@@ -20,7 +20,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.target_types_rules import TargetRequest
 from rocm_build.upstream.archives import ArchiveRequest, UnpackedArchive
@@ -54,8 +54,7 @@ class ArchivePackRequest(TargetRequest):
 @rule(desc="Packing an upstream_archive's tree", level=LogLevel.DEBUG)
 async def pack_archive(request: ArchivePackRequest, tools: HostTools) -> FetchedTree:
     unpacked = await Get(UnpackedArchive, ArchiveRequest(request.address, request.description_of_origin))
-    tree = await Get(Digest, AddPrefix(unpacked.tree, UNPACKED))
-    script = await script_digest("source_pack.py")
+    tree, script = await MultiGet(Get(Digest, AddPrefix(unpacked.tree, UNPACKED)), Get(Digest, script_files("source_pack.py")))
     result = await Get(
         FallibleProcessResult,
         Process(

@@ -12,13 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
+from pants.engine.fs import Digest
 from pants.engine.process import Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import GlobalOptions
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream.mirrors import Mirrors
 
@@ -46,7 +47,7 @@ async def setup_download_process(request: DownloadProcess, tools: HostTools, glo
     return Process(
         argv=(tools.python.path, f"{SCRIPTS_DIR}/{request.script}", *request.args),
         env={"PATH": "/usr/bin:/bin", **ca_certs, **request.env},
-        input_digest=await script_digest(request.script, *request.imports, "mirrors.py"),
+        input_digest=await Get(Digest, script_files(request.script, *request.imports, "mirrors.py")),
         # The mirror table: read from a named cache, in no key (rocm_build/upstream/mirrors.py).
         append_only_caches=mirrors.caches,
         output_directories=request.output_directories,

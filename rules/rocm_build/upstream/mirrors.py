@@ -12,11 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Dict, Tuple
 
+from pants.engine.fs import Digest
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, rule
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
 
@@ -45,7 +46,7 @@ async def configure_mirrors(settings: RocmBuildSubsystem, tools: HostTools) -> M
         Process(
             argv=(tools.python.path, f"{SCRIPTS_DIR}/mirrors.py", "configure", MIRRORS_DIR),
             env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_MIRRORS": json.dumps(table, sort_keys=True)},
-            input_digest=await script_digest("mirrors.py", "git_urls.py"),
+            input_digest=await Get(Digest, script_files("mirrors.py", "git_urls.py")),
             append_only_caches={MIRRORS_CACHE: MIRRORS_DIR},
             description="Configuring mirrors",
             # Once per session, in memory only: it writes a named cache.

@@ -21,7 +21,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
@@ -68,7 +68,7 @@ async def check_out(request: CheckoutRequest, tools: HostTools) -> CheckedOut:
                   *selection),
             env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
                  "GIT_ATTR_NOSYSTEM": "1", "ROCM_BUILD_GIT": tools.git.fingerprint},  # fmt: skip
-            input_digest=await script_digest("source_pack.py"),
+            input_digest=await Get(Digest, script_files("source_pack.py")),
             # The pack is linked into the sandbox, not copied: at PyTorch scale it is ~100s of MB.
             immutable_input_digests={PACK_ROOT: request.pack},
             output_directories=(TREE_DIR,),
@@ -106,12 +106,34 @@ async def merged_tree(request: MergedTreeRequest) -> MergedTree:
     return MergedTree(await Get(Digest, MergeDigests([base.digest, source.changes])))
 
 
-async def source_files(source: Optional[SourceTree], paths: Iterable[str], owner: str) -> Dict[str, Optional[bytes]]:
+@dataclass(frozen=True)
+class TreeFilesRequest:
     """The content of each of `paths` in the patched tree (None when missing), symbolic links
     followed as a reader of the tree would; reads only those files."""
-    paths = tuple(dict.fromkeys(paths))
+
+    source: Optional[SourceTree]  # None: no tree, every path missing
+    paths: Tuple[str, ...]
+    owner: str
+
+    @classmethod
+    def of(cls, source: Optional[SourceTree], paths: Iterable[str], owner: str) -> "TreeFilesRequest":
+        return cls(source, tuple(dict.fromkeys(paths)), owner)
+
+
+@dataclass(frozen=True)
+class TreeFiles:
+    files: Tuple[Tuple[str, Optional[bytes]], ...]  # in the order asked
+
+    def as_dict(self) -> Dict[str, Optional[bytes]]:
+        return dict(self.files)
+
+
+@rule
+async def read_tree_files(request: TreeFilesRequest) -> TreeFiles:
+    source, owner = request.source, request.owner
+    paths = tuple(dict.fromkeys(request.paths))
     if source is None or not paths:
-        return {p: None for p in paths}
+        return TreeFiles(tuple((p, None) for p in paths))
     patched: Dict[str, bytes] = {}
     if source.touched:
         changed = await Get(DigestContents, Digest, source.changes)
@@ -124,7 +146,7 @@ async def source_files(source: Optional[SourceTree], paths: Iterable[str], owner
         for path, named in read.named:
             # A link to a file our patches changed reads the changed file.
             found[path] = patched.get(named) if named in source.touched else fetched.get(path)
-    return {p: found.get(p) for p in paths}
+    return TreeFiles(tuple((p, found.get(p)) for p in paths))
 
 
 def rules():

@@ -15,12 +15,13 @@ import os
 from dataclasses import dataclass
 from typing import Tuple
 
+from pants.engine.fs import Digest
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.option.global_options import NamedCachesDirOption
 from pants.engine.rules import Get, collect_rules, rule
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
 
@@ -38,13 +39,16 @@ class CcacheRemote:
     problem: str  # why it does not answer; "" when it does
 
 
-async def settings_probe(tools: HostTools, scripts: Tuple[str, ...], cache: str, cache_dir: str, description: str) -> Process:
+def settings_probe(
+    tools: HostTools, scripts: Tuple[str, ...], digest: Digest, cache: str, cache_dir: str, description: str
+) -> Process:
     """`SCRIPT probe CACHE_DIR`: asks the server whose settings the plugin wrote into the named
-    cache whether it answers, every session (this one, and sccache_dist.py's farm)."""
+    cache whether it answers, every session (this one, and sccache_dist.py's farm). `digest`:
+    `scripts`, as the rule asked for them (`Get(Digest, script_files(*scripts))`)."""
     return Process(
         argv=(tools.python.path, f"{SCRIPTS_DIR}/{scripts[0]}", "probe", cache_dir),
         env={"PATH": "/usr/bin:/bin"},
-        input_digest=await script_digest(*scripts),
+        input_digest=digest,
         append_only_caches={cache: cache_dir},
         description=description,
         cache_scope=ProcessCacheScope.PER_SESSION,
@@ -61,7 +65,9 @@ async def configure_ccache_remote(
         SCRIPT.store(os.path.join(named_caches.val, CCACHE_REMOTE_CACHE), settings.ccache_remote_storage)
     except SCRIPT.BadAddress as e:
         raise RocmBuildError(f"{OPTION}: {e}; expected {SCRIPT.ACCEPTED}") from None
-    probe = await settings_probe(tools, ("ccache_remote.py",), CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR, "Checking ccache's remote storage")
+    scripts = ("ccache_remote.py",)
+    digest = await Get(Digest, script_files(*scripts))
+    probe = settings_probe(tools, scripts, digest, CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR, "Checking ccache's remote storage")
     result = await Get(FallibleProcessResult, Process, probe)
     if result.exit_code != 0:
         raise RocmBuildError(f"{OPTION}: {result.stderr.decode().strip()}")

@@ -29,7 +29,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.wheel.portable import AuditwheelPythonProcess
 from rocm_build.wheel.target_types import AllowMissingGpuTargetsField
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
@@ -81,7 +81,7 @@ def kpack_code(found: Dict[str, Any]) -> KpackCode:
 
 @rule(desc="Reading the GPU code of a wheel", level=LogLevel.DEBUG)
 async def read_gpu_code(request: BuiltWheel) -> GpuCode:
-    digest = await Get(Digest, MergeDigests([request.wheel, await script_digest(*GPU_CODE)]))
+    digest = await Get(Digest, MergeDigests([request.wheel, await Get(Digest, script_files(*GPU_CODE))]))
     process = await Get(
         Process,
         AuditwheelPythonProcess(

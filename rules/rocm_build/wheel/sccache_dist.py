@@ -23,7 +23,7 @@ from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError, process_failed
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.subsystems.sccache import Sccache
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
@@ -63,7 +63,9 @@ async def configure_sccache_farm(sccache: Sccache, tools: HostTools, named_cache
         RELAY.store(os.path.join(named_caches.val, FARM_CACHE), sccache.dist_scheduler_url, token)
     except RELAY.BadSettings as e:
         raise RocmBuildError(f"{OPTION}: {e}.") from None
-    probe = await settings_probe(tools, ("dist_relay.py", "ccache_remote.py"), FARM_CACHE, FARM_DIR, "Asking the sccache-dist scheduler for its servers")
+    scripts = ("dist_relay.py", "ccache_remote.py")
+    digest = await Get(Digest, script_files(*scripts))
+    probe = settings_probe(tools, scripts, digest, FARM_CACHE, FARM_DIR, "Asking the sccache-dist scheduler for its servers")
     result = await Get(ProcessResult, Process, probe)
     status = json.loads(result.stdout)
     farm = SccacheFarm(status["shown"], status["servers"], status["problem"] or "")
@@ -93,7 +95,7 @@ async def pack_dist_toolchain(request: DistToolchainRequest, tools: HostTools) -
         Process(
             argv=(tools.python.path, f"{SCRIPTS_DIR}/dist_toolchain.py", "pack", SANDBOX_ROOT, compiler, TOOLCHAIN_DIR),
             env={"PATH": "/usr/bin:/bin"},
-            input_digest=await script_digest("dist_toolchain.py"),
+            input_digest=await Get(Digest, script_files("dist_toolchain.py")),
             # Named by the toolchain's identity (its compiler's --version among it).
             append_only_caches={toolchain.cache_name: ".rocm"},
             output_directories=(TOOLCHAIN_DIR,),

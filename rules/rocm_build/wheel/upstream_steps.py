@@ -40,7 +40,7 @@ from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec
 from rocm_build.errors import RocmBuildError, indent, process_failed, tail
 from rocm_build.wheel.cargo_lock import CRATES_IO
 from rocm_build.wheel.chain_versions import module_name
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes, script_digest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes, script_files
 from rocm_build.upstream.source_tree import PACK_ROOT, SourceTree
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
@@ -176,7 +176,7 @@ async def scan_tree(request: TreeScanRequest, tools: HostTools) -> TreeScan:
             env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
                  "ROCM_BUILD_GIT": tools.git.fingerprint},  # fmt: skip
             input_digest=await Get(
-                Digest, MergeDigests([await script_digest("tree_scan.py", "source_pack.py"), source.changes, touched])
+                Digest, MergeDigests([await Get(Digest, script_files("tree_scan.py", "source_pack.py")), source.changes, touched])
             ),
             immutable_input_digests={PACK_ROOT: source.pack},
             remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS,
