@@ -79,7 +79,9 @@ def cache_suffix(text: str) -> str:
 
 # Points a link inside a named cache at a directory of this machine, atomically. $1: the
 # link, $2: its target.
-_LINK_SCRIPT = 'ln -sfn "$2" "$1.new" && mv -T "$1.new" "$1"'
+# The new link gets a name of its own process ($$): two builds linking the same named cache at
+# once (parallel components of one chain) must not move each other's link away.
+_LINK_SCRIPT = 'ln -sfn "$2" "$1.new.$$" && mv -T "$1.new.$$" "$1"'
 
 
 def link_process(tools: HostTools, cache_name: str, mount: str, target: str, description: str) -> Process:

@@ -9,7 +9,7 @@ import subprocess
 from pants.core.util_rules.system_binaries import BashBinary, GitBinary
 from pants.testutil.rule_runner import QueryRule
 
-from rocm_build.subsystems.host_tools import SYSTEM_DIRS, HostTools
+from rocm_build.subsystems.host_tools import _LINK_SCRIPT, SYSTEM_DIRS, HostTools
 from rocm_build.testutil.plugin_rules import plugin_rule_runner
 
 
@@ -37,3 +37,17 @@ def test_bash_is_pants_own_and_git_and_python_carry_their_versions() -> None:
     # python3: from the system directories, never a pyenv shim on PATH.
     python = first_in_system_dirs("python3")
     assert (tools.python.path, tools.python.fingerprint) == (python, version_fingerprint(python))
+
+
+def test_links_made_at_once_into_one_named_cache_all_succeed(tmp_path) -> None:
+    # Parallel builds link the same toolchain's cache: with one shared temporary name, one
+    # `mv` moved the other's link away (`mv: cannot stat '.rocm/root.new'`).
+    (tmp_path / "sdk").mkdir()
+    runs = [
+        subprocess.Popen(["bash", "-c", _LINK_SCRIPT, "link", str(tmp_path / "root"), str(tmp_path / "sdk")], stderr=subprocess.PIPE)
+        for _ in range(40)
+    ]
+    failures = [r.stderr.read().decode() for r in runs if r.wait() != 0]
+    assert failures == []
+    assert os.readlink(tmp_path / "root") == str(tmp_path / "sdk")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["root", "sdk"]  # no link left behind
