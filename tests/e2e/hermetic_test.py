@@ -201,8 +201,9 @@ def test_generate_lockfiles_writes_the_mini_locks_byte_for_byte_as_the_old_goals
     valid = [name.strip(" '") for name in listed.group(1).split(",")]
     ours = [name for name in valid if name.startswith(("build:", "run:"))]
     assert ours == [
-        "build:py3.11/mini-vllm", "build:py3.12/aiter", "build:py3.12/aotriton", "build:py3.12/flash_attention",
-        "build:py3.12/torch", "build:py3.12/triton", "build:py3.12/vllm", "run:py3.11/mini-flash_attention",
+        "build:py3.11/flash-attention-sdist", "build:py3.11/mini-vllm", "build:py3.12/aiter", "build:py3.12/aotriton",
+        "build:py3.12/flash_attention", "build:py3.12/torch", "build:py3.12/triton", "build:py3.12/vllm",
+        "run:py3.11/flash-attention-sdist.wheel-from-sdist", "run:py3.11/mini-flash_attention",
         "run:py3.12/flash_attention", "run:py3.12/flash_attention.wheel-on-therock", "run:py3.12/torch",
         "run:py3.12/vision", "run:py3.12/vllm", "run:py3.12/vllm.wheel-on-therock",
     ]  # fmt: skip
