@@ -104,7 +104,7 @@ def clean_build(ws: Workspace) -> bytes:
 def unfinished(ws: Workspace) -> list:
     """Entries a build has taken and not yet kept."""
     states = (ws.named_caches / "rocm_build_dirs").glob("*/state.json")
-    return [p.parent.name for p in states if json.loads(p.read_text() or "{}") == {"complete": False}]
+    return [p.parent.name for p in states if json.loads(p.read_text() or "{}").get("complete") is False]
 
 
 def entries(ws: Workspace) -> list:

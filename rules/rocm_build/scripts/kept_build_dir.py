@@ -19,7 +19,7 @@ so on the stacked tree only the patched files and the changed ones are touched.
 
 Nothing but a complete entry is reused: `take` marks the entry incomplete before the build
 and `keep` marks it complete after it; an entry a build left incomplete (it failed, or was
-killed) is emptied. setuptools' staging directories (build/lib*, build/bdist*) are emptied
+killed) is emptied, unless that build wrote nothing in it (killed right after its `take`). setuptools' staging directories (build/lib*, build/bdist*) are emptied
 every time (and `build/lib` when it holds Python files: a pure package's staging, not
 PyTorch's libraries): setuptools never removes a file from them, so a module the tree dropped
 would reach the wheel.
@@ -116,11 +116,28 @@ def write(entry, name, value):
     os.replace(tmp, os.path.join(entry, name))
 
 
+def untouched_since_taken(entry):
+    """Whether nothing in ENTRY/dir changed after the last `take` (its tree.next.json): a build
+    stopped before its first write, as Pants cancels one it started early (with pantsd, a moved
+    input re-runs a build beside the checks that gate it, then drops it). The directory is then
+    the last complete build's (less its staging, which every take empties), still reusable."""
+    marker, target = os.path.join(entry, "tree.next.json"), os.path.join(entry, "dir")
+    if not (os.path.exists(marker) and os.path.isdir(target)):
+        return False
+    since = os.stat(marker).st_mtime_ns
+    for top, dirs, files in os.walk(target):
+        for path in (top, *(os.path.join(top, n) for n in dirs + files)):
+            if os.lstat(path).st_mtime_ns > since:
+                return False
+    return True
+
+
 def take(entry, tree, build_dir, pack="", changes=""):
     os.makedirs(entry, exist_ok=True)
     state = load(entry, "state.json", {})
     now = tree_state(tree, pack, changes)
-    before = load(entry, "tree.json", {"repos": None, "changes": {}}) if state.get("complete") else None
+    reusable = state.get("complete") or (state.get("reused") and untouched_since_taken(entry))
+    before = load(entry, "tree.json", {"repos": None, "changes": {}}) if reusable else None
     # The same pinned commits as the last build: their ids are the ones it recorded (a 100,000
     # file tree's `git ls-tree` and the rewrite of its ids cost ~0.3 s of a one-file edit).
     same_commits = bool(pack) and before is not None and before["repos"] == now["repos"]
@@ -140,7 +157,7 @@ def take(entry, tree, build_dir, pack="", changes=""):
         why = "the last build in it did not finish: emptied" if os.path.isdir(os.path.join(entry, "dir")) else "new: empty"
         shutil.rmtree(os.path.join(entry, "dir"), ignore_errors=True)
         changed, note = set(), why
-    write(entry, "state.json", {"complete": False})
+    write(entry, "state.json", {"complete": False, "reused": before is not None})
     # On a stacked tree every file of the pack is UNCHANGED already (source_pack.py checks it
     # out so): only the files written over it and the changed ones are looked at.
     set_times(tree, set(now["changes"]) | changed if pack else paths, changed)

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -79,9 +80,29 @@ def test_an_entry_whose_build_did_not_finish_is_emptied(scripts: Path, tmp_path:
     (entry / "dir/half.o").write_text("half")  # the build was killed here: no `keep`
     assert take(scripts, entry, tree, "build") == "the last build in it did not finish: emptied"
     assert list((entry / "dir").iterdir()) == []
-    assert json.loads((entry / "state.json").read_text()) == {"complete": False}
+    assert json.loads((entry / "state.json").read_text()) == {"complete": False, "reused": False}
     keep(scripts, entry)
     assert json.loads((entry / "state.json").read_text()) == {"complete": True}
+
+
+def test_a_build_stopped_before_its_first_write_leaves_the_entry_reusable(scripts: Path, tmp_path: Path) -> None:
+    # With pantsd, a moved input re-runs a build beside the checks that gate it and Pants kills
+    # it when they finish: it took the entry and wrote nothing.
+    entry, tree = tmp_path / "entry", tmp_path / "tree"
+    write_tree(tree, {"a.c": "int a;\n", "b.c": "int b;\n"})
+    take(scripts, entry, tree, "build")
+    (entry / "dir/a.o").write_text("a")
+    keep(scripts, entry)
+    write_tree(tree, {"b.c": "int b = 2;\n"})
+    assert take(scripts, entry, tree, "build") == "reused: 1 of 2 file(s) changed since it was last built"
+    # Killed here, before any write: the next build reuses what the last complete one left.
+    assert take(scripts, entry, tree, "build") == "reused: 1 of 2 file(s) changed since it was last built"
+    assert (entry / "dir/a.o").read_text() == "a"
+    # One that wrote and was killed leaves it to be emptied, as before.
+    time.sleep(0.01)
+    (entry / "dir/b.o").write_text("half")
+    assert take(scripts, entry, tree, "build") == "the last build in it did not finish: emptied"
+    assert list((entry / "dir").iterdir()) == []
 
 
 def test_setuptools_staging_is_emptied_and_the_rest_kept(scripts: Path, tmp_path: Path) -> None:

@@ -29,7 +29,8 @@ take_kept_entry() {  # CACHE_DIR TREE [PACK CHANGES]
   shift 2
   use_cache "$(dirname "$entry")" "$entry"
   exec {lock}>"$entry.lock"
-  if ! flock -n "$lock"; then
+  # A few seconds' wait: a build Pants cancelled (and kills) may still hold it for a moment.
+  if ! flock -w 5 "$lock"; then
     kept_note="in use by another build: $ROCM_BUILD_KEPT_DIR/ starts empty"
     return 0
   fi
