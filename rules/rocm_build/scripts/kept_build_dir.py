@@ -136,7 +136,10 @@ def take(entry, tree, build_dir, pack="", changes=""):
     os.makedirs(entry, exist_ok=True)
     state = load(entry, "state.json", {})
     now = tree_state(tree, pack, changes)
-    reusable = state.get("complete") or (state.get("reused") and untouched_since_taken(entry))
+    # Taken by a build stopped before its first write: as the last `take` left it, the last
+    # complete build's directory (it reused one) or an empty one (it did not).
+    untouched = not state.get("complete") and untouched_since_taken(entry)
+    reusable = state.get("complete") or (state.get("reused") and untouched)
     before = load(entry, "tree.json", {"repos": None, "changes": {}}) if reusable else None
     # The same pinned commits as the last build: their ids are the ones it recorded (a 100,000
     # file tree's `git ls-tree` and the rewrite of its ids cost ~0.3 s of a one-file edit).
@@ -154,7 +157,8 @@ def take(entry, tree, build_dir, pack="", changes=""):
         changed = changed_paths(before, now, lower_before, lower_now)
         note = f"reused: {len(changed)} of {len(paths)} file(s) changed since it was last built"
     else:
-        why = "the last build in it did not finish: emptied" if os.path.isdir(os.path.join(entry, "dir")) else "new: empty"
+        unfinished = os.path.isdir(os.path.join(entry, "dir")) and not untouched
+        why = "the last build in it did not finish: emptied" if unfinished else "new: empty"
         shutil.rmtree(os.path.join(entry, "dir"), ignore_errors=True)
         changed, note = set(), why
     write(entry, "state.json", {"complete": False, "reused": before is not None})

@@ -98,6 +98,10 @@ def test_a_build_stopped_before_its_first_write_leaves_the_entry_reusable(script
     # Killed here, before any write: the next build reuses what the last complete one left.
     assert take(scripts, entry, tree, "build") == "reused: 1 of 2 file(s) changed since it was last built"
     assert (entry / "dir/a.o").read_text() == "a"
+    # A new entry taken by a build stopped the same way is still a new, empty one.
+    other = tmp_path / "other"
+    assert take(scripts, other, tree, "build") == "new: empty"
+    assert take(scripts, other, tree, "build") == "new: empty"
     # One that wrote and was killed leaves it to be emptied, as before.
     time.sleep(0.01)
     (entry / "dir/b.o").write_text("half")
