@@ -151,9 +151,10 @@ def test_a_kept_build_directory_recompiles_what_changed_and_gives_the_clean_whee
     assert (said, written) == ("the last build in it did not finish: emptied", 5)
     assert again == flagged
 
-    # A build killed half-way (Ctrl-C while its steps run, the entry taken): the next build of
-    # that key empties the entry and compiles everything.
-    slow = ', env={"CFLAGS": "-O1"}, build_command=["if grep -q SLOW csrc/include/mini.h; then sleep 300; fi"]'
+    # A build killed half-way (Ctrl-C while its steps run, the entry taken and written to): the
+    # next build of that key empties the entry and compiles everything. (One killed before its
+    # first write leaves the entry as it was: kept_build_dir_test.py.)
+    slow = ', env={"CFLAGS": "-O1"}, build_command=["if grep -q SLOW csrc/include/mini.h; then touch build/half.o; sleep 300; fi"]'
     ws.write("tests/mini/cmake/BUILD", RECIPE.format(extra=slow))
     ws.write("tests/mini/cmake/slow.edit.toml", SLOW_EDIT)
     proc = ws.start("package", TARGET)
