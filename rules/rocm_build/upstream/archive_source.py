@@ -25,6 +25,7 @@ from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.target_types_rules import TargetRequest
 from rocm_build.upstream.archives import ArchiveRequest, UnpackedArchive
 from rocm_build.upstream.fetch import PACK_DIR, FetchedTree
+from rocm_build.upstream.source_tree import local_git_env
 
 UNPACKED = "archive"  # where the pack step finds the unpacked tree
 
@@ -59,8 +60,7 @@ async def pack_archive(request: ArchivePackRequest, tools: HostTools) -> Fetched
         FallibleProcessResult,
         Process(
             argv=(tools.python.path, f"{SCRIPTS_DIR}/source_pack.py", "pack", UNPACKED, str(unpacked.newest_mtime), PACK_DIR),
-            env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-                 "GIT_ATTR_NOSYSTEM": "1", "ROCM_BUILD_GIT": tools.git.fingerprint},  # fmt: skip
+            env=local_git_env(tools),
             input_digest=await Get(Digest, MergeDigests([tree, script])),
             output_directories=(PACK_DIR,),
             output_files=("commit_time",),

@@ -38,6 +38,13 @@ class SourceTree:
     removes_files: bool = False
 
 
+def local_git_env(tools: HostTools) -> Dict[str, str]:
+    """The environment of a git process on local objects only (a checkout, an archive's pack):
+    none of the host's git configuration, and the git's version in the key."""
+    return {"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
+            "GIT_ATTR_NOSYSTEM": "1", "ROCM_BUILD_GIT": tools.git.fingerprint}  # fmt: skip
+
+
 @dataclass(frozen=True)
 class CheckoutRequest:
     """The tree of a pack: all of it, or `only` the entries at `paths`, or all `except` them, or
@@ -66,8 +73,7 @@ async def check_out(request: CheckoutRequest, tools: HostTools) -> CheckedOut:
         Process(
             argv=(tools.python.path, f"{SCRIPTS_DIR}/source_pack.py", "checkout", f"{PACK_ROOT}/{PACK_DIR}", TREE_DIR,
                   *selection),
-            env={"PATH": "/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null",
-                 "GIT_ATTR_NOSYSTEM": "1", "ROCM_BUILD_GIT": tools.git.fingerprint},  # fmt: skip
+            env=local_git_env(tools),
             input_digest=await Get(Digest, script_files("source_pack.py")),
             # The pack is linked into the sandbox, not copied: at PyTorch scale it is ~100s of MB.
             immutable_input_digests={PACK_ROOT: request.pack},
