@@ -177,8 +177,10 @@ async def unpack_archive(request: ArchiveRequest) -> UnpackedArchive:
 
 @rule(desc="Patching an upstream_archive")
 async def fetch_archive(request: ArchiveRequest) -> FetchedArchive:
-    unpacked = await Get(UnpackedArchive, ArchiveRequest, request)
-    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
+    unpacked, wrapped = await MultiGet(
+        Get(UnpackedArchive, ArchiveRequest, request),
+        Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin)),
+    )
     target = expect_target(wrapped, UpstreamArchiveTarget, request.description_of_origin)
     patches = await Get(OrderedPatches, PatchSetsRequest(tuple(target[PatchSetsField].value or ()), target.address))
     patched = await Get(
