@@ -4,16 +4,7 @@ options, then upstream sources, toolchains, the wheel build, install sets, and t
 from rocm_build.pants_environments import DockerEnvironmentTarget
 
 from rocm_build.graph import declared, edges
-from rocm_build.goals import (
-    check,
-    lock_build_requirements,
-    lock_runtime_requirements,
-    lockfiles,
-    package,
-    plan,
-    preflight_report,
-    verify_reproducible,
-)
+from rocm_build.goals import check, lock_build_requirements, lock_runtime_requirements, lockfiles, package, plan, verify_reproducible
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.choices import choices_rules
 from rocm_build.kernels import kernel_rules
@@ -33,7 +24,6 @@ from rocm_build.wheel import (
     cargo_crates,
     ccache,
     chain,
-    chain_order,
     gpu_audit,
     patch_files,
     portable,
@@ -84,7 +74,6 @@ def rules():
         *cargo.rules(),
         *cargo_crates.rules(),
         *preflight.rules(),
-        *chain_order.rules(),
         *chain.rules(),
         *build.rules(),
         *build_output.rules(),
@@ -101,7 +90,6 @@ def rules():
         *choices_rules.rules(),
         # Goals
         *package.rules(),
-        *preflight_report.rules(),
         *plan.rules(),
         *check.rules(),
         *lockfiles.rules(),

@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from typing import Type, TypeVar
 
 from pants.engine.addresses import Address
-from pants.engine.target import Target, WrappedTarget
+from pants.engine.rules import Get
+from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
 
 from rocm_build.errors import RocmBuildError
 
@@ -24,9 +25,8 @@ class TargetRequest:
     description_of_origin: str
 
 
-def expect_target(wrapped: WrappedTarget, expected: Type[T], description_of_origin: str) -> T:
-    """The target a rule looked up (`Get(WrappedTarget, WrappedTargetRequest(address,
-    description_of_origin))`), insisting on its type."""
+async def expect_target(address: Address, expected: Type[T], description_of_origin: str) -> T:
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(address, description_of_origin))
     target = wrapped.target
     if not isinstance(target, expected):
         article = "an" if expected.alias[0] in "aeiou" else "a"

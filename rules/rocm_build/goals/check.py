@@ -11,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pants.core.goals.check import CheckRequest, CheckResult, CheckResults
-from pants.engine.rules import Get, _uncacheable_rule, collect_rules
+from pants.engine.rules import _uncacheable_rule, collect_rules
 from pants.engine.target import FieldSet
 from pants.engine.unions import UnionRule
 from pants.option.global_options import GlobalOptions
 
-from rocm_build.goals.preflight_report import ChainSpecs, ChainSpecsRequest, PreflightReport, PreflightReportRequest, dist_path
+from rocm_build.goals.preflight_report import chain_specs, dist_path, preflight_report
 from rocm_build.wheel.target_types import WheelSourceField, WheelToolchainField
 
 TOOL = "rocm-preflight"
@@ -42,8 +42,8 @@ class RocmPreflightRequest(CheckRequest):
 @_uncacheable_rule(desc="Running the rocm_wheel preflight")
 async def rocm_preflight(request: RocmPreflightRequest, global_options: GlobalOptions) -> CheckResults:
     roots = sorted(fs.address for fs in request.field_sets)
-    chain = await Get(ChainSpecs, ChainSpecsRequest(tuple(roots), "check"))
-    report = await Get(PreflightReport, PreflightReportRequest(tuple(roots), chain.specs, str(dist_path(global_options))))
+    specs = await chain_specs(roots, "check")
+    report = await preflight_report(roots, specs, dist_path(global_options))
     result = CheckResult(1 if report.problems else 0, report.text, "", partition_description=", ".join(r.spec for r in roots))
     return CheckResults([result], checker_name=TOOL)
 

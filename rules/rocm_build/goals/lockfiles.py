@@ -109,6 +109,15 @@ class RocmLockResolves(Collection[RocmLockResolve]):
     pass
 
 
+async def _runtime_lock_path(spec: WheelBuildSpec) -> str:
+    # As resolve_runtime_lock names it; the interpreter is looked for only when `python`
+    # allows more than one minor version.
+    minor = parse_constraint(spec.python, spec.owner).minor
+    if not minor:
+        minor = (await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))).major_minor
+    return runtime_lock.runtime_lock_path(spec.upstream.pin_name, minor, spec.address.target_name)
+
+
 @rule(desc="Listing the locks of the rocm_wheel targets")
 async def rocm_lock_resolves(targets: AllTargets) -> RocmLockResolves:
     wheels = [t for t in targets if isinstance(t, RocmWheelTarget)]
@@ -117,14 +126,7 @@ async def rocm_lock_resolves(targets: AllTargets) -> RocmLockResolves:
     run = [t.address for t in wheels if index_requirements(t.address.spec, t[WheelRuntimeRequirementsField].value or ())]
     specs = await MultiGet(Get(WheelBuildSpec, WheelRequest(a)) for a in dict.fromkeys([*build, *run]))
     by_address = {s.address: s for s in specs}
-    run_paths = []
-    for spec in (by_address[a] for a in run):
-        # As resolve_runtime_lock names it; the interpreter is looked for only when `python`
-        # allows more than one minor version.
-        minor = parse_constraint(spec.python, spec.owner).minor
-        if not minor:
-            minor = (await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))).major_minor
-        run_paths.append(runtime_lock.runtime_lock_path(spec.upstream.pin_name, minor, spec.address.target_name))
+    run_paths = [await _runtime_lock_path(by_address[a]) for a in run]
     owners: DefaultDict[Tuple[str, str], List[Address]] = defaultdict(list)
     for address in build:
         owners[(BUILD, by_address[address].lock_path or "")].append(address)
@@ -176,10 +178,10 @@ def _versions(lock: lockfile.BuildLock) -> LockfilePackages:
     return LockfilePackages({d.name: Version(d.version) for d in lock.dists})  # pip's: PEP 440
 
 
-def _diff(request: GenerateRocmLockfile, new: RocmLock, contents: DigestContents) -> LockfileDiff:
-    """`--diff`: what changed against the lock on disk (`contents`: none there, everything is
-    added)."""
+async def _diff(request: GenerateRocmLockfile, new: RocmLock) -> LockfileDiff:
+    """`--diff`: what changed against the lock on disk (none there: everything is added)."""
     old: Dict[str, object] = {}
+    contents = await Get(DigestContents, PathGlobs([new.path], glob_match_error_behavior=GlobMatchErrorBehavior.ignore))
     parse = lockfile.parse if request.kind == BUILD else runtime_lock.parse
     if contents:
         try:
@@ -196,10 +198,7 @@ async def generate_rocm_lockfile(request: GenerateRocmLockfile) -> GenerateLockf
         check_shared_runtime_lock(request.lockfile_dest, [(a.spec, c.chain) for a, c in zip(request.owners, chains)])
     lock = await Get(RocmLock, RocmLockRequest(request.kind, request.owners[0]))
     digest = await Get(Digest, CreateDigest([FileContent(lock.path, lock.content)]))
-    diff = None
-    if request.diff:
-        on_disk = await Get(DigestContents, PathGlobs([lock.path], glob_match_error_behavior=GlobMatchErrorBehavior.ignore))
-        diff = _diff(request, lock, on_disk)
+    diff = await _diff(request, lock) if request.diff else None
     return GenerateLockfileResult(digest, request.resolve_name, lock.path, diff)
 
 

@@ -16,8 +16,8 @@ from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.box_check import CHECK_STEP, box_check_files
-from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, WheelFiles, WheelFilesRequest
-from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, env_script, with_runtime_lines
+from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, wheels_of
+from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, check_runtime_set, env_script, with_runtime_lines
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.wheel.build import BuiltRocmWheel, is_prebuilt
@@ -93,8 +93,7 @@ async def install_set(request: InstallSetRequest) -> InstallSet:
     # The set's libraries, symbols and GPU code, as the box would load them (install/load_check.py),
     # checked while the set is written: wheels/ (the chain's and the run-time lock's), the
     # requirements and env.sh (the run-time environment).
-    runtime_wheels = await Get(WheelFiles, WheelFilesRequest(runtime.wheels))
-    check = load_check_request(closure, runtime_wheels.wheels, runtime.sdk_install)
+    check = load_check_request(closure, await wheels_of(runtime.wheels), runtime.sdk_install)
     checked, wheels, files = await MultiGet(
         Get(CheckedInstallSet, InstallSetCheckRequest, check),
         Get(Digest, MergeDigests([*(w.wheel for w in closure), runtime.wheels])),
@@ -134,9 +133,8 @@ def load_check_request(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Sequ
 async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     # Toolchains, archives and locks of the whole chain are checked before any fetch or
     # build starts.
-    chain = await Get(CheckedChain, ChainRequest(field_set.address))
-    # The chain's run-time fields and locks too (runtime_env conflicts, run-time locks).
-    await Get(RuntimeSet, RuntimeSetRequest(field_set.address.spec, tuple(spec.address for spec in chain.specs)))
+    await Get(CheckedChain, ChainRequest(field_set.address))
+    await check_runtime_set(field_set.address)  # runtime_env conflicts, run-time locks
     built = await Get(BuiltRocmWheel, WheelRequest(field_set.address))
     if built.error:
         raise RocmBuildError(built.error)

@@ -9,26 +9,23 @@ fetched or built and no toolchain is needed, so it works on any machine.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from pants.engine.addresses import Address, Addresses
 from pants.engine.console import Console
 from pants.engine.fs import EMPTY_DIGEST
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
-from pants.engine.rules import Get, MultiGet, _uncacheable_rule, collect_rules, goal_rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
 from pants.option.global_options import GlobalOptions
 from pants.option.option_types import BoolOption
-from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
-from rocm_build.goals.preflight_report import ChainSpecs, ChainSpecsRequest, PreflightReport, PreflightReportRequest, dist_path
+from rocm_build.goals.preflight_report import chain_specs, dist_path, preflight_report
 from rocm_build.wheel.build_requirements import LockPath, ReadLock
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.errors import RocmBuildError
@@ -68,11 +65,11 @@ class RocmPlan(Goal):
     environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
 
 
-def _lock_summary(spec: WheelBuildSpec, read: Optional[ReadLock]) -> Tuple[str, int]:
-    """What the plan says of the lock (`read`: None when there is none), and how many
-    distributions it holds."""
-    if not spec.lock_path or read is None:
+async def _lock_summary(spec: WheelBuildSpec) -> Tuple[str, int]:
+    """What the plan says of the lock, and how many distributions it holds."""
+    if not spec.lock_path:
         return "none", 0
+    read = await Get(ReadLock, LockPath(spec.lock_path))
     if read.content is None:
         return f"{spec.lock_path} MISSING (run `pants lock-build-requirements {spec.owner}`)", 0
     if read.lock is None:
@@ -91,18 +88,14 @@ def _gpu_line(spec: WheelBuildSpec) -> str:
     return line
 
 
-def _rebuild(
-    spec: WheelBuildSpec,
-    python: BuildPython,
-    image: Optional[BuildImage],
-    dist: Path,
-    rebuilding: Tuple[Address, ...],
-    lock: Optional[ReadLock],
-    archives: Sequence[ArchiveSpec],
-    prebuilt: Sequence[PrebuiltSpec],
-) -> Tuple[str, bool]:
-    """Whether the build would run, and why (rebuild.py), against the wheel in dist/; and
-    whether it would (`rebuilding`: the wheels before it in the chain that would)."""
+async def _rebuild(
+    spec: WheelBuildSpec, python: BuildPython, image: Optional[BuildImage], dist: Path, rebuilding: Dict[Address, bool]
+) -> str:
+    """Whether the build would run, and why (rebuild.py), against the wheel in dist/."""
+    lock = await Get(ReadLock, LockPath(spec.lock_path)) if spec.lock_path else None
+    archives = await MultiGet(
+        Get(ArchiveSpec, ArchiveRequest(a, f"the `archives` field of {spec.owner}")) for _, a in spec.archives
+    )
     now = Inputs(
         pin=spec.upstream.pin_name,
         commit=spec.upstream.pin.commit,
@@ -114,43 +107,32 @@ def _rebuild(
         gpu_targets=spec.gpu_targets,
         archives={var: a.sha256 for (var, _), a in zip(spec.archives, archives)},
         image=image.image_id if image else "",
-        prebuilt={a.spec: p.pin.sha256 for a, p in zip(spec.prebuilt, prebuilt)},
+        prebuilt={
+            a.spec: (await Get(PrebuiltSpec, PrebuiltRequest(a, f"the `dependencies` field of {spec.owner}"))).pin.sha256
+            for a in spec.prebuilt
+        },
     )
     previous = last_build_info(dist / dist_dir(spec.address))
     own = changes(previous, now) if previous else []
-    deps = [d.spec for d in spec.dependencies if d in rebuilding]
+    deps = [d.spec for d in spec.dependencies if rebuilding.get(d)]
+    rebuilding[spec.address] = bool(own or deps or previous is None)
     last = f"{dist.name}/{dist_dir(spec.address)}/" if previous else None
-    return verdict(own, deps, last), bool(own or deps or previous is None)
+    return verdict(own, deps, last)
 
 
-def _prebuilt_lines(spec: WheelBuildSpec, prebuilt: Sequence[PrebuiltSpec]) -> List[str]:
+async def _prebuilt_lines(spec: WheelBuildSpec) -> List[str]:
     lines = []
-    for address, found in zip(spec.prebuilt, prebuilt):
-        pin = found.pin
+    for address in spec.prebuilt:
+        prebuilt = await Get(PrebuiltSpec, PrebuiltRequest(address, f"the `dependencies` field of {spec.owner}"))
+        pin = prebuilt.pin
         what = f"{pin.file} sha256:{pin.sha256[:16]}" if pin.resolved else f"NOT RESOLVED (track {pin.track!r})"
         lines.append(f"{address.spec} <- {pin.index_url} {what}")
     return lines
 
 
-@dataclass(frozen=True)
-class PlanStepRequest:
-    step: int
-    spec: WheelBuildSpec
-    dist: str  # dist/ on this machine, where the last build of the wheel is
-    rebuilding: Tuple[Address, ...]  # the wheels before it in the chain that would be rebuilt
-
-
-@dataclass(frozen=True)
-class PlanStep:
-    lines: Tuple[str, ...]
-    rebuilds: bool
-
-
-# Uncacheable: it reads the last build's info in dist/ directly (re-run on every rocm-plan;
-# what it asks for is memoized as usual).
-@_uncacheable_rule(desc="Describing a rocm_wheel build", level=LogLevel.DEBUG)
-async def describe_plan_step(request: PlanStepRequest, isolation: NetworkIsolation) -> PlanStep:
-    step, spec = request.step, request.spec
+async def _describe(
+    step: int, spec: WheelBuildSpec, isolation: NetworkIsolation, dist: Path, rebuilding: Dict[Address, bool]
+) -> List[str]:
     image = None
     try:
         environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, spec.owner))
@@ -165,8 +147,7 @@ async def describe_plan_step(request: PlanStepRequest, isolation: NetworkIsolati
     except RocmBuildError as e:  # the plan works on any machine: say what is missing
         python = BuildPython("<not found>", "CPython", f"{spec.python}.x")
         python_line = f"NOT FOUND: {e}"
-    wrapped = await Get(WrappedTarget, WrappedTargetRequest(spec.toolchain, f"the `toolchain` field of {spec.owner}"))
-    toolchain_target = expect_target(wrapped, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
+    toolchain_target = await expect_target(spec.toolchain, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
     toolchain = ResolvedToolchain(
         address=spec.toolchain,
         provider=toolchain_target[ToolchainProviderField].value,
@@ -175,20 +156,14 @@ async def describe_plan_step(request: PlanStepRequest, isolation: NetworkIsolati
         cache_name="" if image else "rocm_toolchain_by_identity",
         root_in_image="<in the image>" if image else "",
     )
-    build = WheelBuildRequest(
+    request = WheelBuildRequest(
         spec, toolchain, python, isolation.isolated(bool(image)), image,
         local_version_label(toolchain, spec), 0, EMPTY_DIGEST, rust=UNRESOLVED if spec.rust else "",
     )  # fmt: skip
-    process = await Get(Process, WheelBuildRequest, build)
-    read = await Get(ReadLock, LockPath(spec.lock_path)) if spec.lock_path else None
-    lock, locked = _lock_summary(spec, read)
-    prebuilt = [await Get(PrebuiltSpec, PrebuiltRequest(a, f"the `dependencies` field of {spec.owner}")) for a in spec.prebuilt]
-    archives = await MultiGet(
-        Get(ArchiveSpec, ArchiveRequest(a, f"the `archives` field of {spec.owner}")) for _, a in spec.archives
-    )
-    rebuild, rebuilds = _rebuild(spec, python, image, Path(request.dist), request.rebuilding, read, archives, prebuilt)
+    process = await Get(Process, WheelBuildRequest, request)
+    lock, locked = await _lock_summary(spec)
     pin = spec.upstream.pin
-    lines = [
+    return [
         f"[{step}] {spec.owner}{'  (optional)' if spec.optional else ''}",
         f"  source    {pin.url} @ {pin.commit}{' (with submodules)' if pin.submodules else ''}",
         "  patches" if spec.upstream.patches else "  patches   none",
@@ -199,8 +174,8 @@ async def describe_plan_step(request: PlanStepRequest, isolation: NetworkIsolati
         f"  environment {environment_line}",
         f"  network   {isolation.describe(in_image=bool(image))}",
         f"  lock      {lock}",
-        *[f"  prebuilt  {line}" for line in _prebuilt_lines(spec, prebuilt)],
-        f"  rebuild   {rebuild}",
+        *[f"  prebuilt  {line}" for line in await _prebuilt_lines(spec)],
+        f"  rebuild   {await _rebuild(spec, python, image, dist, rebuilding)}",
         *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),
         *([f"  cargo     crates <- {spec.cargo_lock} of the tree, each fetched by its checksum or commit (offline build)"]
           if spec.cargo_lock else []),  # fmt: skip
@@ -211,24 +186,21 @@ async def describe_plan_step(request: PlanStepRequest, isolation: NetworkIsolati
         *(f"    {c}" for c in describe_commands(spec, locked)),
         "",
     ]
-    return PlanStep(tuple(lines), rebuilds)
 
 
 @goal_rule
 async def rocm_plan(
-    console: Console, addresses: Addresses, options: RocmPlanSubsystem, global_options: GlobalOptions
+    console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation, global_options: GlobalOptions
 ) -> RocmPlan:
-    specs = (await Get(ChainSpecs, ChainSpecsRequest(tuple(addresses), RocmPlanSubsystem.name))).specs
+    specs = await chain_specs(addresses, RocmPlanSubsystem.name)
     if options.check:  # the same report `pants check` shows (goals/check.py)
-        report = await Get(PreflightReport, PreflightReportRequest(tuple(addresses), specs, str(dist_path(global_options))))
+        report = await preflight_report(addresses, specs, dist_path(global_options))
         console.print_stdout(report.text)
         return RocmPlan(exit_code=1 if report.problems else 0)
     lines: List[str] = []
-    rebuilding: Tuple[Address, ...] = ()
+    rebuilding: Dict[Address, bool] = {}
     for step, spec in enumerate(specs, 1):
-        planned = await Get(PlanStep, PlanStepRequest(step, spec, str(dist_path(global_options)), rebuilding))
-        lines += planned.lines
-        rebuilding += (spec.address,) if planned.rebuilds else ()
+        lines += await _describe(step, spec, isolation, dist_path(global_options), rebuilding)
     console.print_stdout("\n".join(lines))
     return RocmPlan(exit_code=0)
 

@@ -2,8 +2,8 @@
 
 For the chains of the given rocm_wheel targets: one line per component (ok, skip or FAIL with
 each problem, from wheel/preflight.py's checks), and where a target's install set is in dist/
-already, the check `package` runs before writing it. Both goals ask for a `PreflightReport`
-(`report_preflight`), so they cannot disagree.
+already, the check `package` runs before writing it. Both goals call `preflight_report`, so
+they cannot disagree.
 """
 
 from __future__ import annotations
@@ -12,22 +12,21 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Sequence, Tuple
+from typing import Iterable, List, Tuple
 
 from pants.base.build_root import BuildRoot
 from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, FileContent
-from pants.engine.rules import Get, MultiGet, _uncacheable_rule, collect_rules, rule
+from pants.engine.rules import Get, MultiGet
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.option.global_options import GlobalOptions
-from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel
 from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
+from rocm_build.wheel.chain_order import wheel_chain
 from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
 from rocm_build.wheel.target_types import RocmWheelTarget
 
@@ -46,68 +45,29 @@ def dist_path(global_options: GlobalOptions) -> Path:
     return Path(BuildRoot().path, global_options.pants_distdir)
 
 
-@dataclass(frozen=True)
-class ChainSpecsRequest:
-    roots: Tuple[Address, ...]
-    goal: str  # the goal that asks, for messages
-
-
-@dataclass(frozen=True)
-class ChainSpecs:
-    specs: Tuple[WheelBuildSpec, ...]
-
-
-@rule(desc="Ordering the rocm_wheel chains of the given targets", level=LogLevel.DEBUG)
-async def order_chain_specs(request: ChainSpecsRequest) -> ChainSpecs:
+async def chain_specs(addresses: Iterable[Address], goal: str) -> List[WheelBuildSpec]:
     """The rocm_wheel chains of the given targets, in build order, each component once."""
-    goal = request.goal
     specs: List[WheelBuildSpec] = []
-    for root in request.roots:
+    for root in addresses:
         wrapped = await Get(WrappedTarget, WrappedTargetRequest(root, goal))
         if isinstance(wrapped.target, RocmWheelTarget):
-            chain = await Get(WheelChain, WheelChainRequest(root))
-            specs += [s for s in chain.specs if s.address not in {k.address for k in specs}]
+            specs += [s for s in await wheel_chain(root) if s.address not in {k.address for k in specs}]
     if not specs:
         raise RocmBuildError(f"{goal}: give it rocm_wheel targets, e.g. `pants {goal} components/vllm:wheel`")
-    return ChainSpecs(tuple(specs))
+    return specs
 
 
-@dataclass(frozen=True)
-class PreflightReportRequest:
-    roots: Tuple[Address, ...]
-    specs: Tuple[WheelBuildSpec, ...]
-    dist: str  # dist/ on this machine: where install sets already written are looked for
-
-
-@dataclass(frozen=True)
-class InstalledSetReportRequest:
-    root: Address
-    specs: Tuple[WheelBuildSpec, ...]
-    dist: str
-
-
-@dataclass(frozen=True)
-class ReportLines:
-    lines: Tuple[str, ...]
-    problems: int
-
-
-# Uncacheable: they read the install sets in dist/ directly, and report the checks of
-# wheel/preflight.py (uncacheable too). Re-run on every run; what they ask for is memoized.
-@_uncacheable_rule(desc="Reporting the preflight of rocm_wheel chains")
-async def report_preflight(request: PreflightReportRequest) -> PreflightReport:
+async def preflight_report(roots: Iterable[Address], specs: List[WheelBuildSpec], dist: Path) -> PreflightReport:
     """The install sets of `roots` already in dist/, then every component of `specs`."""
-    sets = await MultiGet(Get(ReportLines, InstalledSetReportRequest(root, request.specs, request.dist)) for root in request.roots)
-    quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in request.specs)
-    trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in request.specs)
-    lines, problems = _components(request.specs, quick, trees)
-    return PreflightReport((*(line for s in sets for line in s.lines), *lines), sum(s.problems for s in sets) + problems)
+    set_lines, set_problems = await _installed_sets(tuple(roots), specs, dist)
+    lines, problems = await _components(specs)
+    return PreflightReport((*set_lines, *lines), set_problems + problems)
 
 
-def _components(
-    specs: Sequence[WheelBuildSpec], quick: Sequence[ComponentStatus], trees: Sequence[ComponentStatus]
-) -> Tuple[List[str], int]:
+async def _components(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
     """One line per component (ok, skip or FAIL with its problems), and the problem count."""
+    quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in specs)
+    trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in specs)
     lines, count, seen = [], 0, set()
     for q, t in zip(quick, trees):
         problems = (*q.problems, *t.problems)
@@ -145,28 +105,25 @@ def _set_wheels(install: Path) -> List[Tuple[str, bytes, bool]]:
     return found
 
 
-@_uncacheable_rule(desc="Checking an install set in dist/", level=LogLevel.DEBUG)
-async def report_installed_set(request: InstalledSetReportRequest) -> ReportLines:
-    """The load check `package` runs, on the install set of `root` if it is in dist/ already."""
-    root, specs, dist = request.root, request.specs, Path(request.dist)
+async def _installed_sets(roots: Tuple[Address, ...], specs: List[WheelBuildSpec], dist: Path) -> Tuple[List[str], int]:
+    """The load check `package` runs, on each install set of the given targets already in dist/."""
     gpu_targets = tuple(dict.fromkeys(t for s in specs for t in s.gpu_targets))
-    install = dist / f"{dist_dir(root)}.install"
-    wheels = _set_wheels(install) if install.is_dir() else []
-    if not wheels:
-        return ReportLines((), 0)
-    digests = await MultiGet(Get(Digest, CreateDigest([FileContent(name, data)])) for name, data, _ in wheels)
-    set_wheels = tuple(SetWheel(BuiltWheel(d, name), name, built) for d, (name, _, built) in zip(digests, wheels))
-    chain = tuple(s.address for s in specs)
-    sdk = (await Get(RuntimeSet, RuntimeSetRequest(root.spec, chain))).sdk_install
-    checked = await Get(CheckedInstallSet, InstallSetCheckRequest(root.spec, set_wheels, gpu_targets, chain, sdk))
-    where = install.relative_to(dist.parent) if dist.parent in install.parents else install
-    if checked.problems:
-        lines = [f"FAIL  install set {where}", *(f"      - {p}" for p in checked.problems)]
-    else:
-        lines = [f"ok    install set {where}  ({checked.summary()})"]
-    lines += [f"      note: {n}" for n in checked.notes]
-    return ReportLines(tuple(lines), len(checked.problems))
-
-
-def rules():
-    return collect_rules()
+    lines, count = [], 0
+    for root in roots:
+        install = dist / f"{dist_dir(root)}.install"
+        wheels = _set_wheels(install) if install.is_dir() else []
+        if not wheels:
+            continue
+        digests = await MultiGet(Get(Digest, CreateDigest([FileContent(name, data)])) for name, data, _ in wheels)
+        set_wheels = tuple(SetWheel(BuiltWheel(d, name), name, built) for d, (name, _, built) in zip(digests, wheels))
+        chain = tuple(s.address for s in specs)
+        sdk = (await Get(RuntimeSet, RuntimeSetRequest(root.spec, chain))).sdk_install
+        checked = await Get(CheckedInstallSet, InstallSetCheckRequest(root.spec, set_wheels, gpu_targets, chain, sdk))
+        where = install.relative_to(dist.parent) if dist.parent in install.parents else install
+        if checked.problems:
+            lines += [f"FAIL  install set {where}", *(f"      - {p}" for p in checked.problems)]
+        else:
+            lines.append(f"ok    install set {where}  ({checked.summary()})")
+        lines += [f"      note: {n}" for n in checked.notes]
+        count += len(checked.problems)
+    return lines, count

@@ -206,24 +206,12 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
     return CheckedInstallSet(request.owner, tuple(problems), closure.elves, closure.links, closure.symbols, notes, kernels)
 
 
-@dataclass(frozen=True)
-class WheelFilesRequest:
+async def wheels_of(digest: Digest) -> List[BuiltWheel]:
     """Each wheel file of a digest (the run-time wheels of an install set), as a digest of its own."""
-
-    digest: Digest
-
-
-@dataclass(frozen=True)
-class WheelFiles:
-    wheels: Tuple[BuiltWheel, ...]
-
-
-@rule
-async def split_wheel_files(request: WheelFilesRequest) -> WheelFiles:
-    entries = await Get(DigestEntries, Digest, request.digest)
+    entries = await Get(DigestEntries, Digest, digest)
     files = [e for e in entries if isinstance(e, FileEntry) and e.path.endswith(".whl")]
     digests = await MultiGet(Get(Digest, CreateDigest([FileEntry(e.path.rsplit("/", 1)[-1], e.file_digest)])) for e in files)
-    return WheelFiles(tuple(BuiltWheel(d, e.path.rsplit("/", 1)[-1]) for e, d in zip(files, digests)))
+    return [BuiltWheel(d, e.path.rsplit("/", 1)[-1]) for e, d in zip(files, digests)]
 
 
 def rules():

@@ -23,6 +23,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
 
 from rocm_build.wheel.build_spec import ENV_NAME, WheelBuildSpec, WheelRequest
+from rocm_build.wheel.chain_order import wheel_chain
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.lockfile import LockedDist
 from rocm_build.install.runtime_lock import (
@@ -185,6 +186,12 @@ async def runtime_set(request: RuntimeSetRequest) -> RuntimeSet:
     dists = merged_dists(request.owner, [(lock.owner, lock.path, lock.lock.dists) for lock in locks])
     wheel_files = await Get(Digest, MergeDigests(lock.wheels for lock in locks))
     return RuntimeSet(env, dists, tuple(dict.fromkeys(sdk)), wheel_files, sdk_install)
+
+
+async def check_runtime_set(root: Address) -> None:
+    """The chain's run-time fields and locks, checked before any build of it starts."""
+    chain = await wheel_chain(root)
+    await Get(RuntimeSet, RuntimeSetRequest(root.spec, tuple(spec.address for spec in chain)))
 
 
 def with_runtime_lines(runtime: RuntimeSet, lines: List[str]) -> List[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from rocm_build.programs.pants_api_report import engine_calls, moved_imports, report
+from rocm_build.programs.pants_api_report import moved_imports, report
 
 START, END = "<!-- pants-api-report -->\n", "<!-- /pants-api-report -->"
 
@@ -14,30 +14,6 @@ def test_the_page_shows_the_counts_of_this_tree() -> None:
     page = Path("docs/pants-versions.md").read_text()
     shown = page[page.index(START) + len(START) : page.index(END)]
     assert shown == report(Path(".")), "regenerate it: python3 rules/rocm_build/programs/pants_api_report.py ."
-
-
-def test_no_plain_async_helper_calls_the_engine() -> None:
-    # Pants 2.32 removes Get; `migrate-call-by-name` rewrites only the calls inside rules.
-    assert "0 of them in plain async helpers" in report(Path("."))
-
-
-def test_a_get_counts_as_in_a_helper_unless_its_function_is_a_rule() -> None:
-    code = """
-@rule(desc="d")
-async def a(r: R) -> X:
-    return await Get(X, Y(r))
-
-@_uncacheable_rule(desc="d")
-async def b(r: R) -> X:
-    return await MultiGet(Get(X, Y(r)), Get(X, Z(r)))
-
-async def helper(r: R) -> X:
-    return await Get(X, Y(r))
-
-def builds_a_request(r: R) -> Y:
-    return Y(r)
-"""
-    assert engine_calls(ast.parse(code)) == (4, 1, 1)
 
 
 def test_the_moved_environment_types_are_imported_in_one_module_only_as_the_fallback() -> None:

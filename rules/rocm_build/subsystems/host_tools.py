@@ -25,7 +25,7 @@ from pants.core.util_rules.system_binaries import (
     BinaryPathTest,
 )
 from pants.engine.process import Process, ProcessCacheScope
-from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
@@ -47,11 +47,13 @@ class HostTools:
     python: BinaryPath
 
 
-def _search(name: str) -> BinaryPathRequest:
-    return BinaryPathRequest(binary_name=name, search_path=SYSTEM_DIRS, test=BinaryPathTest(["--version"]))
-
-
-def _found(paths: BinaryPaths, name: str, why: str, install: str) -> BinaryPath:
+async def _find(name: str, why: str, install: str) -> BinaryPath:
+    paths = await Get(
+        BinaryPaths,
+        BinaryPathRequest(
+            binary_name=name, search_path=SYSTEM_DIRS, test=BinaryPathTest(["--version"])
+        ),
+    )
     if not paths.first_path:
         raise RocmBuildError(
             f"`{name}` was not found in {', '.join(SYSTEM_DIRS)}; it is needed {why}. "
@@ -62,10 +64,9 @@ def _found(paths: BinaryPaths, name: str, why: str, install: str) -> BinaryPath:
 
 @rule
 async def find_host_tools(bash: BashBinary) -> HostTools:
-    git_paths, python_paths = await MultiGet(Get(BinaryPaths, _search("git")), Get(BinaryPaths, _search("python3")))
-    git = _found(git_paths, "git", "to fetch upstream sources and apply patches", "apt-get install git")
-    python = _found(
-        python_paths, "python3", "to apply anchored edits and build wheels", "apt-get install python3 python3-venv"
+    git = await _find("git", "to fetch upstream sources and apply patches", "apt-get install git")
+    python = await _find(
+        "python3", "to apply anchored edits and build wheels", "apt-get install python3 python3-venv"
     )
     return HostTools(git=git, bash=bash, python=python)
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Optional
+from typing import Optional, Tuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from pants.core.subsystems.python_bootstrap import PythonBootstrap
@@ -103,9 +103,18 @@ class BuildPythonRequest:
     image: Optional[BuildImage] = None  # set: the Python inside this image
 
 
-def _image_python(request: BuildPythonRequest, constraint: Constraint, pythons: ImagePythons) -> BuildPython:
-    """The first of the image's `pythons` that `constraint` allows."""
+async def _candidates(search_path: Tuple[str, ...], constraint: Constraint) -> Tuple[str, ...]:
+    names = [f"python3.{m}" for m in MINORS if constraint.allows_minor(m)]
+    found = await MultiGet(
+        Get(BinaryPaths, BinaryPathRequest(binary_name=n, search_path=search_path, test=BinaryPathTest(["-V"])))
+        for n in names
+    )
+    return tuple(dict.fromkeys(p.path for paths in found for p in paths.paths))
+
+
+async def _image_python(request: BuildPythonRequest, constraint: Constraint) -> BuildPython:
     assert request.image
+    pythons = await Get(ImagePythons, BuildImage, request.image)
     for path, implementation, version, prefix in pythons.found:
         if implementation == constraint.implementation and constraint.specifier.contains(version, prereleases=True):
             return BuildPython(path, implementation, version, prefix, in_image=True)
@@ -122,14 +131,9 @@ def _image_python(request: BuildPythonRequest, constraint: Constraint, pythons: 
 async def find_build_python(request: BuildPythonRequest, bootstrap: PythonBootstrap, tools: HostTools) -> BuildPython:
     constraint = parse_constraint(request.constraint, request.owner)
     if request.image:
-        return _image_python(request, constraint, await Get(ImagePythons, BuildImage, request.image))
+        return await _image_python(request, constraint)
     search_path = tuple(bootstrap.interpreter_search_paths)
-    found = await MultiGet(
-        Get(BinaryPaths, BinaryPathRequest(binary_name=f"python3.{m}", search_path=search_path, test=BinaryPathTest(["-V"])))
-        for m in MINORS
-        if constraint.allows_minor(m)
-    )
-    for path in dict.fromkeys(p.path for paths in found for p in paths.paths):
+    for path in await _candidates(search_path, constraint):
         result = await Get(
             ProcessResult,
             Process(

@@ -20,7 +20,6 @@ from pants.engine.process import (
     ProcessResult,
 )
 from pants.engine.rules import Get, collect_rules, rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.util.logging import LogLevel
 
 from rocm_build.toolchain.container import BuildImage, probe_process
@@ -112,8 +111,7 @@ def default_label(provider: str, version: str | None, identity: str) -> str:
 
 @rule
 async def resolve_toolchain(request: ToolchainRequest, tools: HostTools) -> ResolvedToolchain:
-    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
-    target = expect_target(wrapped, RocmToolchainTarget, request.description_of_origin)
+    target = await expect_target(request.address, RocmToolchainTarget, request.description_of_origin)
     owner = target.address.spec
     provider = target[ToolchainProviderField].value
     version = target[ToolchainVersionField].value

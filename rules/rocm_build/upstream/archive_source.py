@@ -55,7 +55,8 @@ class ArchivePackRequest(TargetRequest):
 @rule(desc="Packing an upstream_archive's tree", level=LogLevel.DEBUG)
 async def pack_archive(request: ArchivePackRequest, tools: HostTools) -> FetchedTree:
     unpacked = await Get(UnpackedArchive, ArchiveRequest(request.address, request.description_of_origin))
-    tree, script = await MultiGet(Get(Digest, AddPrefix(unpacked.tree, UNPACKED)), Get(Digest, script_files("source_pack.py")))
+    tree = await Get(Digest, AddPrefix(unpacked.tree, UNPACKED))
+    script = await Get(Digest, script_files("source_pack.py"))
     result = await Get(
         FallibleProcessResult,
         Process(

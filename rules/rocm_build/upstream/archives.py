@@ -21,7 +21,6 @@ from pants.engine.fs import (
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
 from rocm_build.upstream.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -40,7 +39,7 @@ from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.patching import OrderedPatches, PatchedDigest, PatchFile, PatchSetsRequest, TreePatchRequest
 from rocm_build.upstream.pins import SHA256
-from rocm_build.upstream.pins_file import load_pins, pins_globs
+from rocm_build.upstream.pins_file import load_pins
 
 # Its exit codes say why a download failed; it unpacks into FETCH_ARCHIVE.OUT.
 FETCH_ARCHIVE = load_script("fetch_archive.py")
@@ -77,8 +76,7 @@ class ArchiveSpec:
 
 @rule(desc="Reading an upstream_archive")
 async def archive_spec(request: ArchiveRequest) -> ArchiveSpec:
-    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
-    target = expect_target(wrapped, UpstreamArchiveTarget, request.description_of_origin)
+    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
     owner, mirrors = target.address.spec, tuple(target[ArchiveMirrorsField].value or ())
     pin, path = target[ArchivePinField].value, target[ArchivePinsFileField].value
     if not pin:
@@ -88,7 +86,7 @@ async def archive_spec(request: ArchiveRequest) -> ArchiveSpec:
             target.address, target[ArchiveUrlField].value, mirrors, (target[ArchiveSha256Field].value or "").strip(),
             target[ArchiveStripPrefixField].value or "", f"the `sha256` field of {owner}",
         )  # fmt: skip
-    tables = dict(load_pins(path, owner, await Get(DigestContents, PathGlobs, pins_globs(path, owner)), parse_archive_pins).pins)
+    tables = dict((await load_pins(path, owner, parse_archive_pins)).pins)
     if pin not in tables:
         raise RocmBuildError(f"upstream_archive {owner}: no table [{pin}] in {path}")
     table = tables[pin]
@@ -177,11 +175,8 @@ async def unpack_archive(request: ArchiveRequest) -> UnpackedArchive:
 
 @rule(desc="Patching an upstream_archive")
 async def fetch_archive(request: ArchiveRequest) -> FetchedArchive:
-    unpacked, wrapped = await MultiGet(
-        Get(UnpackedArchive, ArchiveRequest, request),
-        Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin)),
-    )
-    target = expect_target(wrapped, UpstreamArchiveTarget, request.description_of_origin)
+    unpacked = await Get(UnpackedArchive, ArchiveRequest, request)
+    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
     patches = await Get(OrderedPatches, PatchSetsRequest(tuple(target[PatchSetsField].value or ()), target.address))
     patched = await Get(
         PatchedDigest,

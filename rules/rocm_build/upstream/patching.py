@@ -125,104 +125,72 @@ def with_parents(paths: Iterable[str]) -> Tuple[str, ...]:
     return tuple(sorted({"/".join(p.split("/")[:i]) for p in paths for i in range(1, p.count("/") + 2)}))
 
 
-@dataclass(frozen=True)
-class TouchedRequest:
-    """The paths a patch process's patches read or write (each patch's paths checked first)."""
-
-    owner: str
-    patch_files: Tuple[str, ...]
-    patches: Digest
-
-
-@dataclass(frozen=True)
-class Touched:
-    paths: Tuple[str, ...]  # sorted
-
-
-@dataclass(frozen=True)
-class ApplyRequest(TouchedRequest):
-    """The patches applied to `files` (the touched files, under TREE_DIR/)."""
-
-    files: Digest
-
-
-@dataclass(frozen=True)
-class Applied:
-    written: Digest  # the files the patches wrote, under TREE_DIR/
-    log: str
-
-
-def _patch_process(tools: HostTools, argv: Tuple[str, ...], input_digest: Digest, description: str, **process: object) -> Process:
-    return Process(
-        argv=(tools.python.path, SCRIPT_PATH, *argv),
-        env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_GIT": tools.git.fingerprint},
-        input_digest=input_digest,
-        description=description,
-        **process,  # type: ignore[arg-type]
+async def _run_script(owner: str, tools: HostTools, argv: Tuple[str, ...], input_digest: Digest,
+                      description: str, **process: object) -> FallibleProcessResult:
+    result = await Get(
+        FallibleProcessResult,
+        Process(
+            argv=(tools.python.path, SCRIPT_PATH, *argv),
+            env={"PATH": "/usr/bin:/bin", "ROCM_BUILD_GIT": tools.git.fingerprint},
+            input_digest=input_digest,
+            description=description,
+            **process,  # type: ignore[arg-type]
+        ),
     )
-
-
-def _succeeded(owner: str, result: FallibleProcessResult) -> FallibleProcessResult:
     if result.exit_code != 0:
         raise RocmBuildError(f"{owner}: {result.stderr.decode().strip() or 'applying patches failed'}")
     return result
 
 
-@rule
-async def list_touched(request: TouchedRequest, tools: HostTools) -> Touched:
-    script = await Get(Digest, script_files("apply_patches.py"))
-    digest = await Get(Digest, MergeDigests([request.patches, script]))
-    process = _patch_process(
-        tools, ("--touched", *request.patch_files), digest,
+async def _touched(request: PatchRequest | TreePatchRequest, tools: HostTools) -> Tuple[str, ...]:
+    """Every path the patches read or write (each patch's paths checked first)."""
+    listed = await _run_script(
+        request.owner, tools, ("--touched", *request.patch_files),
+        await Get(Digest, MergeDigests([request.patches, await Get(Digest, script_files("apply_patches.py"))])),
         f"Listing the files {len(request.patch_files)} patch file(s) touch for {request.owner}",
         level=LogLevel.DEBUG,
-    )  # fmt: skip
-    listed = _succeeded(request.owner, await Get(FallibleProcessResult, Process, process))
-    return Touched(tuple(sorted(json.loads(listed.stdout))))
+    )
+    return tuple(sorted(json.loads(listed.stdout)))
 
 
-@rule
-async def apply_to_files(request: ApplyRequest, tools: HostTools) -> Applied:
-    script = await Get(Digest, script_files("apply_patches.py"))
-    digest = await Get(Digest, MergeDigests([request.files, request.patches, script]))
-    process = _patch_process(
-        tools, (TREE_DIR, *request.patch_files), digest,
+async def _applied(request: PatchRequest | TreePatchRequest, tools: HostTools, files: Digest) -> FallibleProcessResult:
+    """The patches applied to `files` (the touched files, under TREE_DIR/): the files they wrote."""
+    return await _run_script(
+        request.owner, tools, (TREE_DIR, *request.patch_files),
+        await Get(Digest, MergeDigests([files, request.patches, await Get(Digest, script_files("apply_patches.py"))])),
         f"Applying {len(request.patch_files)} patch file(s) for {request.owner}",
         output_directories=(TREE_DIR,),
         level=LogLevel.INFO,
-    )  # fmt: skip
-    applied = _succeeded(request.owner, await Get(FallibleProcessResult, Process, process))
-    return Applied(applied.output_digest, applied.stdout.decode())
+    )
 
 
 @rule
-async def apply_patches(request: PatchRequest) -> PatchedTree:
+async def apply_patches(request: PatchRequest, tools: HostTools) -> PatchedTree:
     if not request.patch_files:
         return PatchedTree(SourceTree(request.pack, EMPTY_DIGEST), "")
-    touched = (await Get(Touched, TouchedRequest(request.owner, request.patch_files, request.patches))).paths
+    touched = await _touched(request, tools)
     files = await Get(CheckedOut, CheckoutRequest(request.pack, request.owner, "only", with_parents(touched)))
-    applied = await Get(Applied, ApplyRequest(request.owner, request.patch_files, request.patches, files.digest))
-    entries = await Get(DigestEntries, Digest, applied.written)
+    applied = await _applied(request, tools, files.digest)
+    entries = await Get(DigestEntries, Digest, applied.output_digest)
     written = {e.path for e in entries if not isinstance(e, Directory)}
     removes = any(f"{TREE_DIR}/{p}" not in written for p in touched)
-    return PatchedTree(SourceTree(request.pack, applied.written, touched, removes), applied.log)
+    return PatchedTree(SourceTree(request.pack, applied.output_digest, touched, removes), applied.stdout.decode())
 
 
 @rule
-async def apply_patches_to_tree(request: TreePatchRequest) -> PatchedDigest:
+async def apply_patches_to_tree(request: TreePatchRequest, tools: HostTools) -> PatchedDigest:
     """As `apply_patches`, the touched files taken from the tree's entries instead of a pack:
     the patch process gets only those, and its output replaces them in the tree."""
     if not request.patch_files:
         return PatchedDigest(request.tree, "")
-    touched = (await Get(Touched, TouchedRequest(request.owner, request.patch_files, request.patches))).paths
+    touched = await _touched(request, tools)
     entries = await Get(DigestEntries, Digest, request.tree)
     near = set(with_parents(touched))
     files = await Get(Digest, CreateDigest([e for e in entries if e.path in near]))
-    under_tree = await Get(Digest, AddPrefix(files, TREE_DIR))
-    applied = await Get(Applied, ApplyRequest(request.owner, request.patch_files, request.patches, under_tree))
-    written = await Get(Digest, RemovePrefix(applied.written, TREE_DIR))
+    applied = await _applied(request, tools, await Get(Digest, AddPrefix(files, TREE_DIR)))
+    written = await Get(Digest, RemovePrefix(applied.output_digest, TREE_DIR))
     rest = await Get(Digest, CreateDigest([e for e in entries if e.path not in touched]))
-    return PatchedDigest(await Get(Digest, MergeDigests([rest, written])), applied.log)
+    return PatchedDigest(await Get(Digest, MergeDigests([rest, written])), applied.stdout.decode())
 
 
 def rules():

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Tuple
 
 from pants.engine.fs import DigestContents, GlobMatchErrorBehavior, PathGlobs
+from pants.engine.rules import Get
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.upstream.pins import PinsError, parse_pins
@@ -22,21 +23,17 @@ class LoadedPins:
     pins: Tuple[Tuple[str, Any], ...]  # (name, Pin or ArchivePin), sorted by name
 
 
-def pins_globs(path: str, owner: str) -> PathGlobs:
-    """What a rule asks the engine for (`Get(DigestContents, PathGlobs, ...)`) to read the pins
-    file or directory at `path` that `owner` names."""
-    return PathGlobs(
-        [glob_of(path)],
-        glob_match_error_behavior=GlobMatchErrorBehavior.error,
-        description_of_origin=f"the `pins_file` field of {owner}",
+async def load_pins(path: str, owner: str, parse: Callable[[str, str], Mapping[str, Any]] = parse_pins) -> LoadedPins:
+    """The pins file or directory at `path` (git pins by default; `parse_archive_pins` for
+    archive pins)."""
+    contents = await Get(
+        DigestContents,
+        PathGlobs(
+            [glob_of(path)],
+            glob_match_error_behavior=GlobMatchErrorBehavior.error,
+            description_of_origin=f"the `pins_file` field of {owner}",
+        ),
     )
-
-
-def load_pins(
-    path: str, owner: str, contents: DigestContents, parse: Callable[[str, str], Mapping[str, Any]] = parse_pins
-) -> LoadedPins:
-    """The pins of the file or directory at `path` (`contents`: as read with `pins_globs`), git
-    pins by default; `parse_archive_pins` for archive pins."""
     files = PinsFiles.of(path, ((fc.path, fc.content) for fc in contents))
     try:
         pins = files.parse(parse)

@@ -20,10 +20,9 @@ from dataclasses import dataclass
 from typing import List, Optional, Sequence, Tuple
 
 from pants.engine.addresses import Address
-from pants.engine.fs import Digest, DigestContents, PathGlobs, RemovePrefix
+from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
 from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -37,7 +36,7 @@ from rocm_build.upstream.target_types import (
     PrebuiltWheelTarget,
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
-from rocm_build.upstream.pins_file import load_pins, pins_globs
+from rocm_build.upstream.pins_file import load_pins
 
 # Its exit codes say why a download failed; `fetch` writes the file into WHEEL_DIR/.
 SIMPLE_INDEX = load_script("simple_index.py")
@@ -102,10 +101,9 @@ class FetchedPrebuilt:
 
 @rule(desc="Reading a prebuilt_wheel")
 async def prebuilt_spec(request: PrebuiltRequest) -> PrebuiltSpec:
-    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
-    target = expect_target(wrapped, PrebuiltWheelTarget, request.description_of_origin)
+    target = await expect_target(request.address, PrebuiltWheelTarget, request.description_of_origin)
     owner, name, path = target.address.spec, target[PrebuiltPinField].value, target[PinsFileField].value
-    tables = dict(load_pins(path, owner, await Get(DigestContents, PathGlobs, pins_globs(path, owner)), parse_prebuilt_pins).pins)
+    tables = dict((await load_pins(path, owner, parse_prebuilt_pins)).pins)
     if name not in tables:
         known = ", ".join(sorted(tables)) or "none"
         raise RocmBuildError(

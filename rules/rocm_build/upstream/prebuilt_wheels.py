@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import fnmatch
 
-from pants.engine.fs import DigestContents, PathGlobs
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import collect_rules, rule
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     GeneratedTargets,
@@ -21,7 +20,7 @@ from pants.util.strutil import help_text
 
 from rocm_build.install.target_types import SystemLibrariesField
 from rocm_build.upstream.pins import PREBUILT, parse_prebuilt_pins
-from rocm_build.upstream.pins_file import load_pins, pins_globs
+from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.target_types import PinsFileField, PrebuiltPinField, PrebuiltWheelTarget
 
 
@@ -64,8 +63,7 @@ class GeneratePrebuiltWheelsRequest(GenerateTargetsRequest):
 async def generate_prebuilt_wheels(request: GeneratePrebuiltWheelsRequest, union_membership: UnionMembership) -> GeneratedTargets:
     generator = request.generator
     pins_file = generator[PinsFileField].value
-    contents = await Get(DigestContents, PathGlobs, pins_globs(pins_file, generator.address.spec))
-    loaded = load_pins(pins_file, generator.address.spec, contents, parse_prebuilt_pins)
+    loaded = await load_pins(pins_file, generator.address.spec, parse_prebuilt_pins)
     wanted = generator[PrebuiltPinsMatchField].value
     return GeneratedTargets(
         generator,

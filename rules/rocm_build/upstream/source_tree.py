@@ -112,34 +112,12 @@ async def merged_tree(request: MergedTreeRequest) -> MergedTree:
     return MergedTree(await Get(Digest, MergeDigests([base.digest, source.changes])))
 
 
-@dataclass(frozen=True)
-class TreeFilesRequest:
+async def source_files(source: Optional[SourceTree], paths: Iterable[str], owner: str) -> Dict[str, Optional[bytes]]:
     """The content of each of `paths` in the patched tree (None when missing), symbolic links
     followed as a reader of the tree would; reads only those files."""
-
-    source: Optional[SourceTree]  # None: no tree, every path missing
-    paths: Tuple[str, ...]
-    owner: str
-
-    @classmethod
-    def of(cls, source: Optional[SourceTree], paths: Iterable[str], owner: str) -> "TreeFilesRequest":
-        return cls(source, tuple(dict.fromkeys(paths)), owner)
-
-
-@dataclass(frozen=True)
-class TreeFiles:
-    files: Tuple[Tuple[str, Optional[bytes]], ...]  # in the order asked
-
-    def as_dict(self) -> Dict[str, Optional[bytes]]:
-        return dict(self.files)
-
-
-@rule
-async def read_tree_files(request: TreeFilesRequest) -> TreeFiles:
-    source, owner = request.source, request.owner
-    paths = tuple(dict.fromkeys(request.paths))
+    paths = tuple(dict.fromkeys(paths))
     if source is None or not paths:
-        return TreeFiles(tuple((p, None) for p in paths))
+        return {p: None for p in paths}
     patched: Dict[str, bytes] = {}
     if source.touched:
         changed = await Get(DigestContents, Digest, source.changes)
@@ -152,7 +130,7 @@ async def read_tree_files(request: TreeFilesRequest) -> TreeFiles:
         for path, named in read.named:
             # A link to a file our patches changed reads the changed file.
             found[path] = patched.get(named) if named in source.touched else fetched.get(path)
-    return TreeFiles(tuple((p, found.get(p)) for p in paths))
+    return {p: found.get(p) for p in paths}
 
 
 def rules():

@@ -13,15 +13,15 @@ from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, Package
 from pants.core.util_rules.archive import CreateArchive
 from pants.core.util_rules.system_binaries import ArchiveFormat
 from pants.engine.addresses import Address
-from pants.engine.fs import AddPrefix, Digest, DigestContents, PathGlobs, RemovePrefix, Snapshot
-from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.fs import AddPrefix, Digest, RemovePrefix, Snapshot
+from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.engine.unions import UnionRule
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.upstream.patching import OrderedPatches, PatchedTree, PatchFile, PatchRequest, PatchSetsRequest
 from rocm_build.upstream.pins import Pin, PinsError, lookup_pin
-from rocm_build.upstream.pins_file import load_pins, pins_globs
+from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.archive_source import ArchivePackRequest, ArchiveSourcePin
@@ -76,10 +76,10 @@ async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
     if isinstance(wrapped.target, UpstreamArchiveTarget):
         return await Get(UpstreamSpec, ArchiveRequest(request.address, request.description_of_origin))
-    target = expect_target(wrapped, UpstreamRepoTarget, request.description_of_origin)
+    target = await expect_target(request.address, UpstreamRepoTarget, request.description_of_origin)
     owner = target.address.spec
     pins_file = target[PinsFileField].value
-    loaded = load_pins(pins_file, owner, await Get(DigestContents, PathGlobs, pins_globs(pins_file, owner)))
+    loaded = await load_pins(pins_file, owner)
     pin_name = target[PinField].value
     try:
         pin = lookup_pin(dict(loaded.pins), pin_name, pins_file, owner)
@@ -100,11 +100,8 @@ async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
 @rule
 async def archive_upstream_spec(request: ArchiveRequest) -> UpstreamSpec:
     """An upstream_archive as a source: its pin (URL and sha256) and its patch sets."""
-    archive, wrapped = await MultiGet(
-        Get(ArchiveSpec, ArchiveRequest, request),
-        Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin)),
-    )
-    target = expect_target(wrapped, UpstreamArchiveTarget, request.description_of_origin)
+    archive = await Get(ArchiveSpec, ArchiveRequest, request)
+    target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
     patches = await Get(OrderedPatches, PatchSetsRequest(tuple(target[PatchSetsField].value or ()), target.address))
     return UpstreamSpec(
         address=target.address,

@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import io
 import tarfile
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -11,12 +12,13 @@ from pants.core.util_rules import archive
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents, DigestEntries, FileEntry, RemovePrefix
 from pants.engine.internals.scheduler import ExecutionError
+from pants.engine.rules import rule
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.upstream.patching import with_parents
-from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, TreeFiles, TreeFilesRequest
+from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree, source_files
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRepoFieldSet, UpstreamRequest
 
 SETUP = "print('hello')\nARCHS = ['gfx90a']\n"
@@ -45,6 +47,22 @@ def upstream(tmp_path: Path) -> tuple[Path, str]:
     return repo, first
 
 
+@dataclass(frozen=True)
+class ReadFiles:
+    source: SourceTree
+    paths: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class FilesRead:
+    contents: tuple[tuple[str, object], ...]
+
+
+@rule
+async def read_files(request: ReadFiles) -> FilesRead:  # source_files is a helper: a rule to call it
+    return FilesRead(tuple((await source_files(request.source, request.paths, "test")).items()))
+
+
 @pytest.fixture
 def rule_runner() -> RuleRunner:
     return plugin_rule_runner(
@@ -55,7 +73,8 @@ def rule_runner() -> RuleRunner:
         QueryRule(DigestContents, [RemovePrefix]),
         QueryRule(DigestEntries, [Digest]),
         QueryRule(DigestContents, [Digest]),
-        QueryRule(TreeFiles, [TreeFilesRequest]),
+        read_files,
+        QueryRule(FilesRead, [ReadFiles]),
     )
 
 
@@ -201,7 +220,7 @@ def test_files_read_for_the_preflight_follow_links_to_the_patched_files(rule_run
     setup_files(rule_runner, repo, sha, {"0001-numpy.patch": change})
     up, _ = resolve(rule_runner)
     asked = ("requirements.txt", "reqs/common.txt", "reqs/rocm.txt", "requirements/rocm.txt", "missing.txt", "reqs")
-    read = rule_runner.request(TreeFiles, [TreeFilesRequest(up.source, asked, "test")]).as_dict()
+    read = dict(rule_runner.request(FilesRead, [ReadFiles(up.source, asked)]).contents)
     assert read == {
         "requirements.txt": b"numpy<2\n",
         "reqs/common.txt": b"six\n",

@@ -19,7 +19,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.upstream.fetch import TREE_DIR
-from rocm_build.upstream.source_tree import TreeFiles, TreeFilesRequest
+from rocm_build.upstream.source_tree import source_files
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel import lockfile
 from rocm_build.wheel.build_requirements import PipResolved, PipResolveRequest, regenerate_command, sha256_or_none
@@ -50,7 +50,7 @@ async def resolve_build_lock(request: BuildLockRequest) -> lockfile.ResolvedLock
             files = lockfile.included_files(spec.requirements, lambda p: _text(texts[p]))
             break
         except KeyError as missing:
-            texts.update((await Get(TreeFiles, TreeFilesRequest.of(source, (missing.args[0],), spec.owner))).files)
+            texts.update(await source_files(source, (missing.args[0],), spec.owner))
         except lockfile.LockError as e:
             raise RocmBuildError(f"{spec.owner}: `build_requirements`: {e} (pin {spec.upstream.pin_name} at {pin.commit})") from None
     # pip reads the included files from the tree: only those are given to it.

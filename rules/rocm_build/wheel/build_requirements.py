@@ -35,7 +35,7 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
-from rocm_build.upstream.source_tree import SourceTree, TreeFiles, TreeFilesRequest
+from rocm_build.upstream.source_tree import SourceTree, source_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 
 LOCK_IN_SANDBOX = f"{SCRIPTS_DIR}/build.lock"
@@ -155,7 +155,7 @@ async def locked_requirements(request: LockedRequirementsRequest) -> LockedRequi
     if read.lock is None:
         raise RocmBuildError(f"rocm_wheel {owner}: {read.error}. Regenerate it: {regenerate_command(owner)}")
     lock = read.lock
-    found = (await Get(TreeFiles, TreeFilesRequest.of(request.source, (p for p, _ in lock.files), owner))).as_dict()
+    found = await source_files(request.source, (p for p, _ in lock.files), owner)
     hashes = {p: sha256_or_none(data) for p, data in found.items()}
     reasons = lockfile.stale_reasons(
         lock, request.pin, request.commit, python.major_minor, request.requirements, hashes

@@ -12,12 +12,11 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Optional, Sequence, Tuple
+from typing import Dict, Optional, Sequence, Tuple
 
 from rocm_build.pants_environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.rules import Get, collect_rules, rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.util.frozendict import FrozenDict
 
 from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
@@ -123,84 +122,56 @@ class WheelBuildSpec:
         )
 
 
-def _single(target: RocmWheelTarget, field) -> UnparsedAddressInputs:
-    """The address a field names, for `Get(Addresses, UnparsedAddressInputs, ...)`."""
-    return UnparsedAddressInputs(
-        [target[field].value],
-        owning_address=target.address,
-        description_of_origin=f"the `{field.alias}` field of {target.address.spec}",
+async def _single(target: RocmWheelTarget, field) -> Address:
+    addresses = await Get(
+        Addresses,
+        UnparsedAddressInputs(
+            [target[field].value],
+            owning_address=target.address,
+            description_of_origin=f"the `{field.alias}` field of {target.address.spec}",
+        ),
     )
+    return addresses[0]
 
 
-def _archives(target: RocmWheelTarget) -> Tuple[Tuple[str, ...], UnparsedAddressInputs]:
-    """The `archives` field: its env vars, and the upstream_archive addresses they name (in order)."""
+async def _optional_single(target: RocmWheelTarget, field) -> Optional[Address]:
+    return await _single(target, field) if target[field].value else None
+
+
+async def _archives(target: RocmWheelTarget) -> Tuple[Tuple[str, Address], ...]:
+    """The `archives` field: (env var, upstream_archive address) pairs."""
     owner = target.address.spec
     archives = dict(target[WheelArchivesField].value or {})
     for var in archives:
         if not ENV_NAME.match(var):
             raise RocmBuildError(f"{owner}: `archives` key {var!r} is not an environment variable name")
-    addresses = UnparsedAddressInputs(
-        list(archives.values()), owning_address=target.address, description_of_origin=f"the `archives` field of {owner}"
-    )
-    return tuple(archives), addresses
+    addresses = await Get(
+        Addresses,
+        UnparsedAddressInputs(
+            list(archives.values()), owning_address=target.address,
+            description_of_origin=f"the `archives` field of {owner}",
+        ),
+    )  # fmt: skip
+    return tuple(zip(archives, addresses))
 
 
-@dataclass(frozen=True)
-class WheelDependenciesRequest:
-    field: WheelDependenciesField
-    python: str  # the dependent's
-
-
-@dataclass(frozen=True)
-class WheelDependencies:
-    wheels: Tuple[Address, ...]  # rocm_wheels, each with the same Python
-    prebuilt: Tuple[Address, ...]  # prebuilt wheels with what they depend on
-
-
-@rule
-async def read_wheel_dependencies(request: WheelDependenciesRequest, defaults: RocmBuildSubsystem) -> WheelDependencies:
-    owner = request.field.address.spec
-    deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(request.field))
+async def _dependencies(
+    target: RocmWheelTarget, python: str, defaults: RocmBuildSubsystem
+) -> Tuple[Tuple[Address, ...], Tuple[Address, ...]]:
+    """The rocm_wheel dependencies (each with the same Python), and the prebuilt wheels."""
+    owner = target.address.spec
+    deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(target[WheelDependenciesField]))
     wheel_deps = [t for t in deps if isinstance(t, RocmWheelTarget)]
     # Prebuilt wheels with what they depend on (a device wheel's host and family: prebuilt.py).
     prebuilt_roots = tuple(t.address for t in deps if isinstance(t, PrebuiltWheelTarget))
     closure = await Get(PrebuiltClosure, PrebuiltClosureRequest(prebuilt_roots, f"the `dependencies` field of {owner}"))
-    check_same_python(owner, request.python, [(t.address.spec, t[WheelPythonField].value or defaults.python) for t in wheel_deps])
-    return WheelDependencies(tuple(t.address for t in wheel_deps), tuple(s.address for s in closure.specs))
-
-
-@dataclass(frozen=True)
-class SdkRequirementsRequest:
-    kind: str
-    toolchain: Address
-    owner: str
-
-
-@dataclass(frozen=True)
-class SdkRequirements:
-    env: FrozenDict[str, str]
-
-
-@rule
-async def read_sdk_requirements(request: SdkRequirementsRequest) -> SdkRequirements:
-    """A torch built on TheRock's SDK requires that SDK and a triton, as TheRock's own torch
-    wheels do (build_prod_wheels.py: PYTORCH_EXTRA_INSTALL_REQUIREMENTS, which PyTorch's setup.py
-    adds to install_requires): installed elsewhere, pip brings the libraries it links."""
-    if request.kind != "torch":
-        return SdkRequirements(FrozenDict())
-    origin = f"the `toolchain` field of {request.owner}"
-    target = expect_target(await Get(WrappedTarget, WrappedTargetRequest(request.toolchain, origin)), RocmToolchainTarget, origin)
-    if target[ToolchainProviderField].value != "therock" or not target[ToolchainVersionField].value:
-        return SdkRequirements(FrozenDict())
-    return SdkRequirements(
-        FrozenDict({"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": f"rocm[libraries]=={target[ToolchainVersionField].value}|triton"})
-    )
+    check_same_python(owner, python, [(t.address.spec, t[WheelPythonField].value or defaults.python) for t in wheel_deps])
+    return tuple(t.address for t in wheel_deps), tuple(s.address for s in closure.specs)
 
 
 @rule(desc="Reading a rocm_wheel target")
 async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) -> WheelBuildSpec:
-    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, "a rocm_wheel build"))
-    target = expect_target(wrapped, RocmWheelTarget, "a rocm_wheel build")
+    target = await expect_target(request.address, RocmWheelTarget, "a rocm_wheel build")
     owner = target.address.spec
     python = target[WheelPythonField].value or defaults.python
     gpu_targets = tuple(sorted(target[GpuTargetsField].value or ()))
@@ -229,9 +200,8 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
     except (ValueError, LockError) as e:
         message = str(e)  # rocm_env's messages name the target already
         raise RocmBuildError(message if message.startswith(owner) else f"{owner}: {message}") from None
-    archive_vars, archive_inputs = _archives(target)
-    archives = tuple(zip(archive_vars, await Get(Addresses, UnparsedAddressInputs, archive_inputs)))
-    source = (await Get(Addresses, UnparsedAddressInputs, _single(target, WheelSourceField)))[0]
+    archives = await _archives(target)
+    source = await _single(target, WheelSourceField)
     upstream = await Get(UpstreamSpec, UpstreamRequest(source, f"the `source` field of {owner}"))
     version_env = tuple(target[WheelVersionEnvField].value or ())
     covered = dict(target[WheelDownloadsCoveredField].value or {})
@@ -239,16 +209,16 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
         if not ENV_NAME.match(var):
             raise RocmBuildError(f"{owner}: {var!r} in `{WheelVersionEnvField.alias}` or `{WheelDownloadsCoveredField.alias}` is not an environment variable name")
     version = pin_version(upstream.pin.version, upstream.pin.track, upstream.pin.commit)
-    toolchain = (await Get(Addresses, UnparsedAddressInputs, _single(target, WheelToolchainField)))[0]
-    sdk_requires = await Get(SdkRequirements, SdkRequirementsRequest(target[WheelKindField].value, toolchain, owner))
-    env = {**sdk_requires.env, **version_values(version_env, version), **env}  # the target's `env` wins
-    deps = await Get(WheelDependencies, WheelDependenciesRequest(target[WheelDependenciesField], python))
+    toolchain = await _single(target, WheelToolchainField)
+    sdk_requires = await _sdk_requirements(target[WheelKindField].value, toolchain, owner)
+    env = {**sdk_requires, **version_values(version_env, version), **env}  # the target's `env` wins
+    dependencies, prebuilt = await _dependencies(target, python, defaults)
     return WheelBuildSpec(
         address=target.address,
         upstream=upstream,
         toolchain=toolchain,
-        dependencies=deps.wheels,
-        prebuilt=deps.prebuilt,
+        dependencies=dependencies,
+        prebuilt=prebuilt,
         archives=archives,
         python=python,
         gpu_targets=gpu_targets,
@@ -271,6 +241,18 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
         cargo_lock=_cargo_lock(target),
         kept_build_dir=_kept_build_dir(target),
     )
+
+
+async def _sdk_requirements(kind: str, toolchain: Address, owner: str) -> Dict[str, str]:
+    """A torch built on TheRock's SDK requires that SDK and a triton, as TheRock's own torch
+    wheels do (build_prod_wheels.py: PYTORCH_EXTRA_INSTALL_REQUIREMENTS, which PyTorch's setup.py
+    adds to install_requires): installed elsewhere, pip brings the libraries it links."""
+    if kind != "torch":
+        return {}
+    target = await expect_target(toolchain, RocmToolchainTarget, f"the `toolchain` field of {owner}")
+    if target[ToolchainProviderField].value != "therock" or not target[ToolchainVersionField].value:
+        return {}
+    return {"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": f"rocm[libraries]=={target[ToolchainVersionField].value}|triton"}
 
 
 def _cargo_lock(target: RocmWheelTarget) -> str:

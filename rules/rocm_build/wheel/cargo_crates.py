@@ -32,7 +32,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.upstream.archives import FETCH_ARCHIVE, Unpacked, UnpackRequest, other_bytes
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
-from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree, TreeFiles, TreeFilesRequest
+from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree, source_files
 from rocm_build.wheel.cargo_lock import GitCrate, LockedCrates, RegistryCrate, read_lock
 from rocm_build.wheel.crate_manifest import ManifestError, find_package, standalone_manifest, workspace_root
 
@@ -130,7 +130,7 @@ async def fetch_git_crate(request: GitCrateRequest) -> VendoredCrate:
 
 @rule(desc="Vendoring the crates of a Cargo.lock")
 async def vendor_crates(request: VendoredCratesRequest) -> VendoredCrates:
-    text = (await Get(TreeFiles, TreeFilesRequest.of(request.source, [request.lock], request.owner))).as_dict()[request.lock]
+    text = (await source_files(request.source, [request.lock], request.owner))[request.lock]
     if text is None:
         raise RocmBuildError(f"{request.owner}: its `cargo_lock` {request.lock!r} is not a file of the patched tree")
     locked: LockedCrates = read_lock(request.lock, text.decode(errors="replace"), request.owner)

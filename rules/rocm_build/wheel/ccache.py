@@ -39,16 +39,13 @@ class CcacheRemote:
     problem: str  # why it does not answer; "" when it does
 
 
-def settings_probe(
-    tools: HostTools, scripts: Tuple[str, ...], digest: Digest, cache: str, cache_dir: str, description: str
-) -> Process:
+async def settings_probe(tools: HostTools, scripts: Tuple[str, ...], cache: str, cache_dir: str, description: str) -> Process:
     """`SCRIPT probe CACHE_DIR`: asks the server whose settings the plugin wrote into the named
-    cache whether it answers, every session (this one, and sccache_dist.py's farm). `digest`:
-    `scripts`, as the rule asked for them (`Get(Digest, script_files(*scripts))`)."""
+    cache whether it answers, every session (this one, and sccache_dist.py's farm)."""
     return Process(
         argv=(tools.python.path, f"{SCRIPTS_DIR}/{scripts[0]}", "probe", cache_dir),
         env={"PATH": "/usr/bin:/bin"},
-        input_digest=digest,
+        input_digest=await Get(Digest, script_files(*scripts)),
         append_only_caches={cache: cache_dir},
         description=description,
         cache_scope=ProcessCacheScope.PER_SESSION,
@@ -65,9 +62,7 @@ async def configure_ccache_remote(
         SCRIPT.store(os.path.join(named_caches.val, CCACHE_REMOTE_CACHE), settings.ccache_remote_storage)
     except SCRIPT.BadAddress as e:
         raise RocmBuildError(f"{OPTION}: {e}; expected {SCRIPT.ACCEPTED}") from None
-    scripts = ("ccache_remote.py",)
-    digest = await Get(Digest, script_files(*scripts))
-    probe = settings_probe(tools, scripts, digest, CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR, "Checking ccache's remote storage")
+    probe = await settings_probe(tools, ("ccache_remote.py",), CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR, "Checking ccache's remote storage")
     result = await Get(FallibleProcessResult, Process, probe)
     if result.exit_code != 0:
         raise RocmBuildError(f"{OPTION}: {result.stderr.decode().strip()}")

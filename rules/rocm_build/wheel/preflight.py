@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
 from pants.engine.rules import Get, MultiGet, _uncacheable_rule, collect_rules, rule
-from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.util.logging import LogLevel
 
 from rocm_build.install.requires_check import requires_findings
@@ -29,12 +28,12 @@ from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRunti
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request
 from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
-from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
+from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest, parse_constraint
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec, missing_device_wheels
 from rocm_build.upstream.wheel_tags import fits
 from rocm_build.wheel.recipe_paths import PROJECT_FILES, missing_paths, named_paths
-from rocm_build.upstream.source_tree import TreeFiles, TreeFilesRequest
+from rocm_build.upstream.source_tree import source_files
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainVersionField
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
@@ -81,16 +80,10 @@ def problem_text(e: Exception) -> str:
     return str(e).strip()
 
 
-def _recipe_files(spec: WheelBuildSpec, upstream: ResolvedUpstream) -> TreeFilesRequest:
-    """The files of the patched tree that could be what the recipe names."""
+async def _missing_files(spec: WheelBuildSpec, upstream: ResolvedUpstream, where: str) -> List[str]:
     named = named_paths(spec.requirements, spec.steps, spec.wheel_command)
-    return TreeFilesRequest.of(upstream.source, (c for p in named for c in p.candidates()), spec.owner)
-
-
-def _missing_files(spec: WheelBuildSpec, found: TreeFiles, where: str) -> List[str]:
-    """What the recipe names that is not among the files `_recipe_files` asked for."""
-    named = named_paths(spec.requirements, spec.steps, spec.wheel_command)
-    present = [path for path, content in found.files if content is not None]
+    candidates = tuple(dict.fromkeys(c for p in named for c in p.candidates()))
+    present = [path for path, content in (await source_files(upstream.source, candidates, spec.owner)).items() if content is not None]
     problems = []
     for p in missing_paths(named, present):
         what = f"{p.path or 'the tree root'} has no {' or '.join(PROJECT_FILES)}" if p.is_project else f"{p.path} is not in the tree"
@@ -126,28 +119,12 @@ def _cmake_left_out(locked: LockedRequirements, system_cmake: Optional[str]) -> 
     return f"{locked.lock_path} left out pip's {left.split(' ')[0]}: builds use the system cmake ({system_cmake or 'missing'})"
 
 
-@dataclass(frozen=True)
-class PrebuiltCheckRequest:
-    spec: WheelBuildSpec
-
-
-@dataclass(frozen=True)
-class Problems:
-    """What one of the checks below found (caught, not raised: the report lists every problem)."""
-
-    problems: Tuple[str, ...]
-    notes: Tuple[str, ...] = ()
-
-
-@_uncacheable_rule(desc="Checking a rocm_wheel's prebuilt dependencies", level=LogLevel.DEBUG)
-async def check_prebuilt_dependencies(request: PrebuiltCheckRequest) -> Problems:
+async def _prebuilt_problems(spec: WheelBuildSpec) -> List[str]:
     """Prebuilt dependencies: resolved, for this Python, for this toolchain's ROCm (no download)."""
-    spec = request.spec
     problems: List[str] = []
     if not spec.prebuilt:
-        return Problems(())
-    wrapped = await Get(WrappedTarget, WrappedTargetRequest(spec.toolchain, f"the `toolchain` field of {spec.owner}"))
-    toolchain = expect_target(wrapped, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
+        return problems
+    toolchain = await expect_target(spec.toolchain, RocmToolchainTarget, f"the `toolchain` field of {spec.owner}")
     version = toolchain[ToolchainVersionField].value
     minor = parse_constraint(spec.python, spec.owner).minor
     found: List[PrebuiltSpec] = []
@@ -166,7 +143,11 @@ async def check_prebuilt_dependencies(request: PrebuiltCheckRequest) -> Problems
                 f"{prebuilt.pin.python} ({prebuilt.where}): it could not be installed beside it."
             )
         problems += [p for p in (prebuilt.unresolved(), prebuilt.rocm_mismatch(spec.owner, spec.toolchain.spec, version)) if p]
-    return Problems(tuple(missing_device_wheels(spec.owner, spec.gpu_targets, found) + problems))  # TheRock's split wheels
+    return missing_device_wheels(spec.owner, spec.gpu_targets, found) + problems  # TheRock's split wheels
+
+
+async def _image(spec: WheelBuildSpec) -> Optional[BuildImage]:
+    return (await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, spec.owner))).image
 
 
 @_uncacheable_rule(desc="Checking a rocm_wheel's toolchain, gpu targets and archives")
@@ -183,8 +164,7 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
             "move its pin to a commit whose upstream builds it (and update `supported_gpu_targets`)."
         )
     try:
-        # First: the toolchain and Python are looked for in the image.
-        image = (await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, spec.owner))).image
+        image = await _image(spec)  # first: the toolchain and Python are looked for in it
     except Exception as e:
         problems.append(problem_text(e))
     else:
@@ -201,7 +181,7 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
                 await Get(RustToolchain, RustToolchainRequest(owner, image))
             except Exception as e:
                 problems.append(problem_text(e))
-    problems += (await Get(Problems, PrebuiltCheckRequest(spec))).problems
+    problems += await _prebuilt_problems(spec)
     archives = [(address, f"the `archives` field of {owner}") for _, address in spec.archives]
     for address, origin in archives:
         try:
@@ -215,34 +195,23 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
     return ComponentStatus(owner, tuple(problems))
 
 
-@dataclass(frozen=True)
-class UpstreamStepsRequest:
-    spec: WheelBuildSpec
-    upstream: ResolvedUpstream
-    where: str  # the pin and commit, for messages
-
-
-@_uncacheable_rule(desc="Running a rocm_wheel upstream's own cheap steps", level=LogLevel.DEBUG)
-async def check_upstream_steps(request: UpstreamStepsRequest) -> Problems:
+async def _upstream_steps(spec: WheelBuildSpec, upstream: ResolvedUpstream, where: str) -> Tuple[List[str], List[str]]:
     """The upstream's own cheap steps (upstream_steps.py): its tree scanned for downloads and
     the torch/triton it names, then its metadata hook run in the build's sandbox."""
-    spec, upstream, where = request.spec, request.upstream, request.where
     try:
         scan = json.loads((await Get(TreeScan, TreeScanRequest(upstream.source, spec.owner))).result)
         chain = await Get(ChainVersions, ChainVersionsRequest(spec.address))
     except Exception as e:
-        return Problems((problem_text(e),))
+        return [problem_text(e)], []
     projects = [p.path for p in named_paths(spec.requirements, spec.steps, spec.wheel_command) if p.is_project]
     problems, notes = download_findings(spec, where, scan, projects[0] if projects else "")
     problems += version_findings(spec, where, scan, chain.versions)
     if not projects:
-        return Problems(
-            tuple(problems), (*notes, f"metadata hook not run: the wheel command `{spec.wheel_command}` names no project directory")
-        )
+        return problems, [*notes, f"metadata hook not run: the wheel command `{spec.wheel_command}` names no project directory"]
     try:
         hook = await Get(MetadataHook, MetadataHookRequest(spec.address, projects[0]))
     except Exception as e:
-        return Problems((*problems, problem_text(e)), tuple(notes))
+        return [*problems, problem_text(e)], notes
     result = json.loads(hook.result)
     found, more_notes = hook_findings(spec, projects[0], where, result, dict(chain.provided))
     # What the wheel will require at run time, against what its install set will hold.
@@ -251,7 +220,7 @@ async def check_upstream_steps(request: UpstreamStepsRequest) -> Problems:
         spec.owner, f"{spec.address.spec_path}/BUILD", f"{projects[0]}/{result['file']}".lstrip("/"), result["requires_dist"],
         [*(name for name, _, _ in chain.dists), *runtime.sdk], [*runtime.chain],
     )  # fmt: skip
-    return Problems((*problems, *found), (*notes, *more_notes))
+    return [*problems, *found], [*notes, *more_notes]
 
 
 @dataclass(frozen=True)
@@ -298,8 +267,7 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
         return ComponentStatus(owner, (problem_text(e),))
     where = f"{upstream.pin_name} at {upstream.pin.commit}"
     pairing = await Get(RecipePairing, ComponentPairingRequest(spec))
-    files = await Get(TreeFiles, TreeFilesRequest, _recipe_files(spec, upstream))
-    problems = [*pairing.problems, *_missing_files(spec, files, where), *_pip_cmake_steps(spec)]
+    problems = [*pairing.problems, *await _missing_files(spec, upstream, where), *_pip_cmake_steps(spec)]
     notes: List[str] = list(pairing.notes)
     summary = f"{upstream.pin_name} {upstream.pin.commit[:12]}, {len(upstream.patches)} patch(es)"
     if spec.lock_path and not problems:
@@ -312,9 +280,8 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
         problems += _pip_cmake_in_lock(spec, locked)
         if any(d.lower().startswith("cmake==") for d in locked.lock.left_out):
             try:
-                environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, owner))
                 toolchain = await Get(
-                    ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", environment.image, spec.gpu_targets)
+                    ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", await _image(spec), spec.gpu_targets)
                 )
             except Exception:
                 return ComponentStatus(owner, tuple(problems), summary=summary)  # QuickCheck says why
@@ -325,9 +292,9 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
                     "but there is no cmake in /usr/bin. Install it: apt-get install cmake (dnf install cmake)."
                 )
     if not problems:
-        steps = await Get(Problems, UpstreamStepsRequest(spec, upstream, where))
-        problems += steps.problems
-        notes += steps.notes
+        found, more_notes = await _upstream_steps(spec, upstream, where)
+        problems += found
+        notes += more_notes
     return ComponentStatus(owner, tuple(problems), tuple(notes), summary=summary)
 
 

@@ -14,13 +14,13 @@ from typing import Optional, Tuple
 
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
-from pants.engine.fs import Digest, DigestContents, PathGlobs
+from pants.engine.fs import Digest, DigestContents
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.pins import FULL_SHA, PREBUILT, SHORT_SHA
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
-from rocm_build.upstream.pins_file import load_pins, pins_globs
+from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.recipe_values import RecipeValue, recipe_value, split_spec
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest
 from rocm_build.upstream.upstream_repo import UpstreamSpec
@@ -84,7 +84,7 @@ async def check_recipe_pairing(request: RecipePairingRequest) -> RecipePairing:
     owner = request.owner
     source_name, path, key = split_spec(request.derived_from)
     table = f"{request.table} in {request.pins_file}"
-    source = dict(load_pins(request.pins_file, owner, await Get(DigestContents, PathGlobs, pins_globs(request.pins_file, owner))).pins).get(source_name)
+    source = dict((await load_pins(request.pins_file, owner)).pins).get(source_name)
     if source is None:
         return RecipePairing((f"{owner}: {table} is derived from `{source_name}`, which is not a pin of that file",))
     fetched = await Get(FetchedTree, FetchRequest(source.url, source.commit, False, source_name, request.pins_file, owner))

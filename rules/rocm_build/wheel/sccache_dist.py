@@ -63,9 +63,7 @@ async def configure_sccache_farm(sccache: Sccache, tools: HostTools, named_cache
         RELAY.store(os.path.join(named_caches.val, FARM_CACHE), sccache.dist_scheduler_url, token)
     except RELAY.BadSettings as e:
         raise RocmBuildError(f"{OPTION}: {e}.") from None
-    scripts = ("dist_relay.py", "ccache_remote.py")
-    digest = await Get(Digest, script_files(*scripts))
-    probe = settings_probe(tools, scripts, digest, FARM_CACHE, FARM_DIR, "Asking the sccache-dist scheduler for its servers")
+    probe = await settings_probe(tools, ("dist_relay.py", "ccache_remote.py"), FARM_CACHE, FARM_DIR, "Asking the sccache-dist scheduler for its servers")
     result = await Get(ProcessResult, Process, probe)
     status = json.loads(result.stdout)
     farm = SccacheFarm(status["shown"], status["servers"], status["problem"] or "")
