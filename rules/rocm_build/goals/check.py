@@ -1,9 +1,10 @@
 """`pants check <rocm_wheel>...`: the preflight, where Pants users look for checks.
 
 A member of Pants' `CheckRequest` union (`pants check --only=rocm-preflight` runs it alone):
-the same report as `pants rocm-plan --check` (preflight_report.py), for the chains of every
-rocm_wheel given, each component once. Pants prints it under `rocm-preflight failed` or
-`succeeded`; any problem fails the goal.
+the components' report `pants rocm-plan --check` prints too (preflight_report.py), for the
+chains of every rocm_wheel given, each component once. It judges sources, pins, locks and
+recipes, never what an earlier run left in dist/. Pants prints it under `rocm-preflight
+failed` or `succeeded`; any problem fails the goal.
 """
 
 from __future__ import annotations
@@ -11,12 +12,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pants.core.goals.check import CheckRequest, CheckResult, CheckResults
-from pants.engine.rules import _uncacheable_rule, collect_rules
+from pants.engine.rules import collect_rules, rule
 from pants.engine.target import FieldSet
 from pants.engine.unions import UnionRule
-from pants.option.global_options import GlobalOptions
 
-from rocm_build.goals.preflight_report import chain_specs, dist_path, preflight_report
+from rocm_build.goals.preflight_report import chain_specs, component_report
 from rocm_build.wheel.target_types import WheelSourceField, WheelToolchainField
 
 TOOL = "rocm-preflight"
@@ -37,13 +37,12 @@ class RocmPreflightRequest(CheckRequest):
     tool_name = TOOL
 
 
-# Uncacheable like the checks it reports (wheel/preflight.py), and it reads the install sets
-# in dist/ directly: re-run on every `pants check`; what it asks for is memoized as usual.
-@_uncacheable_rule(desc="Running the rocm_wheel preflight")
-async def rocm_preflight(request: RocmPreflightRequest, global_options: GlobalOptions) -> CheckResults:
+# Its result, Pants' CheckResults, is never cached (it is shown in every run), as the checks'
+# statuses it reports (wheel/preflight.py); what those ask for is memoized as usual.
+@rule(desc="Running the rocm_wheel preflight")
+async def rocm_preflight(request: RocmPreflightRequest) -> CheckResults:
     roots = sorted(fs.address for fs in request.field_sets)
-    specs = await chain_specs(roots, "check")
-    report = await preflight_report(roots, specs, dist_path(global_options))
+    report = await component_report(await chain_specs(roots, "check"))
     result = CheckResult(1 if report.problems else 0, report.text, "", partition_description=", ".join(r.spec for r in roots))
     return CheckResults([result], checker_name=TOOL)
 

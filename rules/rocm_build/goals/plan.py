@@ -9,25 +9,29 @@ fetched or built and no toolchain is needed, so it works on any machine.
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from pants.engine.addresses import Address, Addresses
 from pants.engine.console import Console
 from pants.engine.fs import EMPTY_DIGEST
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.process import Process
-from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule
+from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
 from pants.option.global_options import GlobalOptions
 from pants.option.option_types import BoolOption
+from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
 
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
-from rocm_build.goals.preflight_report import chain_specs, dist_path, preflight_report
+from rocm_build.goals.preflight_report import chain_specs, component_report, dist_path, installed_set_report
 from rocm_build.wheel.build_requirements import LockPath, ReadLock
-from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
+from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation
@@ -65,11 +69,11 @@ class RocmPlan(Goal):
     environment_behavior = Goal.EnvironmentBehavior.LOCAL_ONLY
 
 
-async def _lock_summary(spec: WheelBuildSpec) -> Tuple[str, int]:
-    """What the plan says of the lock, and how many distributions it holds."""
-    if not spec.lock_path:
+def _lock_summary(spec: WheelBuildSpec, read: Optional[ReadLock]) -> Tuple[str, int]:
+    """What the plan says of the lock (`read`: None when there is none), and how many
+    distributions it holds."""
+    if read is None:
         return "none", 0
-    read = await Get(ReadLock, LockPath(spec.lock_path))
     if read.content is None:
         return f"{spec.lock_path} MISSING (run `pants lock-build-requirements {spec.owner}`)", 0
     if read.lock is None:
@@ -88,51 +92,38 @@ def _gpu_line(spec: WheelBuildSpec) -> str:
     return line
 
 
-async def _rebuild(
-    spec: WheelBuildSpec, python: BuildPython, image: Optional[BuildImage], dist: Path, rebuilding: Dict[Address, bool]
-) -> str:
-    """Whether the build would run, and why (rebuild.py), against the wheel in dist/."""
-    lock = await Get(ReadLock, LockPath(spec.lock_path)) if spec.lock_path else None
-    archives = await MultiGet(
-        Get(ArchiveSpec, ArchiveRequest(a, f"the `archives` field of {spec.owner}")) for _, a in spec.archives
-    )
-    now = Inputs(
-        pin=spec.upstream.pin_name,
-        commit=spec.upstream.pin.commit,
-        patches={p.path: p.sha256 for p in spec.upstream.patches},
-        lock_sha256=lock.sha256 if lock else None,
-        python=python.identity,
-        toolchain=spec.toolchain.spec,
-        env=dict(spec.env),
-        gpu_targets=spec.gpu_targets,
-        archives={var: a.sha256 for (var, _), a in zip(spec.archives, archives)},
-        image=image.image_id if image else "",
-        prebuilt={
-            a.spec: (await Get(PrebuiltSpec, PrebuiltRequest(a, f"the `dependencies` field of {spec.owner}"))).pin.sha256
-            for a in spec.prebuilt
-        },
-    )
-    previous = last_build_info(dist / dist_dir(spec.address))
-    own = changes(previous, now) if previous else []
-    deps = [d.spec for d in spec.dependencies if rebuilding.get(d)]
-    rebuilding[spec.address] = bool(own or deps or previous is None)
-    last = f"{dist.name}/{dist_dir(spec.address)}/" if previous else None
-    return verdict(own, deps, last)
-
-
-async def _prebuilt_lines(spec: WheelBuildSpec) -> List[str]:
+def _prebuilt_lines(spec: WheelBuildSpec, prebuilt: Sequence[PrebuiltSpec]) -> List[str]:
     lines = []
-    for address in spec.prebuilt:
-        prebuilt = await Get(PrebuiltSpec, PrebuiltRequest(address, f"the `dependencies` field of {spec.owner}"))
-        pin = prebuilt.pin
+    for address, found in zip(spec.prebuilt, prebuilt):
+        pin = found.pin
         what = f"{pin.file} sha256:{pin.sha256[:16]}" if pin.resolved else f"NOT RESOLVED (track {pin.track!r})"
         lines.append(f"{address.spec} <- {pin.index_url} {what}")
     return lines
 
 
-async def _describe(
-    step: int, spec: WheelBuildSpec, isolation: NetworkIsolation, dist: Path, rebuilding: Dict[Address, bool]
-) -> List[str]:
+@dataclass(frozen=True)
+class PlannedBuildRequest:
+    spec: WheelBuildSpec
+
+
+@dataclass(frozen=True)
+class PlannedBuild:
+    """What the plan says of one build, but whether it would run: that compares with the wheel
+    in dist/, which only the goal rule reads."""
+
+    before: Tuple[str, ...]  # the lines before `rebuild`
+    after: Tuple[str, ...]  # and after it
+    inputs: str  # rebuild.Inputs as JSON (a rule's result must be hashable)
+
+    def lines(self, rebuild: str) -> Tuple[str, ...]:
+        return (*self.before, f"  rebuild   {rebuild}", *self.after)
+
+
+# A rule, not a helper: memoized per build (a chain's shared components are described once)
+# and the builds of a chain described concurrently.
+@rule(desc="Describing a rocm_wheel build", level=LogLevel.DEBUG)
+async def describe_build(request: PlannedBuildRequest, isolation: NetworkIsolation) -> PlannedBuild:
+    spec = request.spec
     image = None
     try:
         environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, spec.owner))
@@ -156,15 +147,35 @@ async def _describe(
         cache_name="" if image else "rocm_toolchain_by_identity",
         root_in_image="<in the image>" if image else "",
     )
-    request = WheelBuildRequest(
+    build = WheelBuildRequest(
         spec, toolchain, python, isolation.isolated(bool(image)), image,
         local_version_label(toolchain, spec), 0, EMPTY_DIGEST, rust=UNRESOLVED if spec.rust else "",
     )  # fmt: skip
-    process = await Get(Process, WheelBuildRequest, request)
-    lock, locked = await _lock_summary(spec)
+    process = await Get(Process, WheelBuildRequest, build)
+    read = await Get(ReadLock, LockPath(spec.lock_path)) if spec.lock_path else None
+    archives = await MultiGet(
+        Get(ArchiveSpec, ArchiveRequest(a, f"the `archives` field of {spec.owner}")) for _, a in spec.archives
+    )
+    prebuilt = await MultiGet(
+        Get(PrebuiltSpec, PrebuiltRequest(a, f"the `dependencies` field of {spec.owner}")) for a in spec.prebuilt
+    )
+    lock, locked = _lock_summary(spec, read)
+    inputs = Inputs(
+        pin=spec.upstream.pin_name,
+        commit=spec.upstream.pin.commit,
+        patches={p.path: p.sha256 for p in spec.upstream.patches},
+        lock_sha256=read.sha256 if read else None,
+        python=python.identity,
+        toolchain=spec.toolchain.spec,
+        env=dict(spec.env),
+        gpu_targets=list(spec.gpu_targets),
+        archives={var: a.sha256 for (var, _), a in zip(spec.archives, archives)},
+        image=image.image_id if image else "",
+        prebuilt={a.spec: p.pin.sha256 for a, p in zip(spec.prebuilt, prebuilt)},
+    )
     pin = spec.upstream.pin
-    return [
-        f"[{step}] {spec.owner}{'  (optional)' if spec.optional else ''}",
+    before = [
+        f"{spec.owner}{'  (optional)' if spec.optional else ''}",
         f"  source    {pin.url} @ {pin.commit}{' (with submodules)' if pin.submodules else ''}",
         "  patches" if spec.upstream.patches else "  patches   none",
         *(f"    {p.path}  sha256:{p.sha256[:16]}" for p in spec.upstream.patches),
@@ -174,8 +185,9 @@ async def _describe(
         f"  environment {environment_line}",
         f"  network   {isolation.describe(in_image=bool(image))}",
         f"  lock      {lock}",
-        *[f"  prebuilt  {line}" for line in await _prebuilt_lines(spec)],
-        f"  rebuild   {await _rebuild(spec, python, image, dist, rebuilding)}",
+        *[f"  prebuilt  {line}" for line in _prebuilt_lines(spec, prebuilt)],
+    ]
+    after = [
         *(f"  archive   {var} <- {address.spec}" for var, address in spec.archives),
         *([f"  cargo     crates <- {spec.cargo_lock} of the tree, each fetched by its checksum or commit (offline build)"]
           if spec.cargo_lock else []),  # fmt: skip
@@ -186,21 +198,37 @@ async def _describe(
         *(f"    {c}" for c in describe_commands(spec, locked)),
         "",
     ]
+    return PlannedBuild(tuple(before), tuple(after), json.dumps(dataclasses.asdict(inputs), sort_keys=True))
+
+
+def _rebuild(spec: WheelBuildSpec, inputs: Inputs, dist: Path, rebuilding: Dict[Address, bool]) -> str:
+    """Whether the build would run, and why (rebuild.py), against the wheel in dist/; records in
+    `rebuilding` whether it would (its dependents' verdicts read it)."""
+    previous = last_build_info(dist / dist_dir(spec.address))
+    own = changes(previous, inputs) if previous else []
+    deps = [d.spec for d in spec.dependencies if rebuilding.get(d)]
+    rebuilding[spec.address] = bool(own or deps or previous is None)
+    last = f"{dist.name}/{dist_dir(spec.address)}/" if previous else None
+    return verdict(own, deps, last)
 
 
 @goal_rule
 async def rocm_plan(
-    console: Console, addresses: Addresses, options: RocmPlanSubsystem, isolation: NetworkIsolation, global_options: GlobalOptions
+    console: Console, addresses: Addresses, options: RocmPlanSubsystem, global_options: GlobalOptions
 ) -> RocmPlan:
     specs = await chain_specs(addresses, RocmPlanSubsystem.name)
-    if options.check:  # the same report `pants check` shows (goals/check.py)
-        report = await preflight_report(addresses, specs, dist_path(global_options))
-        console.print_stdout(report.text)
-        return RocmPlan(exit_code=1 if report.problems else 0)
+    dist = dist_path(global_options)
+    if options.check:  # the install sets in dist/, then the components as `pants check` shows them
+        sets = await installed_set_report(addresses, specs, dist)
+        components = await component_report(specs)
+        console.print_stdout("\n".join((*sets.lines, *components.lines)))
+        return RocmPlan(exit_code=1 if sets.problems or components.problems else 0)
+    planned = await MultiGet(Get(PlannedBuild, PlannedBuildRequest(s)) for s in specs)
     lines: List[str] = []
-    rebuilding: Dict[Address, bool] = {}
-    for step, spec in enumerate(specs, 1):
-        lines += await _describe(step, spec, isolation, dist_path(global_options), rebuilding)
+    rebuilding: Dict[Address, bool] = {}  # the goal alone reads dist/: the verdicts are made here
+    for step, (spec, build) in enumerate(zip(specs, planned), 1):
+        rebuild = _rebuild(spec, Inputs(**json.loads(build.inputs)), dist, rebuilding)
+        lines += [f"[{step}] {line}" if i == 0 else line for i, line in enumerate(build.lines(rebuild))]
     console.print_stdout("\n".join(lines))
     return RocmPlan(exit_code=0)
 

@@ -1,9 +1,10 @@
 """The preflight's report, as `rocm-plan --check` prints it and `pants check` shows it.
 
 For the chains of the given rocm_wheel targets: one line per component (ok, skip or FAIL with
-each problem, from wheel/preflight.py's checks), and where a target's install set is in dist/
-already, the check `package` runs before writing it. Both goals call `preflight_report`, so
-they cannot disagree.
+each problem, from wheel/preflight.py's checks). Both goals call `component_report`, so they
+cannot disagree. `pants check` judges sources, pins, locks and recipes only; `rocm-plan
+--check` also checks the install sets of the targets on its command line that an earlier
+`package` left in dist/ (`installed_set_report`: goal rules alone read dist/).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import json
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, List, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 from pants.base.build_root import BuildRoot
 from pants.engine.addresses import Address
@@ -26,7 +27,7 @@ from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequ
 from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.wheel.chain_order import wheel_chain
+from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
 from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
 from rocm_build.wheel.target_types import RocmWheelTarget
 
@@ -47,50 +48,47 @@ def dist_path(global_options: GlobalOptions) -> Path:
 
 async def chain_specs(addresses: Iterable[Address], goal: str) -> List[WheelBuildSpec]:
     """The rocm_wheel chains of the given targets, in build order, each component once."""
-    specs: List[WheelBuildSpec] = []
-    for root in addresses:
-        wrapped = await Get(WrappedTarget, WrappedTargetRequest(root, goal))
-        if isinstance(wrapped.target, RocmWheelTarget):
-            specs += [s for s in await wheel_chain(root) if s.address not in {k.address for k in specs}]
+    roots = tuple(addresses)
+    wrapped = await MultiGet(Get(WrappedTarget, WrappedTargetRequest(a, goal)) for a in roots)
+    wheels = [w.target.address for w in wrapped if isinstance(w.target, RocmWheelTarget)]
+    chains = await MultiGet(Get(WheelChain, WheelChainRequest(a)) for a in wheels)
+    specs = list({s.address: s for chain in chains for s in chain.specs}.values())
     if not specs:
         raise RocmBuildError(f"{goal}: give it rocm_wheel targets, e.g. `pants {goal} components/vllm:wheel`")
     return specs
 
 
-async def preflight_report(roots: Iterable[Address], specs: List[WheelBuildSpec], dist: Path) -> PreflightReport:
-    """The install sets of `roots` already in dist/, then every component of `specs`."""
-    set_lines, set_problems = await _installed_sets(tuple(roots), specs, dist)
-    lines, problems = await _components(specs)
-    return PreflightReport((*set_lines, *lines), set_problems + problems)
-
-
-async def _components(specs: List[WheelBuildSpec]) -> Tuple[List[str], int]:
-    """One line per component (ok, skip or FAIL with its problems), and the problem count."""
+async def component_report(specs: List[WheelBuildSpec]) -> PreflightReport:
+    """One line per component (ok, skip or FAIL with its problems), then the verdict."""
     quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in specs)
     trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in specs)
-    lines, count, seen = [], 0, set()
+    lines: List[str] = []
+    first_owner: Dict[str, str] = {}  # each distinct problem -> the component it was listed under
     for q, t in zip(quick, trees):
         problems = (*q.problems, *t.problems)
-        count += len(problems)
         if q.skipped:
             lines.append(f"skip  {q.owner}: {q.skipped}")
         elif problems:
             lines.append(f"FAIL  {q.owner}")
             for p in problems:
                 # A toolchain shared by the chain fails the same way for each: say it once.
-                lines.append(f"      - as above: {p.splitlines()[0][:90]}..." if p in seen else f"      - {p}")
-                seen.add(p)
+                if p in first_owner:
+                    lines.append(f"      - as for {first_owner[p]}: {p.splitlines()[0][:90]}...")
+                else:
+                    lines.append(f"      - {p}")
+                    first_owner[p] = q.owner
         else:
             lines.append(f"ok    {q.owner}  ({t.summary})")
         lines += [f"      note: {n}" for n in t.notes]
     skipped = sum(1 for q in quick if q.skipped)
+    count = len(first_owner)
     if count:
         verdict = f"{count} problem(s): fix them before building."
     elif skipped:
         verdict = f"{len(specs) - skipped} component(s) ok, {skipped} skipped."
     else:
         verdict = f"all {len(specs)} component(s) ok."
-    return [*lines, verdict], count
+    return PreflightReport((*lines, verdict), count)
 
 
 def _set_wheels(install: Path) -> List[Tuple[str, bytes, bool]]:
@@ -105,8 +103,9 @@ def _set_wheels(install: Path) -> List[Tuple[str, bytes, bool]]:
     return found
 
 
-async def _installed_sets(roots: Tuple[Address, ...], specs: List[WheelBuildSpec], dist: Path) -> Tuple[List[str], int]:
-    """The load check `package` runs, on each install set of the given targets already in dist/."""
+async def installed_set_report(roots: Iterable[Address], specs: List[WheelBuildSpec], dist: Path) -> PreflightReport:
+    """The load check `package` runs, on each install set of `roots` already in dist/. It reads
+    dist/, which only a goal rule may do: `rocm-plan --check` calls it, `pants check` does not."""
     gpu_targets = tuple(dict.fromkeys(t for s in specs for t in s.gpu_targets))
     lines, count = [], 0
     for root in roots:
@@ -126,4 +125,4 @@ async def _installed_sets(roots: Tuple[Address, ...], specs: List[WheelBuildSpec
             lines.append(f"ok    install set {where}  ({checked.summary()})")
         lines += [f"      note: {n}" for n in checked.notes]
         count += len(checked.problems)
-    return lines, count
+    return PreflightReport(tuple(lines), count)

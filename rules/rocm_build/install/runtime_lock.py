@@ -43,7 +43,7 @@ from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from rocm_build.install.chain_stubs import chain_stubs, resolve_args
 from rocm_build.install.sdk_modules import index_requirements, sdk_requirements
 from rocm_build.install.target_types import WheelRuntimeRequirementsField
-from rocm_build.wheel.chain_order import wheel_chain
+from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
 from rocm_build.wheel import lockfile
 from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
@@ -114,7 +114,7 @@ class ChainRuntimeRequirements:
 
 @rule(desc="Collecting the run-time requirements of a rocm_wheel chain")
 async def chain_runtime_requirements(request: ChainRuntimeRequirementsRequest) -> ChainRuntimeRequirements:
-    members = tuple(spec.address for spec in await wheel_chain(request.address))
+    members = (await Get(WheelChain, WheelChainRequest(request.address))).addresses
     wrapped = await MultiGet(
         Get(WrappedTarget, WrappedTargetRequest(a, f"the chain of {request.address.spec}")) for a in members
     )

@@ -23,7 +23,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
 
 from rocm_build.wheel.build_spec import ENV_NAME, WheelBuildSpec, WheelRequest
-from rocm_build.wheel.chain_order import wheel_chain
+from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.lockfile import LockedDist
 from rocm_build.install.runtime_lock import (
@@ -190,8 +190,8 @@ async def runtime_set(request: RuntimeSetRequest) -> RuntimeSet:
 
 async def check_runtime_set(root: Address) -> None:
     """The chain's run-time fields and locks, checked before any build of it starts."""
-    chain = await wheel_chain(root)
-    await Get(RuntimeSet, RuntimeSetRequest(root.spec, tuple(spec.address for spec in chain)))
+    chain = await Get(WheelChain, WheelChainRequest(root))
+    await Get(RuntimeSet, RuntimeSetRequest(root.spec, chain.addresses))
 
 
 def with_runtime_lines(runtime: RuntimeSet, lines: List[str]) -> List[str]:

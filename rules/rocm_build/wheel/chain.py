@@ -18,7 +18,7 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.errors import RocmBuildError
-from rocm_build.wheel.chain_order import wheel_chain
+from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
 from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
 
 logger = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def raise_problems(root: Address, statuses: Tuple[ComponentStatus, ...]) -> None
 
 @rule(desc="Checking a rocm_wheel chain before any work")
 async def check_chain(request: ChainRequest) -> CheckedChain:
-    chain = await wheel_chain(request.root)
+    chain = (await Get(WheelChain, WheelChainRequest(request.root))).specs
     # What needs no fetch first: a machine without ROCm stops here, naming the toolchain.
     quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in chain)
     raise_problems(request.root, quick)

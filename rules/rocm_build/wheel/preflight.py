@@ -20,9 +20,14 @@ import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from pants.engine.rules import Get, MultiGet, _uncacheable_rule, collect_rules, rule
+from pants.build_graph.address import ResolveError
+from pants.engine.engine_aware import EngineAwareReturnType
+from pants.engine.process import ProcessExecutionFailure
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import InvalidFieldException
 from pants.util.logging import LogLevel
 
+from rocm_build.errors import RocmBuildError
 from rocm_build.install.requires_check import requires_findings
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec, pin_problem
@@ -63,18 +68,26 @@ class TreeCheck(WheelRequest):
 
 
 @dataclass(frozen=True)
-class ComponentStatus:
+class ComponentStatus(EngineAwareReturnType):
     owner: str
     problems: Tuple[str, ...] = ()
     notes: Tuple[str, ...] = ()  # worth knowing, not wrong (e.g. which cmake builds use)
     skipped: Optional[str] = None  # an optional component that will not be built, and why
     summary: str = ""  # what was checked, for the `ok` line
 
+    def cacheable(self) -> bool:
+        # The checks catch the failures of the rules they ask (to report every problem, not
+        # the first). Pants keeps no dependencies of a failed rule, so a status made from a
+        # caught failure would not be invalidated when the file that caused it is fixed: it is
+        # made again in each run instead (what the checks ask for is memoized as usual).
+        return False
 
-# These rules catch the failures of the rules they ask (to report every problem, not the
-# first). Pants does not keep a failed rule's dependencies, so a result made from a caught
-# failure would not be invalidated when the file that caused it is fixed: they are re-run on
-# every Pants run instead (what they ask for is memoized as usual, so that is cheap).
+
+# What a check turns into a problem: the failures our rules and Pants raise for a person (a
+# sentence naming the target and the fix). Anything else is a bug of ours, and surfaces as one.
+EXPECTED_FAILURES = (RocmBuildError, ResolveError, InvalidFieldException, ProcessExecutionFailure)
+
+
 def problem_text(e: Exception) -> str:
     """A failed Get's message: our rules raise RocmBuildError with a complete sentence."""
     return str(e).strip()
@@ -131,7 +144,7 @@ async def _prebuilt_problems(spec: WheelBuildSpec) -> List[str]:
     for address in spec.prebuilt:
         try:
             prebuilt = await Get(PrebuiltSpec, PrebuiltRequest(address, f"the `dependencies` field of {spec.owner}"))
-        except Exception as e:
+        except EXPECTED_FAILURES as e:
             problems.append(problem_text(e))
             continue
         found.append(prebuilt)
@@ -150,7 +163,7 @@ async def _image(spec: WheelBuildSpec) -> Optional[BuildImage]:
     return (await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, spec.owner))).image
 
 
-@_uncacheable_rule(desc="Checking a rocm_wheel's toolchain, gpu targets and archives")
+@rule(desc="Checking a rocm_wheel's toolchain, gpu targets and archives")
 async def quick_check(request: QuickCheck) -> ComponentStatus:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     owner = spec.owner
@@ -165,28 +178,28 @@ async def quick_check(request: QuickCheck) -> ComponentStatus:
         )
     try:
         image = await _image(spec)  # first: the toolchain and Python are looked for in it
-    except Exception as e:
+    except EXPECTED_FAILURES as e:
         problems.append(problem_text(e))
     else:
         try:
             await Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image, spec.gpu_targets))
-        except Exception as e:
+        except EXPECTED_FAILURES as e:
             problems.append(problem_text(e))
         try:
             await Get(BuildPython, BuildPythonRequest(spec.python, owner, image))
-        except Exception as e:
+        except EXPECTED_FAILURES as e:
             problems.append(problem_text(e))
         if spec.rust:
             try:
                 await Get(RustToolchain, RustToolchainRequest(owner, image))
-            except Exception as e:
+            except EXPECTED_FAILURES as e:
                 problems.append(problem_text(e))
     problems += await _prebuilt_problems(spec)
     archives = [(address, f"the `archives` field of {owner}") for _, address in spec.archives]
     for address, origin in archives:
         try:
             archive = await Get(ArchiveSpec, ArchiveRequest(address, origin))
-        except Exception as e:
+        except EXPECTED_FAILURES as e:
             problems.append(problem_text(e))
             continue
         problem = pin_problem(archive)
@@ -201,7 +214,7 @@ async def _upstream_steps(spec: WheelBuildSpec, upstream: ResolvedUpstream, wher
     try:
         scan = json.loads((await Get(TreeScan, TreeScanRequest(upstream.source, spec.owner))).result)
         chain = await Get(ChainVersions, ChainVersionsRequest(spec.address))
-    except Exception as e:
+    except EXPECTED_FAILURES as e:
         return [problem_text(e)], []
     projects = [p.path for p in named_paths(spec.requirements, spec.steps, spec.wheel_command) if p.is_project]
     problems, notes = download_findings(spec, where, scan, projects[0] if projects else "")
@@ -210,7 +223,7 @@ async def _upstream_steps(spec: WheelBuildSpec, upstream: ResolvedUpstream, wher
         return problems, [*notes, f"metadata hook not run: the wheel command `{spec.wheel_command}` names no project directory"]
     try:
         hook = await Get(MetadataHook, MetadataHookRequest(spec.address, projects[0]))
-    except Exception as e:
+    except EXPECTED_FAILURES as e:
         return [*problems, problem_text(e)], notes
     result = json.loads(hook.result)
     found, more_notes = hook_findings(spec, projects[0], where, result, dict(chain.provided))
@@ -242,12 +255,12 @@ async def early_lock_wheels(request: EarlyLockWheelsRequest) -> EarlyLockWheels:
         try:
             python = await Get(BuildPython, BuildPythonRequest(spec.python, spec.owner))
             await Get(LockWheels, LockWheelsRequest(spec.owner, spec.lock_path, python))
-        except Exception:
+        except EXPECTED_FAILURES:
             pass
     return EarlyLockWheels()
 
 
-@_uncacheable_rule(desc="Fetching, patching and checking a rocm_wheel's tree")
+@rule(desc="Fetching, patching and checking a rocm_wheel's tree")
 async def tree_check(request: TreeCheck) -> ComponentStatus:
     spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     owner = spec.owner
@@ -263,7 +276,7 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
                 *(Get(FetchedPrebuilt, PrebuiltRequest(a, f"the `dependencies` field of {owner}")) for a in spec.prebuilt),
             ]
         )
-    except Exception as e:
+    except EXPECTED_FAILURES as e:
         return ComponentStatus(owner, (problem_text(e),))
     where = f"{upstream.pin_name} at {upstream.pin.commit}"
     pairing = await Get(RecipePairing, ComponentPairingRequest(spec))
@@ -274,7 +287,7 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
         try:
             python = await Get(BuildPython, BuildPythonRequest(spec.python, owner))
             locked = await Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, python))
-        except Exception as e:
+        except EXPECTED_FAILURES as e:
             return ComponentStatus(owner, (problem_text(e),))
         summary += f", {len(locked.lock.dists)} locked distribution(s)"
         problems += _pip_cmake_in_lock(spec, locked)
@@ -283,7 +296,7 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
                 toolchain = await Get(
                     ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", await _image(spec), spec.gpu_targets)
                 )
-            except Exception:
+            except EXPECTED_FAILURES:
                 return ComponentStatus(owner, tuple(problems), summary=summary)  # QuickCheck says why
             notes.append(_cmake_left_out(locked, toolchain.system_cmake))
             if not toolchain.system_cmake:
