@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """vLLM 0.31.0's real rust/Cargo.lock, from its sdist on PyPI (pinned in components/archives.toml,
-mirrored by ./setup), turned into the pinned crate set a build fetches (wheel/cargo_lock.py, what
+mirrored by ./setup), turned into the pinned crate set a build fetches (rust/cargo_lock.py, what
 `cargo_lock` does before any download): how many crates by checksum, how many git crates by
 commit, from which repositories, and how long reading the lock takes.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "rules"))
 
-from rocm_build.wheel.cargo_lock import read_lock  # noqa: E402
+from rocm_build.rust.cargo_lock import read_lock  # noqa: E402
 
 CACHE = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
 SDIST = CACHE / "kernel-mirror/files/vllm-0.31.0.tar.gz"

@@ -1,36 +1,38 @@
-"""Wires the rocm_build target types and rules into Pants, in the order data flows:
-options, then upstream sources, toolchains, the wheel build, install sets, and the goals."""
+"""Wires the rocm_build target types and rules into Pants, layer by layer as docs/layout.md draws
+them: each heading's modules import only those above it."""
 
-from rocm_build.pants_environments import DockerEnvironmentTarget
-
-from rocm_build.graph import declared, edges
-from rocm_build.goals import check, lock_build_requirements, lock_runtime_requirements, lockfiles, package, plan, verify_reproducible
-from rocm_build.install import load_check, runtime_lock, runtime_set
+from rocm_build import declared
+from rocm_build.audits import gpu_audit, portable
+from rocm_build.build import build, build_output
+from rocm_build.caches import ccache, sccache_dist
+from rocm_build.checks import chain, preflight
 from rocm_build.choices import choices_rules
+from rocm_build.goals import check, lock_build_requirements, lock_runtime_requirements, lockfiles, package, plan, verify_reproducible
+from rocm_build.graph import edges
+from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.kernels import kernel_rules
+from rocm_build.locks import build_requirements
+from rocm_build.pants_environments import DockerEnvironmentTarget
+from rocm_build.rust import cargo, cargo_crates
 from rocm_build.subsystems import bootstrap_wheels, host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
+from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk
+from rocm_build.toolchain import rust as rust_toolchain
 from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
-from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk, rust
-from rocm_build.upstream import archive_source, archives, download, fetch, mirrors, patching, prebuilt, prebuilt_wheels, source_tree, upstream_repo
-from rocm_build.wheel import (
-    build,
-    build_lock,
-    build_output,
-    build_process,
-    build_requirements,
-    build_spec,
-    cargo,
-    cargo_crates,
-    ccache,
-    chain,
-    chain_order,
-    gpu_audit,
-    patch_files,
-    portable,
-    preflight,
-    sccache_dist,
+from rocm_build.upstream import (
+    archive_source,
+    archives,
+    download,
+    fetch,
+    mirrors,
+    patching,
+    prebuilt,
+    prebuilt_wheels,
+    source_tree,
+    tree_scan,
+    upstream_repo,
 )
+from rocm_build.wheel import build_lock, build_process, build_spec, chain_order, patch_files
 
 
 def target_types():
@@ -39,14 +41,20 @@ def target_types():
 
 def rules():
     return [
-        # Subsystems
+        # Subsystems, and what every layer reads: a BUILD file's declared dependencies
         *host_tools.rules(),
         *bootstrap_wheels.rules(),
         *sccache.rules(),
-        # The graph Pants sees: every input of a build an inferred dependency
-        *edges.rules(),
         *declared.rules(),
-        # Upstream sources: pins, fetch, patches, archives, prebuilt wheels
+        # Toolchains: the ROCm SDK, Rust, the Python, the image, the sandbox's network
+        *rocm_sdk.rules(),
+        *rust_toolchain.rules(),
+        *interpreters.rules(),
+        *container.rules(),
+        DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
+        DockerEnvironmentTarget.register_plugin_field(ImageContainerfileField),
+        *isolation.rules(),
+        # Upstream sources (upstream/): pins, fetch, patches, archives, prebuilt wheels, the tree scan
         *mirrors.rules(),
         *download.rules(),
         *fetch.rules(),
@@ -57,39 +65,38 @@ def rules():
         *archives.rules(),
         *prebuilt.rules(),
         *prebuilt_wheels.rules(),
-        # Toolchains: the ROCm SDK, Rust, the Python, the image, the sandbox's network
-        *rocm_sdk.rules(),
-        *rust.rules(),
-        *interpreters.rules(),
-        *container.rules(),
-        DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
-        DockerEnvironmentTarget.register_plugin_field(ImageContainerfileField),
-        *isolation.rules(),
-        # The wheel build: requirements, compiler cache, spec and process, checks, build, audits
+        *tree_scan.rules(),
+        # Locks of build requirements (locks/) and compiler caches (caches/)
         *build_requirements.rules(),
-        *build_lock.rules(),
         *ccache.rules(),
         *sccache_dist.rules(),
+        # A rocm_wheel (wheel/): its spec, its chain, its lock, its build process
         *build_spec.rules(),
+        *chain_order.rules(),
+        *build_lock.rules(),
         *build_process.rules(),
+        *patch_files.rules(),
+        # What a build runs beside: Rust crates (rust/), audits of built wheels (audits/)
         *cargo.rules(),
         *cargo_crates.rules(),
-        *preflight.rules(),
-        *chain_order.rules(),
-        *chain.rules(),
-        *build.rules(),
-        *build_output.rules(),
-        *gpu_audit.rules(),
-        *patch_files.rules(),
         *portable.rules(),
-        # Install sets
+        *gpu_audit.rules(),
+        # Install sets (install/)
         *runtime_lock.rules(),
         *runtime_set.rules(),
         *load_check.rules(),
+        # The checks before any build (checks/): `package` runs them first, `pants check` reports them
+        *preflight.rules(),
+        *chain.rules(),
+        # The build itself (build/)
+        *build.rules(),
+        *build_output.rules(),
         # Triton kernels compiled for each gpu target (`pants test` of triton_kernel_test)
         *kernel_rules.rules(),
         # Upstreams' run-time choices on each gpu target (`pants test` of upstream_choices_test)
         *choices_rules.rules(),
+        # The graph Pants sees: every input of a build an inferred dependency
+        *edges.rules(),
         # Goals
         *package.rules(),
         *plan.rules(),

@@ -111,6 +111,6 @@ def test_a_fresh_start_of_the_offline_launcher_is_quiet(ws) -> None:
     run = require_success(ws.pants("--no-pantsd", "help", "auditwheel"), "help auditwheel")
     bootstrap = ("Bootstrapping Pants ", "Building the pex CLI ")
     assert [line for line in run.stderr.splitlines() if not line.startswith(bootstrap)] == []
-    # The tool's options, read with its built-in lock beside it (rocm_build/wheel/auditwheel.lock).
+    # The tool's options, read with its built-in lock beside it (rocm_build/audits/auditwheel.lock).
     assert "auditwheel (https://github.com/pypa/auditwheel): the manylinux policy each built wheel meets." in run.stdout
     assert "current value: auditwheel (from pants.toml)" in run.stdout

@@ -31,7 +31,7 @@ from rocm_build.choices.target_types import (
     ExpectedChoicesField,
 )
 from rocm_build.errors import RocmBuildError
-from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
+from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.kernels.kernel_rules import VenvWheels, VenvWheelsRequest, workload_env
 from rocm_build.kernels.target_types import (
     KernelDependenciesField,

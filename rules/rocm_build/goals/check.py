@@ -38,7 +38,7 @@ class RocmPreflightRequest(CheckRequest):
 
 
 # Its result, Pants' CheckResults, is never cached (it is shown in every run), as the checks'
-# statuses it reports (wheel/preflight.py); what those ask for is memoized as usual.
+# statuses it reports (checks/preflight.py); what those ask for is memoized as usual.
 @rule(desc="Running the rocm_wheel preflight")
 async def rocm_preflight(request: RocmPreflightRequest) -> CheckResults:
     roots = sorted(fs.address for fs in request.field_sets)

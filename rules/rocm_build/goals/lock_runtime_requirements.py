@@ -17,7 +17,7 @@ from pants.engine.target import Targets
 from rocm_build.errors import RocmBuildError
 from rocm_build.goals.lockfiles import RUN, RocmLock, RocmLockRequest, check_shared_runtime_lock, resolve_name
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
-from rocm_build.install.target_types import WheelRuntimeRequirementsField
+from rocm_build.wheel.target_types import WheelRuntimeRequirementsField
 from rocm_build.wheel.target_types import RocmWheelTarget
 
 

@@ -2,7 +2,7 @@
 
 Every lock file the rocm_wheel targets name is one resolve, named for its kind and its path
 under 3rdparty/<kind>/: `build:py3.11/mini-vllm` is 3rdparty/build/py3.11/mini-vllm.lock (a
-target's `build_requirements`, wheel/lockfile.py), `run:py3.11/mini-flash_attention` is
+target's `build_requirements`, locks/lockfile.py), `run:py3.11/mini-flash_attention` is
 3rdparty/run/py3.11/mini-flash_attention.lock (its `runtime_requirements` with its chain's,
 install/runtime_lock.py). `pants generate-lockfiles` writes them with the Python resolves;
 `--resolve=<name>` picks some. The `lock-build-requirements` and `lock-runtime-requirements`
@@ -39,9 +39,9 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.install import runtime_lock
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest, RuntimeLockRequest
 from rocm_build.install.sdk_modules import index_requirements
-from rocm_build.install.target_types import WheelRuntimeRequirementsField
+from rocm_build.wheel.target_types import WheelRuntimeRequirementsField
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest, parse_constraint
-from rocm_build.wheel import lockfile
+from rocm_build.locks import lockfile
 from rocm_build.wheel.build_lock import BuildLockRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelBuildRequirementsField

@@ -20,9 +20,9 @@ from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequ
 from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, check_runtime_set, env_script, with_runtime_lines
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
-from rocm_build.wheel.build import BuiltRocmWheel, is_prebuilt
+from rocm_build.build.build import BuiltRocmWheel, is_prebuilt
 from rocm_build.wheel.build_spec import WheelRequest, dist_dir
-from rocm_build.wheel.chain import ChainRequest, CheckedChain
+from rocm_build.checks.chain import ChainRequest, CheckedChain
 
 logger = logging.getLogger(__name__)
 

@@ -30,7 +30,7 @@ from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
 from rocm_build.goals.preflight_report import chain_specs, component_report, dist_path, installed_set_report
-from rocm_build.wheel.build_requirements import LockPath, ReadLock
+from rocm_build.locks.build_requirements import LockPath, ReadLock
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest

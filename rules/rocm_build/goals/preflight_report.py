@@ -1,7 +1,7 @@
 """The preflight's report, as `rocm-plan --check` prints it and `pants check` shows it.
 
 For the chains of the given rocm_wheel targets: one line per component (ok, skip or FAIL with
-each problem, from wheel/preflight.py's checks). Both goals call `component_report`, so they
+each problem, from checks/preflight.py's checks). Both goals call `component_report`, so they
 cannot disagree. `pants check` judges sources, pins, locks and recipes only; `rocm-plan
 --check` also checks the install sets of the targets on its command line that an earlier
 `package` left in dist/ (`installed_set_report`: goal rules alone read dist/).
@@ -28,7 +28,7 @@ from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
-from rocm_build.wheel.preflight import ComponentStatus, QuickCheck, TreeCheck
+from rocm_build.checks.preflight import ComponentStatus, QuickCheck, TreeCheck
 from rocm_build.wheel.target_types import RocmWheelTarget
 
 

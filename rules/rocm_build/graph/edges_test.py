@@ -16,7 +16,7 @@ from pants.engine.target import DependenciesRequest, WrappedTarget, WrappedTarge
 from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import register
-from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
+from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.graph.edges import nearest_owner
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.wheel.target_types import WheelDependenciesField

@@ -9,7 +9,7 @@ import subprocess
 from pathlib import Path
 
 from rocm_build.install.chain_stubs import CONSTRAINTS, chain_stubs, resolve_args, stub_wheel
-from rocm_build.wheel import lockfile
+from rocm_build.locks import lockfile
 
 CHAIN = [("torch", "2.13.0", "components/torch:wheel"), ("torchvision", "", "components/vision:wheel")]
 

@@ -31,12 +31,12 @@ from pants.util.logging import LogLevel
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
 from rocm_build.install.kpack_check import kpack_facts, kpack_problems
-from rocm_build.install.target_types import SystemLibrariesField
+from rocm_build.upstream.target_types import SystemLibrariesField
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.wheel.gpu_audit import GpuCode, kpack_mismatches
-from rocm_build.wheel.portable import AuditwheelPythonProcess
+from rocm_build.audits.gpu_audit import GpuCode, kpack_mismatches
+from rocm_build.audits.portable import AuditwheelPythonProcess
 
 # elf_links.py and what it imports (kpack.py reads the split device code with gpu_code.py's arch table).
 ELF_LINKS = ("elf_links.py", "kpack.py", "gpu_code.py", "wheel_zip.py")

@@ -13,7 +13,7 @@ from pants.util.frozendict import FrozenDict
 from rocm_build.install.load_check import device_problems
 from rocm_build.testutil import kpack_wheels
 from rocm_build.testutil.kpack_wheels import device_wheel, filed, read_gpu_code
-from rocm_build.wheel.gpu_audit import GpuCode
+from rocm_build.audits.gpu_audit import GpuCode
 
 TORCH = "torch-2.13.0+rocm10.0.0-cp312-cp312-linux_x86_64.whl"
 

@@ -42,12 +42,12 @@ from pants.engine.target import WrappedTarget, WrappedTargetRequest
 
 from rocm_build.install.chain_stubs import chain_stubs, resolve_args
 from rocm_build.install.sdk_modules import index_requirements, sdk_requirements
-from rocm_build.install.target_types import WheelRuntimeRequirementsField
+from rocm_build.wheel.target_types import WheelRuntimeRequirementsField
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
-from rocm_build.wheel import lockfile
+from rocm_build.locks import lockfile
 from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
-from rocm_build.wheel.build_requirements import (
+from rocm_build.locks.build_requirements import (
     LOCK_IN_SANDBOX,
     WHEELHOUSE_DIR,
     PipResolved,

@@ -25,7 +25,7 @@ from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
 from rocm_build.wheel.build_spec import ENV_NAME, WheelBuildSpec, WheelRequest
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
 from rocm_build.errors import RocmBuildError
-from rocm_build.wheel.lockfile import LockedDist
+from rocm_build.locks.lockfile import LockedDist
 from rocm_build.install.runtime_lock import (
     ChainRuntimeRequirements,
     ChainRuntimeRequirementsRequest,
@@ -33,7 +33,7 @@ from rocm_build.install.runtime_lock import (
     RuntimeLockCheck,
 )
 from rocm_build.install.sdk_modules import SDK_MODULES, project_name, sdk_requirements
-from rocm_build.install.target_types import WheelRuntimeEnvField, WheelRuntimeRequirementsField
+from rocm_build.wheel.target_types import WheelRuntimeEnvField, WheelRuntimeRequirementsField
 from rocm_build.toolchain.target_types import ToolchainIndexUrlField, ToolchainProviderField, ToolchainVersionField
 from rocm_build.wheel.target_types import RocmWheelTarget
 

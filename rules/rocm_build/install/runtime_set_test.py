@@ -14,7 +14,7 @@ from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.install import runtime_lock
 from rocm_build.errors import RocmBuildError
 from rocm_build.testutil.git_fixtures import pins_toml
-from rocm_build.wheel.lockfile import BuildLock, LockedDist, LockError
+from rocm_build.locks.lockfile import BuildLock, LockedDist, LockError
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements
 from rocm_build.install.runtime_set import (
     SDK_FIRST,

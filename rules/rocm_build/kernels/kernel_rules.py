@@ -24,7 +24,7 @@ from pants.option.option_types import SkipOption
 from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
-from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
+from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.kernels.target_types import (
     KernelDependenciesField,
@@ -46,7 +46,7 @@ from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest
 from rocm_build.upstream.target_types import PrebuiltWheelTarget, UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
-from rocm_build.wheel.build import BuiltRocmWheel
+from rocm_build.build.build import BuiltRocmWheel
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.wheel.env import check_gpu_targets
 from rocm_build.wheel.target_types import RocmWheelTarget

@@ -1,4 +1,4 @@
-"""The build-requirements locks (3rdparty/build/py*/<pin>.lock, see wheel/lockfile.py) as
+"""The build-requirements locks (3rdparty/build/py*/<pin>.lock, see locks/lockfile.py) as
 the pin programs see them: the pin commit each was made at, which are stale once pins move,
 and regenerating them with a nested Pants."""
 
@@ -12,7 +12,7 @@ from typing import Dict, List, Optional, Sequence
 from rocm_build.programs.host_git import UpdateError
 from rocm_build.programs.new_commits import Move
 from rocm_build.upstream.pins import Pin
-from rocm_build.wheel import lockfile
+from rocm_build.locks import lockfile
 
 
 @dataclass

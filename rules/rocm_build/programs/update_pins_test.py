@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocm_build.testutil.git_fixtures import ARCHS_PATCH, ARCHS_SETUP, commit_files, init_repo
-from rocm_build.wheel.lockfile import BuildLock, render
+from rocm_build.locks.lockfile import BuildLock, render
 from rocm_build.programs.update_pins import main
 
 

@@ -43,7 +43,7 @@ if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" && -z "${ROCM_BUILD_IMAGE:-}" ]]; then
   link_root .rocm "$ROCM_BUILD_TOOLCHAIN_COMPILER_VERSION" compiler_of $ROCM_BUILD_TOOLCHAIN_CANDIDATES
   link_root .python "$ROCM_BUILD_PYTHON_VERSION" python_of $ROCM_BUILD_PYTHON_CANDIDATES
 fi
-# A Rust build (`cargo_lock`, wheel/cargo.py): the cargo and rustc on PATH must be the ones
+# A Rust build (`cargo_lock`, rust/cargo.py): the cargo and rustc on PATH must be the ones
 # its key names; a worker with another Rust builds nothing.
 if [[ -n "${ROCM_BUILD_RUST:-}" && "$(rustc -V 2>&1); $(cargo -V 2>&1)" != "$ROCM_BUILD_RUST" ]]; then
   echo "rocm_build: cannot build $ROCM_BUILD_TARGET here: its key holds \"$ROCM_BUILD_RUST\", but PATH gives" \

@@ -18,7 +18,7 @@ from rocm_build.sandbox_scripts import load_script
 from rocm_build.testutil import kpack_wheels
 from rocm_build.testutil.kpack_wheels import ARCHIVE, KERNEL_NAME
 from rocm_build.testutil.wheel_facts import read_script_json, wheel
-from rocm_build.wheel.gpu_audit import GPU_CODE
+from rocm_build.audits.gpu_audit import GPU_CODE
 
 CLANG = "/usr/bin/clang++-19"
 DEVICE_ONLY = ["--cuda-device-only", "--no-gpu-bundle-output"]

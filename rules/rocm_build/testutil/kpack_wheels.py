@@ -10,7 +10,7 @@ from typing import Dict, Mapping, Sequence, Tuple
 
 from mini import kpack_writer
 from rocm_build.testutil.wheel_facts import read_script_json, wheel
-from rocm_build.wheel.gpu_audit import GPU_CODE, GpuCode, gpu_code_of
+from rocm_build.audits.gpu_audit import GPU_CODE, GpuCode, gpu_code_of
 
 HOST = "mini_blas-1.0-py3-none-linux_x86_64.whl"
 DEVICE = "mini_blas_device_gfx1151-1.0-py3-none-linux_x86_64.whl"

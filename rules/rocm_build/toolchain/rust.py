@@ -1,7 +1,7 @@
 """The Rust toolchain a Rust build (`cargo_lock`) compiles with: the `cargo` and `rustc` on
 the build's PATH (/usr/bin:/bin, or the image's), never a rustup under a home directory.
 
-Its identity (`rustc -V` and `cargo -V`) is part of the build's key (wheel/cargo.py), and
+Its identity (`rustc -V` and `cargo -V`) is part of the build's key (rust/cargo.py), and
 build_wheel.sh checks it again where the build runs.
 """
 

@@ -9,7 +9,7 @@ content. A new nightly is only ever taken by `pants run rules:update-pins`.
 TheRock's torch and torchvision come split: a host wheel and a device wheel per gpu target
 (and family), each a `prebuilt_wheel` whose pin names its host (`device_of`) and whose
 `dependencies` name the host's and family's targets. `PrebuiltClosure` walks them for a
-consumer and checks that graph; the consumer compiles against the hosts only (wheel/build.py), its
+consumer and checks that graph; the consumer compiles against the hosts only (build/build.py), its
 install set carries all of them.
 """
 
@@ -24,7 +24,7 @@ from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
-from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
+from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.pins import PREBUILT, PrebuiltPin, parse_prebuilt_pins

@@ -18,7 +18,7 @@ from pants.engine.target import (
 from pants.engine.unions import UnionMembership, UnionRule
 from pants.util.strutil import help_text
 
-from rocm_build.install.target_types import SystemLibrariesField
+from rocm_build.upstream.target_types import SystemLibrariesField
 from rocm_build.upstream.pins import PREBUILT, parse_prebuilt_pins
 from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.target_types import PinsFileField, PrebuiltPinField, PrebuiltWheelTarget

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
     Dependencies,
+    DictStringToStringField,
     MultipleSourcesField,
     SpecialCasedDependencies,
     StringField,
@@ -13,7 +14,6 @@ from pants.engine.target import (
 )
 from pants.util.strutil import help_text, softwrap
 
-from rocm_build.install.target_types import SystemLibrariesField
 
 # --------------------------------------------------------------------------- patch_set
 
@@ -190,6 +190,22 @@ class PrebuiltDependenciesField(Dependencies):
         the `prebuilt_wheel` targets of its host wheel and of the device wheels it requires
         (its family wheel, amd-torch-device-gfx115x). They go with it into install sets;
         `rocm_wheel`s compile against host wheels only, device wheels never enter a build venv.
+        """
+    )
+
+
+class SystemLibrariesField(DictStringToStringField):
+    alias = "system_libraries"
+    help = help_text(
+        """
+        Shared libraries the installed wheel loads from the target machine rather than from a
+        wheel of its install set, each with why the machine has it, e.g.
+        `{"libdrm.so.2": "Debian's libdrm2 on every gfx1151 box we support"}`. Before `package`
+        writes an install set it reads every ELF of every wheel in it (rules/rocm_build/install/closure.py):
+        each library an ELF needs must be shipped by a wheel of the set where its RUNPATH
+        looks, be one every manylinux system has (auditwheel's policy: libc, libstdc++, ...),
+        or be named here; a library named here is also taken to define the unversioned symbols
+        nothing in the set defines. In no cache key: changing it rebuilds nothing.
         """
     )
 

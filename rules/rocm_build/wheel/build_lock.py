@@ -1,4 +1,4 @@
-"""The build-requirements lock of one rocm_wheel, resolved (wheel/lockfile.py has its format).
+"""The build-requirements lock of one rocm_wheel, resolved (locks/lockfile.py has its format).
 
 The patched tree at its pin is fetched (for the `-r` files its `build_requirements` name),
 pip resolves the requirements against `[rocm-build].index_urls` for the build Python, and
@@ -21,8 +21,8 @@ from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.upstream.source_tree import source_files
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
-from rocm_build.wheel import lockfile
-from rocm_build.wheel.build_requirements import PipResolved, PipResolveRequest, regenerate_command, sha256_or_none
+from rocm_build.locks import lockfile
+from rocm_build.locks.build_requirements import PipResolved, PipResolveRequest, regenerate_command, sha256_or_none
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 
 REQUIREMENTS_IN = f"{TREE_DIR}/.rocm-build-requirements.in"

@@ -21,17 +21,17 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
 
-from rocm_build.wheel.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR
+from rocm_build.locks.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR
 from rocm_build.toolchain.container import BuildImage
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.errors import RocmBuildError
 from rocm_build.subsystems.sccache import Sccache, SccacheBinary
-from rocm_build.wheel.sccache_dist import FARM_CACHE, FARM_DIR, TOOLCHAIN_DIR, DistToolchain, DistToolchainRequest, SccacheFarm
+from rocm_build.caches.sccache_dist import FARM_CACHE, FARM_DIR, TOOLCHAIN_DIR, DistToolchain, DistToolchainRequest, SccacheFarm
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.wheel.build_spec import WheelBuildSpec, log_name
-from rocm_build.wheel.ccache import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
+from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools, cache_suffix
 
 LOG_CACHE = "rocm_build_logs"
@@ -53,7 +53,7 @@ KEPT_DIRS_DIR = ".build-dirs"
 WHEEL_CHUNKS_DIR = ".wheel-chunks"
 TREE_CHANGES = ".tree-changes"
 ARCHIVES_DIR = ".archives"
-CARGO_VENDOR_DIR = ".cargo-vendor"  # the crates, one directory each (wheel/cargo.py)
+CARGO_VENDOR_DIR = ".cargo-vendor"  # the crates, one directory each (rust/cargo.py)
 CARGO_HOME_DIR = ".cargo-home"  # empty but for its config.toml, which points cargo at CARGO_VENDOR_DIR
 SANDBOX = "$ROCM_BUILD_SANDBOX"
 
@@ -102,7 +102,7 @@ class PreflightWheelRequest:
 
 @dataclass(frozen=True)
 class PreflightBuild:
-    request: WheelBuildRequest  # made by wheel/build.py, as for the build
+    request: WheelBuildRequest  # made by build/build.py, as for the build
 
 
 def sandbox_env(request: WheelBuildRequest) -> Dict[str, str]:

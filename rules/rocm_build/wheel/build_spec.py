@@ -19,11 +19,11 @@ from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 
-from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
-from rocm_build.wheel.build_requirements import LockedRequirementsRequest
+from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
+from rocm_build.locks.build_requirements import LockedRequirementsRequest
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, parse_constraint
-from rocm_build.wheel.lockfile import LockError, requirement_lines
+from rocm_build.locks.lockfile import LockError, requirement_lines
 from rocm_build.upstream.prebuilt import PrebuiltClosure, PrebuiltClosureRequest
 from rocm_build.wheel.env import build_env, check_gpu_targets
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem

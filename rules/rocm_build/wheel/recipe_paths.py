@@ -22,7 +22,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Iterable, List, Optional, Sequence, Tuple
 
-from rocm_build.wheel.lockfile import INCLUDE_OPTIONS
+from rocm_build.locks.lockfile import INCLUDE_OPTIONS
 
 INTERPRETERS = {"python", "python3", "bash", "sh", "source", "."}
 # Interpreter options that take the next word as their value, not a script.

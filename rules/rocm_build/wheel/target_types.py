@@ -1,4 +1,6 @@
-"""Target type of the wheel stage: rocm_wheel (its run-time fields are in install/target_types.py)."""
+"""The rocm_wheel target type and every field of it: what it builds from, with what, how, and
+what its install set needs at run time (`runtime_env`, `runtime_requirements`, `system_libraries`,
+the last shared with prebuilt_wheel)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from pants.engine.target import (
 )
 from pants.util.strutil import help_text, softwrap
 
-from rocm_build.install.target_types import SystemLibrariesField, WheelRuntimeEnvField, WheelRuntimeRequirementsField
+from rocm_build.upstream.target_types import SystemLibrariesField
 
 
 class WheelSourceField(StringField):
@@ -291,6 +293,44 @@ class WheelKeepBuildDirField(BoolField):
         of this machine, never an input: the wheel is the same bytes as a clean build's, and
         the cache keys are the same. False for an upstream whose build tool does not rebuild
         correctly from a kept directory: then only the compiler cache applies.
+        """
+    )
+
+
+# ------------------------------------------------------------------ what the installed wheel needs
+
+
+class WheelRuntimeEnvField(DictStringToStringField):
+    alias = "runtime_env"
+    help = help_text(
+        lambda: f"""
+        Environment variables the installed wheel needs at run time, e.g. flash-attention's
+        Triton backend switch `{{"FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE"}}`. `package` writes
+        the union over the chain to the install set's `env.sh` (`export VAR=value` lines, to
+        source before running Python); two components of a chain that set one variable to
+        different values stop `package` before any build, naming both targets. Unlike
+        `{WheelEnvField.alias}` (the build's environment) it is in no cache key: changing it
+        rebuilds nothing.
+        """
+    )
+
+
+class WheelRuntimeRequirementsField(StringSequenceField):
+    alias = "runtime_requirements"
+    help = help_text(
+        lambda: f"""
+        What the installed wheel needs at run time that its chain does not hold, as pip
+        requirement lines (names with version specifiers), e.g. `["einops"]`: its upstream's
+        Requires-Dist, which the preflight compares with them (same names and specifiers). They are
+        locked like `{WheelBuildRequirementsField.alias}`, together with those of every rocm_wheel
+        below this one, in `3rdparty/run/py<3.X>/<pin>.lock` (`<pin>` the pin of
+        `{WheelSourceField.alias}`; `<pin>.<name>.lock` for a target not named `wheel`), written by
+        `pants lock-runtime-requirements <this target>`; what the chain itself builds or pins (torch
+        for a requirement that needs it) is left to the chain, never taken from the index. `package` puts the locked wheels in the install set's `wheels/` and pins them
+        by sha256 in its requirements.txt, so `pip install --no-index --find-links wheels
+        --require-hashes -r requirements.txt` installs them. A module that TheRock's SDK ships
+        rather than an index (`amdsmi`, in rocm-sdk-core; see rules/rocm_build/install/sdk_modules.py)
+        is not locked: requirements.txt says how to install it from the SDK. In no cache key.
         """
     )
 

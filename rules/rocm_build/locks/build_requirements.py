@@ -29,7 +29,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import GlobalOptions
 from pants.util.logging import LogLevel
 
-from rocm_build.wheel import lockfile
+from rocm_build.locks import lockfile
 from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython

@@ -1,8 +1,8 @@
 import pytest
 import toml
 
-from rocm_build.wheel.cargo_lock import GitCrate, RegistryCrate, read_lock
-from rocm_build.wheel.crate_manifest import ManifestError, find_package, standalone_manifest, workspace_root
+from rocm_build.rust.cargo_lock import GitCrate, RegistryCrate, read_lock
+from rocm_build.rust.crate_manifest import ManifestError, find_package, standalone_manifest, workspace_root
 
 HARMONY = "git+https://github.com/oss-harmony/harmony?tag=v0.0.11#76e849426cc092f84509e31a17027755f67d662a"
 ITOA = "1aab8fc367588b89dcee83ab0fd66b72b50b72fa1904d7095045ace2b0c81c35"

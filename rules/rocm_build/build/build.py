@@ -29,7 +29,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
-from rocm_build.wheel.build_output import BuildOutput, BuiltPayload, FinishedWheel, WheelWithBuildInfo
+from rocm_build.build.build_output import BuildOutput, BuiltPayload, FinishedWheel, WheelWithBuildInfo
 from rocm_build.wheel.build_process import (
     ARCHIVES_DIR,
     LOG_CACHE,
@@ -40,14 +40,14 @@ from rocm_build.wheel.build_process import (
     local_version_label,
 )
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request, log_name
-from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
+from rocm_build.locks.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.wheel.portable import PlatformPolicy
-from rocm_build.wheel.cargo import CargoBuild, CargoBuildRequest
-from rocm_build.wheel.ccache import CcacheRemote
+from rocm_build.audits.portable import PlatformPolicy
+from rocm_build.rust.cargo import CargoBuild, CargoBuildRequest
+from rocm_build.caches.ccache import CcacheRemote
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
 from rocm_build.errors import RocmBuildError
-from rocm_build.wheel.gpu_audit import GpuCode, audit_problems, with_gpu_code
+from rocm_build.audits.gpu_audit import GpuCode, audit_problems, with_gpu_code
 from rocm_build.wheel.patch_files import PatchAddedFiles, PatchAddedFilesRequest, missing_patch_files
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation, explain_build_failure

@@ -33,8 +33,8 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.upstream.archives import FETCH_ARCHIVE, Unpacked, UnpackRequest, other_bytes
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree, source_files
-from rocm_build.wheel.cargo_lock import GitCrate, LockedCrates, RegistryCrate, read_lock
-from rocm_build.wheel.crate_manifest import ManifestError, find_package, standalone_manifest, workspace_root
+from rocm_build.rust.cargo_lock import GitCrate, LockedCrates, RegistryCrate, read_lock
+from rocm_build.rust.crate_manifest import ManifestError, find_package, standalone_manifest, workspace_root
 
 CHECKSUM_FILE = ".cargo-checksum.json"
 

@@ -16,9 +16,9 @@ from rocm_build.testutil import kpack_wheels
 from rocm_build.testutil.kpack_wheels import ARCHIVE, DEVICE, HOST, KERNEL_NAME, LIBRARY, device_wheel, filed, read_gpu_code
 from rocm_build.testutil.wheel_facts import read_script_json
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.wheel import gpu_audit
-from rocm_build.wheel.gpu_audit import GPU_CODE, GpuCode, audit_problems, with_gpu_code
-from rocm_build.wheel.portable import AuditwheelPythonProcess
+from rocm_build.audits import gpu_audit
+from rocm_build.audits.gpu_audit import GPU_CODE, GpuCode, audit_problems, with_gpu_code
+from rocm_build.audits.portable import AuditwheelPythonProcess
 
 WHEEL = "torch-2.13.0+rocm7.14gfx1100.gfx1151-cp312-cp312-linux_x86_64.whl"
 

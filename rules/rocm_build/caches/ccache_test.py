@@ -17,7 +17,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build.testutil.plugin_rules import plugin_rule_runner
-from rocm_build.wheel.ccache import CCACHE_REMOTE_CACHE, CcacheRemote
+from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CcacheRemote
 from rocm_build.sandbox_scripts import script_bytes
 
 

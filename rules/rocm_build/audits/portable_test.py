@@ -15,7 +15,7 @@ from pants.engine.process import Process, ProcessResult
 from pants.testutil.rule_runner import MockGet, run_rule_with_mocks
 
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.wheel.portable import Auditwheel, check_platform_policy, policy_tag
+from rocm_build.audits.portable import Auditwheel, check_platform_policy, policy_tag
 from rocm_build.sandbox_scripts import load_script
 
 # What auditwheel 6.8.2 printed for the mini aotriton wheel (it wraps lines), and the ending

@@ -18,9 +18,10 @@ from rocm_build import register
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
-from rocm_build.wheel.cargo import cargo_config
+from rocm_build.rust.cargo import cargo_config
 from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, release, version_findings
-from rocm_build.wheel.upstream_steps import TreeScan, TreeScanRequest, download_findings, hook_findings
+from rocm_build.checks.upstream_steps import download_findings, hook_findings
+from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
 from rocm_build.wheel.version_env import pin_version
 
 KERNELS_CMAKE = """\

@@ -25,9 +25,9 @@ from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
 from rocm_build.upstream.source_tree import SourceTree
 from rocm_build.wheel.build_process import CARGO_HOME_DIR, CARGO_VENDOR_DIR
 from rocm_build.wheel.build_spec import WheelBuildSpec
-from rocm_build.wheel.cargo_crates import VendoredCrates, VendoredCratesRequest
-from rocm_build.wheel.cargo_lock import CRATES_IO
-from rocm_build.wheel.upstream_steps import TreeScan, TreeScanRequest
+from rocm_build.rust.cargo_crates import VendoredCrates, VendoredCratesRequest
+from rocm_build.rust.cargo_lock import CRATES_IO
+from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
 
 VENDORED = "vendored-sources"
 GIT_REFS = ("rev", "tag", "branch")
@@ -58,7 +58,7 @@ def cargo_config(locks: Iterable[dict]) -> str:
     registries = sorted({r for lock in locks for r in lock["registries"]} - set(CRATES_IO))
     gits = sorted({g["source"].split("#", 1)[0] for lock in locks for g in lock["git"]})
     lines: List[str] = [
-        "# Written by rocm_build (wheel/cargo.py) from the tree's Cargo.lock files: every source they",
+        "# Written by rocm_build (rust/cargo.py) from the tree's Cargo.lock files: every source they",
         "# name comes from the vendored crates beside CARGO_HOME; cargo never goes online.",
         "[source.crates-io]",
         f'replace-with = "{VENDORED}"',

@@ -1,7 +1,7 @@
 import pytest
 
-from rocm_build.wheel import lockfile
-from rocm_build.wheel.lockfile import BuildLock, LockedDist, LockError
+from rocm_build.locks import lockfile
+from rocm_build.locks.lockfile import BuildLock, LockedDist, LockError
 
 SIX = LockedDist("six", "1.16.0", "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254", "six-1.16.0-py2.py3-none-any.whl")
 LOCK = BuildLock(

@@ -32,7 +32,7 @@ from rocm_build.install.requires_check import requires_findings
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec, pin_problem
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request
-from rocm_build.wheel.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
+from rocm_build.locks.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest, BuildImage
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest, parse_constraint
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec, missing_device_wheels
@@ -43,18 +43,13 @@ from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainVers
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
-from rocm_build.wheel import chain_versions, recipe_pairing, upstream_steps
+from rocm_build.checks import recipe_pairing, upstream_steps
+from rocm_build.wheel import chain_versions
 from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, version_findings
-from rocm_build.wheel.recipe_pairing import ComponentPairingRequest, RecipePairing
+from rocm_build.checks.recipe_pairing import ComponentPairingRequest, RecipePairing
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
-from rocm_build.wheel.upstream_steps import (
-    MetadataHook,
-    MetadataHookRequest,
-    TreeScan,
-    TreeScanRequest,
-    download_findings,
-    hook_findings,
-)
+from rocm_build.checks.upstream_steps import MetadataHook, MetadataHookRequest, download_findings, hook_findings
+from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
 
 PIP_INSTALLS_CMAKE = re.compile(r"\bpip3?\b.*\binstall\b.*(?<![\w.-])cmake(?![\w.-])")
 

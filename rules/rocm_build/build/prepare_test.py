@@ -21,8 +21,8 @@ from e2e.http_server import serving
 from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.testutil.plugin_rules import plugin_rule_runner
-from rocm_build.wheel import lockfile
-from rocm_build.wheel.build import BuildHost, BuildHostRequest, PreparedWheelBuild
+from rocm_build.locks import lockfile
+from rocm_build.build.build import BuildHost, BuildHostRequest, PreparedWheelBuild
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 
 WHEEL = Address("components/mini", target_name="wheel")

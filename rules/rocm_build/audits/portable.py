@@ -48,7 +48,7 @@ class Auditwheel(PythonToolBase):
     # its auditwheel version), and with `install_from_resolve` unset the tool installs from it.
     # This repository's `auditwheel` resolve (pants.toml) is this same file: `pants
     # generate-lockfiles --resolve=auditwheel` regenerates it.
-    default_lockfile_resource = ("rocm_build.wheel", "auditwheel.lock")
+    default_lockfile_resource = ("rocm_build.audits", "auditwheel.lock")
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pants.util.logging import LogLevel
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
-from rocm_build.wheel.portable import AuditwheelPythonProcess
+from rocm_build.audits.portable import AuditwheelPythonProcess
 from rocm_build.wheel.target_types import AllowMissingGpuTargetsField
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 

@@ -27,7 +27,7 @@ from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.subsystems.sccache import Sccache
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
-from rocm_build.wheel.ccache import settings_probe
+from rocm_build.caches.ccache import settings_probe
 
 logger = logging.getLogger(__name__)
 
