@@ -26,6 +26,7 @@ from rocm_build.toolchain.interpreters import BuildPython, parse_constraint
 from rocm_build.locks.lockfile import LockError, requirement_lines
 from rocm_build.upstream.prebuilt import PrebuiltClosure, PrebuiltClosureRequest
 from rocm_build.wheel.env import build_env, check_gpu_targets
+from rocm_build.wheel.kinds import KINDS
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.upstream.target_types import PrebuiltWheelTarget
 from rocm_build.wheel.target_types import (
@@ -244,15 +245,15 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
 
 
 async def _sdk_requirements(kind: str, toolchain: Address, owner: str) -> Dict[str, str]:
-    """A torch built on TheRock's SDK requires that SDK and a triton, as TheRock's own torch
-    wheels do (build_prod_wheels.py: PYTORCH_EXTRA_INSTALL_REQUIREMENTS, which PyTorch's setup.py
-    adds to install_requires): installed elsewhere, pip brings the libraries it links."""
-    if kind != "torch":
+    """A kind that requires TheRock's SDK when built on it (kinds.py: torch) gets the variable
+    that says so: installed elsewhere, pip brings the libraries it links."""
+    var = KINDS[kind].sdk_requirements_var if kind in KINDS else ""
+    if not var:
         return {}
     target = await expect_target(toolchain, RocmToolchainTarget, f"the `toolchain` field of {owner}")
     if target[ToolchainProviderField].value != "therock" or not target[ToolchainVersionField].value:
         return {}
-    return {"PYTORCH_EXTRA_INSTALL_REQUIREMENTS": f"rocm[libraries]=={target[ToolchainVersionField].value}|triton"}
+    return {var: f"rocm[libraries]=={target[ToolchainVersionField].value}|triton"}
 
 
 def _cargo_lock(target: RocmWheelTarget) -> str:

@@ -18,15 +18,13 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.kinds import KINDS, by_version_var
 from rocm_build.wheel.recipe_paths import named_paths
 
 # Versions a chain's torch and triton come as: the dependency's kind, and the variable its
-# recipe may set the version with.
-CHAIN_PACKAGES = {"torch": "PYTORCH_BUILD_VERSION", "triton": "TRITON_WHEEL_VERSION"}
+# recipe may set the version with (kinds.py).
+CHAIN_PACKAGES = by_version_var()
 TRITON_WHEELS = {"triton", "pytorch_triton_rocm", "pytorch_triton"}
-# The distribution a kind's wheel is, where it is not the kind's own name (each upstream's
-# setup.py: torchvision, flash_attn, amd_aiter).
-KIND_DISTS = {"vision": "torchvision", "flash_attention": "flash_attn", "aiter": "amd_aiter"}
 
 
 def module_name(name: str) -> str:
@@ -67,7 +65,7 @@ async def chain_versions(request: ChainVersionsRequest) -> ChainVersions:
     for dep in seen.values():
         kind, var = dep.kind, CHAIN_PACKAGES.get(dep.kind, "")
         version = _known(dep.env.get(var, dep.version))  # the recipe's variable, else the pin's
-        for name in (dep.upstream.pin_name, kind, KIND_DISTS.get(kind, "generic")):
+        for name in (dep.upstream.pin_name, kind, (KINDS[kind].dist if kind in KINDS else "") or "generic"):
             if name != "generic":
                 provided.setdefault(module_name(name), dep.owner)
                 dists.setdefault(module_name(name), (version, dep.owner))

@@ -1,9 +1,5 @@
-"""The build environment the seed documents prescribe, as data.
-
-Values may use `{archs}` (semicolon-separated gpu targets) and `{archs_comma}`;
-`$ROCM_PATH` and friends are expanded by the build script inside the sandbox, because the
-toolchain's location must never be part of a cache key.
-"""
+"""A build's environment from its kind's table (kinds.py) and its gpu targets, which are
+checked against the names the ROCm compilers accept."""
 
 from __future__ import annotations
 
@@ -11,48 +7,12 @@ import difflib
 from typing import Dict, List, Mapping, Sequence
 
 from rocm_build.sandbox_scripts import load_script
+from rocm_build.wheel.kinds import COMMON_ENV, KINDS
 
 # gfx names the ROCm compilers accept (LLVM AMDGPU processors, gfx9 and later): the arch
 # table of the script that reads built wheels' GPU code, so a name asked for here is one the
 # audit can find.
 KNOWN_GPU_TARGETS = tuple(load_script("gpu_code.py", "wheel_zip.py").MACH.values())
-
-# Set for every component (seed 000's tables). ROCM_PATH etc. are filled in the sandbox.
-COMMON_ENV: Dict[str, str] = {
-    "PYTORCH_ROCM_ARCH": "{archs}",
-    "GPU_ARCHS": "{archs}",
-    "AMDGPU_TARGETS": "{archs}",
-    "ROCM_BUILD_GPU_TARGETS": "{archs}",
-}
-
-# Per component kind, on top of COMMON_ENV.
-KIND_ENV: Dict[str, Dict[str, str]] = {
-    "generic": {},
-    "aotriton": {"AOTRITON_TARGET_ARCH": "{archs}"},
-    "torch": {
-        "USE_ROCM": "1",
-        "USE_CUDA": "0",
-        "BUILD_TEST": "0",
-        # FBGEMM GenAI fails to link for gfx11 (seed 001).
-        "USE_FBGEMM_GENAI": "0",
-        "USE_FLASH_ATTENTION": "1",
-        "USE_MEM_EFF_ATTENTION": "1",
-    },
-    "triton": {"TRITON_BUILD_WITH_CLANG_LLD": "1"},
-    # torchvision: nothing beyond the common table (its recipe sets FORCE_CUDA); the kind says
-    # which distribution the wheel is (chain_versions.KIND_DISTS).
-    "vision": {},
-    "flash_attention": {
-        "FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE",
-        # Its setup.py (at our pin) otherwise downloads a guessed prebuilt wheel from GitHub
-        # releases and ships it instead of building, and picks ROCm vs CUDA by asking torch.
-        "FLASH_ATTENTION_FORCE_BUILD": "TRUE",
-        "BUILD_TARGET": "rocm",
-    },
-    "vllm": {"VLLM_TARGET_DEVICE": "rocm"},
-    "aiter": {"GPU_ARCHS": "{archs}"},
-}
-
 
 def nearest_gpu_target(name: str) -> List[str]:
     # Swapped digits (gfx1115 for gfx1151) are the common typo; difflib ranks them poorly.
@@ -74,10 +34,10 @@ def check_gpu_targets(targets: Sequence[str], owner: str, field: str = "gpu_targ
 
 
 def build_env(kind: str, gpu_targets: Sequence[str], extra: Mapping[str, str], owner: str) -> Dict[str, str]:
-    if kind not in KIND_ENV:
-        raise ValueError(f"{owner}: unknown `kind` {kind!r}; use one of {', '.join(KIND_ENV)}")
+    if kind not in KINDS:  # the field's valid_choices says so first; a spec made in a test may not
+        raise ValueError(f"{owner}: unknown `kind` {kind!r}; use one of {', '.join(KINDS)}")
     archs = sorted(gpu_targets)
     values = {"archs": ";".join(archs), "archs_comma": ",".join(archs)}
-    env = {k: v.format(**values) for k, v in {**COMMON_ENV, **KIND_ENV[kind]}.items()}
+    env = {k: v.format(**values) for k, v in {**COMMON_ENV, **KINDS[kind].env}.items()}
     env.update(extra)
     return env

@@ -19,6 +19,7 @@ from pants.engine.target import (
 from pants.util.strutil import help_text, softwrap
 
 from rocm_build.upstream.target_types import SystemLibrariesField
+from rocm_build.wheel.kinds import KINDS, kind_help
 
 
 class WheelSourceField(StringField):
@@ -125,12 +126,13 @@ class WheelEnvField(DictStringToStringField):
 class WheelKindField(StringField):
     alias = "kind"
     default = "generic"
-    help = softwrap(
-        """
-        Which component's environment extras apply (see rules/rocm_build/wheel/env.py):
-        generic, aotriton, torch, triton, vision, flash_attention, vllm, aiter. It also names
-        the distribution the wheel is (torchvision for vision), which run-time locks of the
-        components built on it leave to the chain.
+    valid_choices = tuple(KINDS)
+    help = help_text(
+        lambda: f"""
+        Which upstream the wheel is, where that changes its build or its chain (the table in
+        rules/rocm_build/wheel/kinds.py): the ROCm environment extras its build gets, the
+        distribution it installs as (which run-time locks of the components built on it leave
+        to the chain), the variable its version is set with. {kind_help()}.
         """
     )
 
