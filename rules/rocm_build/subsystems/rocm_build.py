@@ -3,13 +3,24 @@
 from __future__ import annotations
 
 import urllib.parse
+from enum import Enum
 from typing import Tuple
 
-from pants.option.option_types import BoolOption, DictOption, StrListOption, StrOption
+from pants.option.option_types import BoolOption, DictOption, EnumOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
 from rocm_build.errors import RocmBuildError
+
+
+class ContainerEngineName(Enum):
+    podman = "podman"
+    docker = "docker"
+
+
+class CompilerLauncher(Enum):
+    ccache = "ccache"
+    sccache = "sccache"
 
 
 class RocmBuildSubsystem(Subsystem):
@@ -56,13 +67,14 @@ class RocmBuildSubsystem(Subsystem):
         ),
     )
 
-    container_engine = StrOption(
-        default="",
+    container_engine = EnumOption(
+        default=None,
+        enum_type=ContainerEngineName,
         help=softwrap(
             """
             The container engine that runs builds whose `environment` is a
             `docker_environment`: `podman` or `docker` (its CLI, found in /usr/bin, /bin or
-            /usr/local/bin). Empty: podman if installed, else docker.
+            /usr/local/bin). Unset: podman if installed, else docker.
             """
         ),
     )
@@ -96,8 +108,8 @@ class RocmBuildSubsystem(Subsystem):
             """
         ),
     )
-    compiler_launcher = StrOption(
-        default="ccache",
+    compiler_launcher = EnumOption(
+        default=CompilerLauncher.ccache,
         help=softwrap(
             """
             What launches the builds' C, C++ and HIP compiles: `ccache` (the host's or the
@@ -127,15 +139,8 @@ class RocmBuildSubsystem(Subsystem):
         ),
     )
 
-    LAUNCHERS = ("ccache", "sccache")
-
     def launcher(self) -> str:
-        if self.compiler_launcher not in self.LAUNCHERS:
-            raise RocmBuildError(
-                f"[rocm-build] compiler_launcher: `{self.compiler_launcher}` is not one of "
-                f"{', '.join(self.LAUNCHERS)}. Set it in pants.toml or PANTS_ROCM_BUILD_COMPILER_LAUNCHER."
-            )
-        return self.compiler_launcher
+        return self.compiler_launcher.value  # Pants refuses any other value, naming the choices
 
     def pip_index_args(self) -> Tuple[str, ...]:
         """pip's index arguments; they are in lock and download processes' keys, so no URL

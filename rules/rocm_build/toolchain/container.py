@@ -83,7 +83,7 @@ class BuildEnvironment:
 
 @rule(desc="Finding the container engine")
 async def find_container_engine(settings: RocmBuildSubsystem) -> ContainerEngine:
-    wanted = (settings.container_engine,) if settings.container_engine else ENGINES
+    wanted = (settings.container_engine.value,) if settings.container_engine else ENGINES
     for name in wanted:
         paths = await Get(
             BinaryPaths, BinaryPathRequest(binary_name=name, search_path=SYSTEM_DIRS, test=BinaryPathTest(["--version"]))

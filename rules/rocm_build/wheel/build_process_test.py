@@ -237,7 +237,7 @@ def test_sccache_is_a_pinned_input_with_its_own_named_cache(rule_runner, tmp_pat
     with pytest.raises(ExecutionError, match='dist_scheduler_url is set, but \\[rocm-build\\] compiler_launcher is ccache.*compiler_launcher = "sccache"'):
         process_for(rule_runner, spec)
     rule_runner.set_options(["--rocm-build-compiler-launcher=distcc"])
-    with pytest.raises(ExecutionError, match="compiler_launcher: `distcc` is not one of ccache, sccache"):
+    with pytest.raises(ExecutionError, match="Invalid choice 'distcc'.*Choose from: ccache, sccache"):
         process_for(rule_runner, spec)
 
 
