@@ -38,7 +38,7 @@ class WheelSourceField(StringField):
 class WheelToolchainField(StringField):
     alias = "toolchain"
     required = True
-    help = "Address of the `rocm_toolchain` to build with, e.g. `//components:therock`."
+    help = "Address of the `rocm_toolchain` to build with, e.g. `components:rocm` (TheRock's SDK) or `components:llvm`."
 
 
 class GpuTargetsField(StringSequenceField):
@@ -91,8 +91,9 @@ class WheelPythonField(StringField):
     alias = "python"
     help = softwrap(
         """
-        The Python the wheel is built with (and for): `"3.12"`, or an interpreter constraint
-        such as `"CPython==3.12.*"`; default `[rocm-build].python` in pants.toml. The first
+        Unset (`default: None`), `[rocm-build].python` in pants.toml applies (3.11 unless
+        pants.toml says otherwise). The Python the wheel is built with (and for): `"3.12"`, or
+        an interpreter constraint such as `"CPython==3.12.*"`. The first
         matching interpreter on `[python-bootstrap].search_path` (pyenv, PATH) is used; its
         implementation and full version are in the build's key and in `rocm_build_info.json`,
         its location is not. `python=parametrize("3.11", "3.12")` gives one target per
@@ -396,9 +397,11 @@ class RocmWheelTarget(Target):
                 gpu_targets=["gfx1151"],
                 kind="vllm",
                 dependencies=["components/torch:wheel"],
-                build_requirements=["-r requirements/build.txt"],  # lock: 3rdparty/build/py3.12/vllm.lock
+                # locked in 3rdparty/build/py3.12/vllm.lock
+                build_requirements=["-r requirements/build.txt"],
                 build_command=["python use_existing_torch.py"],
-                environment="rocm-build-box",  # components/BUILD sets it for the chain
+                # components/BUILD sets it for the whole chain
+                environment="rocm-build-box",
             )
         """
     )
