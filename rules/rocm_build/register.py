@@ -29,10 +29,11 @@ from rocm_build.upstream import (
     prebuilt,
     prebuilt_wheels,
     source_tree,
+    sources,
     tree_scan,
     upstream_repo,
 )
-from rocm_build.wheel import build_lock, build_process, build_spec, chain_order, patch_files
+from rocm_build.wheel import build_lock, build_process, build_spec, chain_order, patch_files, source_kind
 
 
 def target_types():
@@ -54,7 +55,8 @@ def rules():
         DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
         DockerEnvironmentTarget.register_plugin_field(ImageContainerfileField),
         *isolation.rules(),
-        # Upstream sources (upstream/): pins, fetch, patches, archives, prebuilt wheels, the tree scan
+        # Upstream sources (upstream/): pins, fetch, patches, archives, prebuilt wheels, the tree scan,
+        # the kinds of `source` (sources.py)
         *mirrors.rules(),
         *download.rules(),
         *fetch.rules(),
@@ -66,12 +68,14 @@ def rules():
         *prebuilt.rules(),
         *prebuilt_wheels.rules(),
         *tree_scan.rules(),
+        *sources.rules(),
         # Locks of build requirements (locks/) and compiler caches (caches/)
         *build_requirements.rules(),
         *ccache.rules(),
         *sccache_dist.rules(),
         # A rocm_wheel (wheel/): its spec, its chain, its lock, its build process
         *build_spec.rules(),
+        *source_kind.rules(),
         *chain_order.rules(),
         *build_lock.rules(),
         *build_process.rules(),

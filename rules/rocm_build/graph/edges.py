@@ -3,7 +3,7 @@ already write (Pants' dependency inference), so `dependencies`, `dependents`, `p
 and `--changed-since --changed-dependents=transitive` know what a wheel is built from.
 
 - a `rocm_wheel` depends on its `source`, `toolchain`, `archives`, its build and run-time lock
-  files and its source's pin file;
+  files and its source's pin file, for every kind of source (upstream/sources.py);
 - an `upstream_repo`, `prebuilt_wheel` and pinned `upstream_archive` on the file that holds their
   pin (and a prebuilt pin on its directory's shared `[prebuilt]` file), the patch sets of an
   `upstream_repo` or `upstream_archive` being edges already (`patches`);
@@ -32,8 +32,6 @@ from pants.engine.target import (
     FieldSet,
     InferDependenciesRequest,
     InferredDependencies,
-    WrappedTarget,
-    WrappedTargetRequest,
 )
 from pants.engine.unions import UnionRule
 
@@ -45,6 +43,7 @@ from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.toolchain.interpreters import parse_constraint
 from rocm_build.upstream.pins import PREBUILT, PinsError
 from rocm_build.upstream.pins_dir import PinsFiles, glob_of, is_directory
+from rocm_build.upstream.sources import SourceDescription, SourceRequest
 from rocm_build.upstream.target_types import (
     ArchivePinField,
     ArchivePinsFileField,
@@ -174,15 +173,15 @@ async def infer_wheel_inputs(
         ),
     )
     named = Addresses([*source_address, *named])
-    source = (await Get(WrappedTarget, WrappedTargetRequest(source_address[0], f"the `source` field of {owner}"))).target
-    if not source.has_field(PinField):  # an error the build itself reports, naming the field
+    source = await Get(SourceDescription, SourceRequest(source_address[0], f"the `source` field of {owner}"))
+    if not source.tree:  # an error the build itself reports, naming the field
         return InferredDependencies(named)
-    pin = source[PinField].value
+    # The locks are named by the source's pin, whatever kind of source it is (sources.py).
     python = fs.python.value or defaults.python
     minor = parse_constraint(python, owner).minor
-    build_lock = [fs.lock.value or default_lock(owner, pin, python)] if fs.build_requirements.value else []
-    run_lock = [runtime_lock_path(pin, minor, fs.address.target_name)] if minor else []
-    pin_files = await Get(PinFiles, PinFilesRequest(source[PinsFileField].value, pin))
+    build_lock = [fs.lock.value or default_lock(owner, source.pin, python)] if fs.build_requirements.value else []
+    run_lock = [runtime_lock_path(source.pin, minor, fs.address.target_name)] if minor else []
+    pin_files = await Get(PinFiles, PinFilesRequest(source.pins_file, source.pin_table)) if source.pins_file else PinFiles(())
     files = await Get(Addresses, InputFilesRequest(fs.address, (*pin_files.paths, *build_lock, *run_lock)))
     return InferredDependencies([*named, *files])
 

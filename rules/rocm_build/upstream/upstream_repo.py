@@ -16,7 +16,7 @@ from pants.engine.addresses import Address
 from pants.engine.fs import AddPrefix, Digest, RemovePrefix, Snapshot
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
-from pants.engine.unions import UnionRule
+from pants.engine.unions import UnionMembership, UnionRule
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.upstream.patching import OrderedPatches, PatchedTree, PatchFile, PatchRequest, PatchSetsRequest
@@ -26,6 +26,7 @@ from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, Sourc
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.archive_source import ArchivePackRequest, ArchiveSourcePin
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
+from rocm_build.upstream.sources import TreeSourceRequest, UpstreamArchiveSource, UpstreamRepoSource, source_kind
 from rocm_build.upstream.target_types import (
     ArchivePinField,
     ArchivePinsFileField,
@@ -72,10 +73,24 @@ class UpstreamSpec:
 
 
 @rule
-async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
+async def resolve_upstream_spec(request: UpstreamRequest, union_membership: UnionMembership) -> UpstreamSpec:
+    """Any kind of source that is an upstream tree (sources.py), the same way."""
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
-    if isinstance(wrapped.target, UpstreamArchiveTarget):
-        return await Get(UpstreamSpec, ArchiveRequest(request.address, request.description_of_origin))
+    members = {m.field_set_type: m for m in union_membership.get(TreeSourceRequest)}
+    kind = source_kind(members, wrapped.target, request.description_of_origin)
+    return await Get(UpstreamSpec, TreeSourceRequest, members[type(kind)](request.address, request.description_of_origin))
+
+
+class RepoSpecRequest(TreeSourceRequest):
+    field_set_type = UpstreamRepoSource
+
+
+class ArchiveSourceSpecRequest(TreeSourceRequest):
+    field_set_type = UpstreamArchiveSource
+
+
+@rule
+async def upstream_repo_spec(request: RepoSpecRequest) -> UpstreamSpec:
     target = await expect_target(request.address, UpstreamRepoTarget, request.description_of_origin)
     owner = target.address.spec
     pins_file = target[PinsFileField].value
@@ -98,9 +113,9 @@ async def resolve_upstream_spec(request: UpstreamRequest) -> UpstreamSpec:
 
 
 @rule
-async def archive_upstream_spec(request: ArchiveRequest) -> UpstreamSpec:
+async def upstream_archive_spec(request: ArchiveSourceSpecRequest) -> UpstreamSpec:
     """An upstream_archive as a source: its pin (URL and sha256) and its patch sets."""
-    archive = await Get(ArchiveSpec, ArchiveRequest, request)
+    archive = await Get(ArchiveSpec, ArchiveRequest(request.address, request.description_of_origin))
     target = await expect_target(request.address, UpstreamArchiveTarget, request.description_of_origin)
     patches = await Get(OrderedPatches, PatchSetsRequest(tuple(target[PatchSetsField].value or ()), target.address))
     return UpstreamSpec(
@@ -173,4 +188,9 @@ async def package_upstream_repo(field_set: UpstreamRepoFieldSet) -> BuiltPackage
 
 
 def rules():
-    return [*collect_rules(), UnionRule(PackageFieldSet, UpstreamRepoFieldSet)]
+    return [
+        *collect_rules(),
+        UnionRule(PackageFieldSet, UpstreamRepoFieldSet),
+        UnionRule(TreeSourceRequest, RepoSpecRequest),
+        UnionRule(TreeSourceRequest, ArchiveSourceSpecRequest),
+    ]
