@@ -19,7 +19,8 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
-from rocm_build.checks.preflight import ComponentStatus, QuickCheck, TreeCheck
+from rocm_build.checks.findings import ComponentStatus
+from rocm_build.checks.preflight import QuickCheck, TreeCheck
 
 logger = logging.getLogger(__name__)
 

@@ -15,8 +15,10 @@ from typing import Optional, Tuple
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 from pants.engine.fs import Digest, DigestContents
+from pants.util.logging import LogLevel
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 
+from rocm_build.checks.findings import TreeCheckRequest, Findings
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.pins import FULL_SHA, PREBUILT, SHORT_SHA
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
@@ -118,6 +120,18 @@ async def check_component_pairing(request: ComponentPairingRequest) -> RecipePai
     requests = [git_pin_pairing(spec.upstream, spec.owner), *(prebuilt_pin_pairing(p, spec.owner) for p in prebuilt)]
     found = await MultiGet(Get(RecipePairing, RecipePairingRequest, r) for r in requests if r is not None)
     return RecipePairing(tuple(p for f in found for p in f.problems), tuple(n for f in found for n in f.notes))
+
+
+class PairingCheck(TreeCheckRequest):
+    pass
+
+
+@rule(desc="Checking a rocm_wheel's pins against its recipe", level=LogLevel.DEBUG)
+async def check_pairing(request: PairingCheck) -> Findings:
+    spec = request.spec
+    """Tree check: the recipe and the pin agree (what pairs them, above)."""
+    pairing = await Get(RecipePairing, ComponentPairingRequest(spec))
+    return Findings(tuple(pairing.problems), tuple(pairing.notes))
 
 
 def rules():

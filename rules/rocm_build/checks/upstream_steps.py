@@ -25,6 +25,7 @@ that one of them provides (by pin name or `kind`) is a note, not a problem.
 
 from __future__ import annotations
 
+import json
 import posixpath
 from dataclasses import dataclass, replace
 from typing import Dict, List, Tuple
@@ -32,8 +33,15 @@ from typing import Dict, List, Tuple
 from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestSubset, FileContent, MergeDigests, PathGlobs
 from pants.engine.process import FallibleProcessResult, Process
+from pants.util.logging import LogLevel
 from pants.engine.rules import Get, collect_rules, rule
 
+from rocm_build.checks.findings import TreeCheckRequest, EXPECTED_FAILURES, Findings, problem_text
+from rocm_build.install.requires_check import requires_findings
+from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
+from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
+from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, version_findings
+from rocm_build.wheel.recipe_paths import named_paths
 from rocm_build.wheel.build_process import PreflightBuild, PreflightWheelRequest, WheelBuildRequest
 from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -252,6 +260,44 @@ def cargo_findings(spec: WheelBuildSpec, where: str, cargo: dict) -> Tuple[List[
         known = ", ".join(sorted(lock["file"] for lock in locks)) or "none"
         problems.append(f"{owner}: its `cargo_lock` {spec.cargo_lock!r} is not a Cargo.lock of {where} (its locks: {known}); fix it in {build_file}")
     return problems, notes, seen
+
+
+# ---------------------------------------------------------------------------- the check
+
+
+class UpstreamStepsCheck(TreeCheckRequest):
+    pass
+
+
+@rule(desc="Running a rocm_wheel upstream's own cheap steps", level=LogLevel.DEBUG)
+async def check_upstream_steps(request: UpstreamStepsCheck) -> Findings:
+    spec, tree = request.spec, request.tree
+    """The upstream's own cheap steps (upstream_steps.py): its tree scanned for downloads and
+    the torch/triton it names, then its metadata hook run in the build's sandbox."""
+    where = tree.where
+    try:
+        scan = json.loads((await Get(TreeScan, TreeScanRequest(tree.upstream.source, spec.owner))).result)
+        chain = await Get(ChainVersions, ChainVersionsRequest(spec.address))
+    except EXPECTED_FAILURES as e:
+        return Findings.failed(e)
+    projects = [p.path for p in named_paths(spec.requirements, spec.steps, spec.wheel_command) if p.is_project]
+    problems, notes = download_findings(spec, where, scan, projects[0] if projects else "")
+    problems += version_findings(spec, where, scan, chain.versions)
+    if not projects:
+        return Findings(tuple(problems), (*notes, f"metadata hook not run: the wheel command `{spec.wheel_command}` names no project directory"))
+    try:
+        hook = await Get(MetadataHook, MetadataHookRequest(spec.address, projects[0]))
+    except EXPECTED_FAILURES as e:
+        return Findings((*problems, problem_text(e)), tuple(notes))
+    result = json.loads(hook.result)
+    found, more_notes = hook_findings(spec, projects[0], where, result, dict(chain.provided))
+    # What the wheel will require at run time, against what its install set will hold.
+    runtime = await Get(ChainRuntimeRequirements, ChainRuntimeRequirementsRequest(spec.address))
+    found += requires_findings(
+        spec.owner, f"{spec.address.spec_path}/BUILD", f"{projects[0]}/{result['file']}".lstrip("/"), result["requires_dist"],
+        [*(name for name, _, _ in chain.dists), *runtime.sdk], [*runtime.chain],
+    )  # fmt: skip
+    return Findings((*problems, *found), (*notes, *more_notes))
 
 
 def rules():

@@ -28,7 +28,8 @@ from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
-from rocm_build.checks.preflight import ComponentStatus, QuickCheck, TreeCheck
+from rocm_build.checks.findings import ComponentStatus
+from rocm_build.checks.preflight import QuickCheck, TreeCheck
 from rocm_build.wheel.target_types import RocmWheelTarget
 
 
