@@ -56,7 +56,9 @@ def test_the_mini_chain_passes_in_seconds_and_names_the_cmake_builds_use(ws: Wor
         f"      note: 3rdparty/build/py3.11/mini-vllm.lock left out pip's cmake==3.31.6: builds use the system cmake ({SYSTEM_CMAKE})",
         "all 4 component(s) ok.",
     ]
-    assert elapsed < 60, f"the preflight took {elapsed:.0f} s"
+    # A tripwire that holds on a loaded machine (62 s seen beside five other Pants): minutes, not
+    # a build's hours. The figure itself is bench's (bench/run.py).
+    assert elapsed < 180, f"the preflight took {elapsed:.0f} s"
     assert_nothing_built(ws, run)
 
 
