@@ -15,13 +15,12 @@ from rocm_build.goals import (
     verify_reproducible,
 )
 from rocm_build.install import load_check, runtime_lock, runtime_set
-from rocm_build.choices import choices_rules
-from rocm_build.kernels import kernel_rules
 from rocm_build.subsystems import bootstrap_wheels, host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
 from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.toolchain import container, interpreters, isolation, rocm_sdk, rust
 from rocm_build.upstream import archive_source, archives, download, fetch, mirrors, patching, prebuilt, prebuilt_wheels, source_tree, upstream_repo
+from rocm_build.workloads import register as workloads
 from rocm_build.wheel import (
     build,
     build_lock,
@@ -95,10 +94,9 @@ def rules():
         *runtime_lock.rules(),
         *runtime_set.rules(),
         *load_check.rules(),
-        # Triton kernels compiled for each gpu target (`pants test` of triton_kernel_test)
-        *kernel_rules.rules(),
-        # Upstreams' run-time choices on each gpu target (`pants test` of upstream_choices_test)
-        *choices_rules.rules(),
+        # Workload tests on each gpu target (`pants test`): Triton kernels compiled
+        # (triton_kernel_test), upstreams' run-time choices (upstream_choices_test)
+        *workloads.rules(),
         # Goals
         *package.rules(),
         *preflight_report.rules(),
