@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Dict, Optional, Tuple
 
 from pants.core.goals.test import TestFieldSet, TestResult, TestSubsystem, TestTimeoutField
+from pants.core.util_rules import source_files
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests, RemovePrefix, Snapshot
 from pants.engine.process import FallibleProcessResult, Process
@@ -143,4 +144,4 @@ async def run_workload_test(field_set: WorkloadTestFieldSet, test: TestSubsystem
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *source_files.rules()]
