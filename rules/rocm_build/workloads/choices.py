@@ -14,34 +14,26 @@ from typing import Any, Dict, Tuple
 from pants.core.goals.test import TestRequest, TestResult, TestSubsystem
 from pants.engine.rules import collect_rules, rule
 from pants.engine.target import SourcesField
-from pants.option.option_types import SkipOption
-from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
-from rocm_build.workloads.sandbox import WorkloadTestFieldSet, run_workload_test
+from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTestSubsystem, run_workload_test
 from rocm_build.workloads.source import WorkloadSource
 from rocm_build.workloads.target_types import ExpectedChoicesField, WorkloadField, WorkloadModulesField
 
 
-class UpstreamChoicesTestSubsystem(Subsystem):
+class UpstreamChoicesTestSubsystem(WorkloadTestSubsystem):
     options_scope = "upstream-choices"
     name = "upstream-choices"
     help = "Reading an upstream's run-time choices for each gpu target without a GPU (`upstream_choices_test` targets)."
-
-    skip = SkipOption("test")
 
 
 @dataclass(frozen=True)
 class UpstreamChoicesTestFieldSet(WorkloadTestFieldSet):
     required_fields = (WorkloadField, ExpectedChoicesField)
+    kind = WorkloadKind("choices_test.sh", "upstream_choices.py", "choices.json", "Reading the run-time choices")
 
     workload_modules: WorkloadModulesField
     expected_choices: ExpectedChoicesField
-
-    script = "choices_test.sh"
-    judge = "upstream_choices.py"
-    report = "choices.json"
-    doing = "Reading the run-time choices"
 
     def modules(self) -> Tuple[SourcesField, ...]:
         return (self.workload_modules,)

@@ -10,7 +10,7 @@
   A module that no target owns is no edge, with graph/edges.py's warning naming the BUILD file.
 
 (The kernels and choices tests' `dependencies` are the wheels of their venv; these inferred
-edges are not: venv.py reads the declared ones only.)
+edges are not: sandbox.py reads the declared ones only, graph/declared.py.)
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pants.engine.addresses import Addresses, UnparsedAddressInputs
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import (
     FieldSet,
     InferDependenciesRequest,
@@ -29,54 +29,37 @@ from pants.engine.target import (
 from pants.engine.unions import UnionRule
 
 from rocm_build.graph.edges import InputFilesRequest
-from rocm_build.workloads.target_types import WorkloadModulesField, WorkloadSourceField
+from rocm_build.workloads.target_types import WorkloadField, WorkloadModulesField, WorkloadSourceField
 
 
 @dataclass(frozen=True)
-class WorkloadSourceFieldSet(FieldSet):
-    required_fields = (WorkloadSourceField,)
+class WorkloadEdgesFieldSet(FieldSet):
+    required_fields = (WorkloadField,)
 
     source: WorkloadSourceField
+    workload_modules: WorkloadModulesField  # a kernel test has none: the field's default, empty
 
 
-class InferWorkloadSource(InferDependenciesRequest):
-    infer_from = WorkloadSourceFieldSet
+class InferWorkloadEdges(InferDependenciesRequest):
+    infer_from = WorkloadEdgesFieldSet
 
 
-@rule(desc="Inferring the source of a workload test")
-async def infer_workload_source(request: InferWorkloadSource) -> InferredDependencies:
-    field = request.field_set.source
-    if not field.value:
-        return InferredDependencies([])
-    what = f"the `{field.alias}` field of {field.address.spec}"
-    return InferredDependencies(
-        await Get(Addresses, UnparsedAddressInputs([field.value], owning_address=field.address, description_of_origin=what))
-    )
-
-
-@dataclass(frozen=True)
-class WorkloadModulesFieldSet(FieldSet):
-    required_fields = (WorkloadModulesField,)
-
-    workload_modules: WorkloadModulesField
-
-
-class InferWorkloadModules(InferDependenciesRequest):
-    infer_from = WorkloadModulesFieldSet
-
-
-@rule(desc="Inferring the owners of a workload's modules")
-async def infer_workload_modules(request: InferWorkloadModules) -> InferredDependencies:
+@rule(desc="Inferring the edges of a workload test")
+async def infer_workload_edges(request: InferWorkloadEdges) -> InferredDependencies:
     test = request.field_set.address
-    paths = await Get(SourcesPaths, SourcesPathsRequest(request.field_set.workload_modules))
+    source = request.field_set.source
+    what = f"the `{source.alias}` field of {test.spec}"
+    named, modules = await MultiGet(
+        Get(Addresses, UnparsedAddressInputs([source.value] if source.value else [], owning_address=test, description_of_origin=what)),
+        Get(SourcesPaths, SourcesPathsRequest(request.field_set.workload_modules)),
+    )
     # Each module's nearest owner (a repository-wide `files` glob holding it too is farther).
-    owners = await Get(Addresses, InputFilesRequest(test, tuple(paths.files)))
-    return InferredDependencies(a for a in owners if a != test)
+    owners = await Get(Addresses, InputFilesRequest(test, tuple(modules.files)))
+    return InferredDependencies([*named, *(a for a in owners if a != test)])
 
 
 def rules():
     return [
         *collect_rules(),
-        UnionRule(InferDependenciesRequest, InferWorkloadSource),
-        UnionRule(InferDependenciesRequest, InferWorkloadModules),
+        UnionRule(InferDependenciesRequest, InferWorkloadEdges),
     ]

@@ -12,34 +12,26 @@ from typing import Any, Dict
 
 from pants.core.goals.test import TestRequest, TestResult, TestSubsystem
 from pants.engine.rules import collect_rules, rule
-from pants.option.option_types import SkipOption
-from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
-from rocm_build.workloads.sandbox import WorkloadTestFieldSet, run_workload_test
+from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTestSubsystem, run_workload_test
 from rocm_build.workloads.source import WorkloadSource
 from rocm_build.workloads.target_types import ExpectedFailuresField, FailOnSpillsField, WorkloadField
 
 
-class TritonKernelTestSubsystem(Subsystem):
+class TritonKernelTestSubsystem(WorkloadTestSubsystem):
     options_scope = "triton-kernels"
     name = "triton-kernels"
     help = "Compiling upstream Triton kernels for each gpu target without a GPU (`triton_kernel_test` targets)."
-
-    skip = SkipOption("test")
 
 
 @dataclass(frozen=True)
 class TritonKernelTestFieldSet(WorkloadTestFieldSet):
     required_fields = (WorkloadField, ExpectedFailuresField)
+    kind = WorkloadKind("kernel_test.sh", "kernel_verdict.py", "report.json", "Compiling the Triton kernels")
 
     expected_failures: ExpectedFailuresField
     fail_on_spills: FailOnSpillsField
-
-    script = "kernel_test.sh"
-    judge = "kernel_verdict.py"
-    report = "report.json"
-    doing = "Compiling the Triton kernels"
 
     def expectations(self, source: WorkloadSource) -> Dict[str, Any]:
         return {"expected_failures": dict(self.expected_failures.value or {}), "fail_on_spills": self.fail_on_spills.value}

@@ -5,7 +5,7 @@ modules, the expectations (expected.json), the kind's script and judge with the 
 driver, and nothing else; it runs without network (scripts/kernel_venv.sh). Its key is those
 contents, the Python's identity and the gpu targets, so a test runs again only when one of them
 changes. The report goes to dist/test/. A kind (kernels.py, choices.py) says only what differs:
-its script, judge, report file and expectations.
+its option scope, its fields, its `WorkloadKind` (script, judge, report) and expectations.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeD
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import SourcesField
+from pants.option.option_types import SkipOption
+from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
 
 from rocm_build.graph.declared import DeclaredDependencies, DeclaredDependenciesRequest
@@ -45,9 +47,27 @@ EXPECTED = "expected.json"
 DRIVER = ("kernel_venv.sh", "triton_kernels.py", "gpu_code.py", "wheel_zip.py")
 
 
+class WorkloadTestSubsystem(Subsystem):
+    """A kind's option scope: `skip`, for `pants test` (each kind names its scope)."""
+
+    skip = SkipOption("test")
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """What a kind of workload test runs and writes: all its Process does not share."""
+
+    script: str  # scripts/<script>, run by bash: it sources kernel_venv.sh, runs the workload
+    judge: str  # scripts/<judge>: what the script judges the workload's outcome with
+    report: str  # the file the process writes, kept in dist/test/<target>/
+    doing: str  # the process's description: "<doing> of <target> for <gpu targets>"
+
+
 @dataclass(frozen=True)
 class WorkloadTestFieldSet(TestFieldSet):
     """What both kinds read of their target; a kind subclasses it with its own fields."""
+
+    kind: ClassVar[WorkloadKind]
 
     source: WorkloadSourceField
     workload: WorkloadField
@@ -56,11 +76,6 @@ class WorkloadTestFieldSet(TestFieldSet):
     python: WorkloadPythonField
     env: WorkloadEnvField
     timeout: TestTimeoutField
-
-    script: ClassVar[str]  # scripts/<script>: what the process runs (it sources kernel_venv.sh)
-    judge: ClassVar[str]  # scripts/<judge>: what it judges the workload's outcome with
-    report: ClassVar[str]  # the file it writes, kept in dist/test/<target>/
-    doing: ClassVar[str]  # the process's description: "<doing> of <target> for <gpu targets>"
 
     def modules(self) -> Tuple[SourcesField, ...]:
         """Sources the workload imports, beside it in the sandbox."""
@@ -80,6 +95,7 @@ class WorkloadTest:
 @rule(desc="Setting up a workload test", level=LogLevel.DEBUG)
 async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation: NetworkIsolation) -> Process:
     field_set = request.field_set
+    kind = field_set.kind
     owner = field_set.address.spec
     targets = tuple(field_set.gpu_targets.value or ())
     check_gpu_targets(targets, owner, WorkloadGpuTargetsField.alias)
@@ -102,15 +118,15 @@ async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation
         Get(Digest, AddPrefix(source.tree, "src")),
         Get(Digest, RemovePrefix(workload.snapshot.digest, field_set.address.spec_path or ".")),
         Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
-        Get(Digest, script_files(field_set.script, field_set.judge, *DRIVER)),
+        Get(Digest, script_files(kind.script, kind.judge, *DRIVER)),
     )
     return Process(
-        argv=(tools.bash.path, f"{SCRIPTS_DIR}/{field_set.script}"),
+        argv=(tools.bash.path, f"{SCRIPTS_DIR}/{kind.script}"),
         env=workload_env(field_set, python, targets, isolation),
         input_digest=await Get(Digest, MergeDigests(sandbox)),
-        output_files=(field_set.report,),
+        output_files=(kind.report,),
         append_only_caches={python.cache_name: PYTHON_LINK},
-        description=f"{field_set.doing} of {owner} for {', '.join(targets)}",
+        description=f"{kind.doing} of {owner} for {', '.join(targets)}",
         level=LogLevel.INFO,
         timeout_seconds=request.timeout_seconds,
     )

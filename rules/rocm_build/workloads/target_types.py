@@ -156,15 +156,15 @@ class TritonKernelTestTarget(Target):
         `{ExpectedFailuresField.alias}` lists it. Cached: it runs again only when a wheel, the
         workload or the target changes.
 
-        Example (components/flash_attention/BUILD):
+        Example (tests/kernels/BUILD; components/flash_attention/BUILD and components/vllm/BUILD
+        compile those upstreams' kernels from their `{WorkloadSourceField.alias}`):
 
             triton_kernel_test(
-                name="kernels",
-                source=":sdist",
-                workload="kernels_workload.py",
-                gpu_targets=["gfx1151"],
+                name="lds",
+                workload="lds_workload.py",
+                gpu_targets=["gfx1151", "gfx950"],
                 dependencies=["components/kernels:venv"],  # triton, a CPU torch and what they import
-                env={{"FLASH_ATTENTION_TRITON_AMD_ENABLE": "TRUE"}},
+                expected_failures={{"needs_128k@gfx1151": "128 KiB of LDS; RDNA 3.5 has 64 KiB a workgroup"}},
             )
         """
     )
