@@ -12,7 +12,7 @@ from pants.core.target_types import GenericTarget
 from pants.core.util_rules.system_binaries import BashBinary, BinaryPath
 from pants.engine.addresses import Address
 from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, FileContent
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Target
 from pants.testutil.rule_runner import RuleRunner
 
@@ -44,13 +44,13 @@ def wheel_name(address: Address) -> str:
     return f"{(address.generated_name or address.target_name).replace('-', '_')}-1.0-py3-none-any.whl"
 
 
-async def one_file(path: str, address: Address) -> Digest:
-    return await Get(Digest, CreateDigest([FileContent(path, f"of {address.spec}\n".encode())]))
+def one_file(path: str, address: Address) -> CreateDigest:
+    return CreateDigest([FileContent(path, f"of {address.spec}\n".encode())])
 
 
 @rule
 async def archive_stand_in(request: ArchiveRequest) -> FetchedArchive:
-    tree = await one_file("up/__init__.py", request.address)
+    tree = await Get(Digest, one_file("up/__init__.py", request.address))
     return FetchedArchive(request.address, "https://archive.invalid/up-1.0.tar.gz", "0" * 64, tree, PATCHES)
 
 
@@ -67,7 +67,7 @@ async def merged_tree_stand_in(request: MergedTreeRequest) -> MergedTree:
 
 @rule
 async def prebuilt_stand_in(request: PrebuiltRequest) -> FetchedPrebuilt:
-    return FetchedPrebuilt(None, await one_file(wheel_name(request.address), request.address))  # type: ignore[arg-type]
+    return FetchedPrebuilt(None, await Get(Digest, one_file(wheel_name(request.address), request.address)))  # type: ignore[arg-type]
 
 
 @rule
@@ -77,7 +77,8 @@ async def built_wheel_stand_in(request: WheelRequest) -> BuiltRocmWheel:
     if address.target_name == BROKEN:
         return BuiltRocmWheel(address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, "{}", error="its recipe failed (see the log)")
     below = address.create_generated(f"{address.target_name}-below")
-    built = [BuiltRocmWheel(a, wheel_name(a), "", await one_file(wheel_name(a), a), EMPTY_DIGEST, "{}") for a in (address, below)]
+    files = await MultiGet(Get(Digest, one_file(wheel_name(a), a)) for a in (address, below))
+    built = [BuiltRocmWheel(a, wheel_name(a), "", f, EMPTY_DIGEST, "{}") for a, f in zip((address, below), files)]
     return BuiltRocmWheel(address, built[0].wheel_name, "", built[0].wheel, EMPTY_DIGEST, "{}", closure=tuple(built))
 
 

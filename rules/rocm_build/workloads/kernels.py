@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any, Dict
 
 from pants.core.goals.test import TestRequest, TestResult, TestSubsystem
-from pants.engine.rules import collect_rules, rule
+from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
-from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTestSubsystem, run_workload_test
+from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTest, WorkloadTestSubsystem
 from rocm_build.workloads.source import WorkloadSource
 from rocm_build.workloads.target_types import ExpectedFailuresField, FailOnSpillsField, WorkloadField
 
@@ -44,7 +44,8 @@ class TritonKernelTestRequest(TestRequest):
 
 @rule(desc="Running a triton_kernel_test", level=LogLevel.DEBUG)
 async def run_kernel_test(batch: TritonKernelTestRequest.Batch, test: TestSubsystem) -> TestResult:
-    return await run_workload_test(batch.single_element, test)
+    field_set = batch.single_element
+    return await Get(TestResult, WorkloadTest(field_set, field_set.timeout.calculate_from_global_options(test)))
 
 
 def rules():

@@ -148,14 +148,16 @@ def workload_env(
     }
 
 
-async def run_workload_test(field_set: WorkloadTestFieldSet, test: TestSubsystem) -> TestResult:
-    """The test's result, its report kept as extra output: each kind's test rule returns it."""
-    timeout = field_set.timeout.calculate_from_global_options(test)
-    process = await Get(Process, WorkloadTest(field_set, timeout))
+# A rule, not a helper: each kind's test rule asks for it (`pants migrate-call-by-name` rewrites
+# the engine calls of rules only).
+@rule(desc="Running a workload test", level=LogLevel.DEBUG)
+async def run_workload_test(request: WorkloadTest, test: TestSubsystem) -> TestResult:
+    """The test's result, its report kept as extra output."""
+    process = await Get(Process, WorkloadTest, request)
     result = await Get(FallibleProcessResult, Process, process)
     report = await Get(Snapshot, Digest, result.output_digest)
     return TestResult.from_fallible_process_result(
-        result, field_set.address, test.output, extra_output=report, log_extra_output=True
+        result, request.field_set.address, test.output, extra_output=report, log_extra_output=True
     )
 
 
