@@ -16,7 +16,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import SourcesField
 from pants.util.logging import LogLevel
 
-from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTest, WorkloadTestSubsystem
+from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTest, WorkloadTestRun, WorkloadTestSubsystem
 from rocm_build.workloads.source import WorkloadSource
 from rocm_build.workloads.target_types import ExpectedChoicesField, WorkloadField, WorkloadModulesField
 
@@ -50,7 +50,8 @@ class UpstreamChoicesTestRequest(TestRequest):
 @rule(desc="Running an upstream_choices_test", level=LogLevel.DEBUG)
 async def run_choices_test(batch: UpstreamChoicesTestRequest.Batch, test: TestSubsystem) -> TestResult:
     field_set = batch.single_element
-    return await Get(TestResult, WorkloadTest(field_set, field_set.timeout.calculate_from_global_options(test)))
+    run = await Get(WorkloadTestRun, WorkloadTest(field_set, field_set.timeout.calculate_from_global_options(test)))
+    return run.test_result(field_set, test)
 
 
 def rules():

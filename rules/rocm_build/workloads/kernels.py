@@ -14,7 +14,7 @@ from pants.core.goals.test import TestRequest, TestResult, TestSubsystem
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
-from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTest, WorkloadTestSubsystem
+from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTest, WorkloadTestRun, WorkloadTestSubsystem
 from rocm_build.workloads.source import WorkloadSource
 from rocm_build.workloads.target_types import ExpectedFailuresField, FailOnSpillsField, WorkloadField
 
@@ -45,7 +45,8 @@ class TritonKernelTestRequest(TestRequest):
 @rule(desc="Running a triton_kernel_test", level=LogLevel.DEBUG)
 async def run_kernel_test(batch: TritonKernelTestRequest.Batch, test: TestSubsystem) -> TestResult:
     field_set = batch.single_element
-    return await Get(TestResult, WorkloadTest(field_set, field_set.timeout.calculate_from_global_options(test)))
+    run = await Get(WorkloadTestRun, WorkloadTest(field_set, field_set.timeout.calculate_from_global_options(test)))
+    return run.test_result(field_set, test)
 
 
 def rules():

@@ -148,17 +148,28 @@ def workload_env(
     }
 
 
+@dataclass(frozen=True)
+class WorkloadTestRun:
+    """A workload test's process result and its report. Not a TestResult: the engine logs a
+    TestResult (an EngineAwareReturnType) as each rule returning it completes, so only each
+    kind's test rule makes one, and the outcome is shown once."""
+
+    result: FallibleProcessResult
+    report: Snapshot
+
+    def test_result(self, field_set: WorkloadTestFieldSet, test: TestSubsystem) -> TestResult:
+        return TestResult.from_fallible_process_result(
+            self.result, field_set.address, test.output, extra_output=self.report, log_extra_output=True
+        )
+
+
 # A rule, not a helper: each kind's test rule asks for it (`pants migrate-call-by-name` rewrites
 # the engine calls of rules only).
 @rule(desc="Running a workload test", level=LogLevel.DEBUG)
-async def run_workload_test(request: WorkloadTest, test: TestSubsystem) -> TestResult:
-    """The test's result, its report kept as extra output."""
+async def run_workload_test(request: WorkloadTest) -> WorkloadTestRun:
     process = await Get(Process, WorkloadTest, request)
     result = await Get(FallibleProcessResult, Process, process)
-    report = await Get(Snapshot, Digest, result.output_digest)
-    return TestResult.from_fallible_process_result(
-        result, request.field_set.address, test.output, extra_output=report, log_extra_output=True
-    )
+    return WorkloadTestRun(result, await Get(Snapshot, Digest, result.output_digest))
 
 
 def rules():
