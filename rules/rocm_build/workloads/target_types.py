@@ -104,6 +104,7 @@ class WorkloadEnvField(DictStringToStringField):
     )
 
 
+# The fields of both kinds; each adds its `source` (a choices test requires one) and its own.
 WORKLOAD_FIELDS = (
     *COMMON_TARGET_FIELDS,
     WorkloadField,
