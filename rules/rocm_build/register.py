@@ -6,11 +6,9 @@ from rocm_build.audits import gpu_audit, portable
 from rocm_build.build import build, build_output
 from rocm_build.caches import ccache, sccache_dist
 from rocm_build.checks import chain, preflight
-from rocm_build.choices import choices_rules
 from rocm_build.goals import check, lock_build_requirements, lock_runtime_requirements, lockfiles, package, plan, verify_reproducible
 from rocm_build.graph import edges
 from rocm_build.install import load_check, runtime_lock, runtime_set
-from rocm_build.kernels import kernel_rules
 from rocm_build.locks import build_requirements
 from rocm_build.pants_environments import DockerEnvironmentTarget
 from rocm_build.rust import cargo, cargo_crates
@@ -34,6 +32,7 @@ from rocm_build.upstream import (
     upstream_repo,
 )
 from rocm_build.wheel import build_lock, build_process, build_spec, chain_order, patch_files, source_kind
+from rocm_build.workloads import register as workloads
 
 
 def target_types():
@@ -95,10 +94,9 @@ def rules():
         # The build itself (build/)
         *build.rules(),
         *build_output.rules(),
-        # Triton kernels compiled for each gpu target (`pants test` of triton_kernel_test)
-        *kernel_rules.rules(),
-        # Upstreams' run-time choices on each gpu target (`pants test` of upstream_choices_test)
-        *choices_rules.rules(),
+        # Workload tests (workloads/): Triton kernels compiled for each gpu target
+        # (triton_kernel_test), upstreams' run-time choices on each (upstream_choices_test)
+        *workloads.rules(),
         # The graph Pants sees: every input of a build an inferred dependency
         *edges.rules(),
         # Goals

@@ -1,11 +1,9 @@
 """The target types of the rocm_build plugin, for register.py. Each is defined with its
-fields in the module of its pipeline stage: upstream/, toolchain/, wheel/ (and install/ for
-rocm_wheel's run-time fields)."""
+fields in the target_types.py of its folder: upstream/, toolchain/, wheel/ (every rocm_wheel
+field), workloads/ (the kernel and choices tests)."""
 
 from __future__ import annotations
 
-from rocm_build.choices.target_types import UpstreamChoicesTestTarget
-from rocm_build.kernels.target_types import TritonKernelTestTarget
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
 from rocm_build.upstream.target_types import (
@@ -15,6 +13,7 @@ from rocm_build.upstream.target_types import (
     UpstreamRepoTarget,
 )
 from rocm_build.wheel.target_types import RocmWheelTarget
+from rocm_build.workloads.target_types import TritonKernelTestTarget, UpstreamChoicesTestTarget
 
 
 def target_types():

@@ -13,7 +13,7 @@ import pytest
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 
 CHAIN = ["tests/mini/aotriton:wheel", "tests/mini/torch:wheel", "tests/mini/flash_attention:wheel", "tests/mini/vllm:wheel"]
-BUILD_TYPES = "--filter-target-type=rocm_wheel,upstream_repo,prebuilt_wheel,upstream_archive,triton_kernel_test"
+BUILD_TYPES = "--filter-target-type=rocm_wheel,upstream_repo,prebuilt_wheel,upstream_archive,triton_kernel_test,upstream_choices_test"
 
 
 def git(ws: Workspace, *args: str) -> str:
@@ -58,6 +58,9 @@ def test_a_wheel_depends_on_everything_it_is_built_from(ws: Workspace) -> None:
     # A pinned archive, and a kernel test's source.
     assert "components/archives/vllm-sdist.toml" in lines(ws, "dependencies", "components/vllm:sdist")
     assert "components/vllm:sdist" in lines(ws, "dependencies", "components/vllm:kernels")
+    # A choices test on the module its workload imports: the kernel test whose workload it is.
+    assert {"components/vllm:sdist", "components/vllm:kernels"} <= set(lines(ws, "dependencies", "components/vllm:choices"))
+    assert "components/vllm/kernels_workload.py" in lines(ws, "filedeps", "--transitive", "components/vllm:choices")
     assert lines(ws, "dependents", "--transitive", "tests/mini/torch:src") == sorted(CHAIN[1:])
     paths = require_success(ws.pants("paths", "--from=tests/mini/vllm:wheel", "--to=tests/mini/pins/mini-aotriton.toml:pins"), "paths")
     assert "tests/mini/aotriton:src" in paths.stdout and "tests/mini/torch:wheel" in paths.stdout
@@ -75,8 +78,12 @@ def test_a_wheel_depends_on_everything_it_is_built_from(ws: Workspace) -> None:
         ("3rdparty/build/py3.11/mini-vllm.lock", "# touched\n", ["tests/mini/vllm:wheel"]),
         # A run-time lock: the wheel whose install set it locks, and those built on it.
         ("3rdparty/run/py3.11/mini-flash_attention.lock", "# touched\n", CHAIN[2:]),
+        # A workload's module: its kernel test and the choices test whose workload imports it.
+        ("components/vllm/kernels_workload.py", "# touched\n", ["components/vllm:kernels", "components/vllm:choices"]),
+        ("components/flash_attention/kernels_workload.py", "# touched\n",
+         ["components/flash_attention:kernels", "components/flash_attention:choices"]),
     ],
-    ids=["patch", "pin", "prebuilt pin", "build lock", "run-time lock"],
+    ids=["patch", "pin", "prebuilt pin", "build lock", "run-time lock", "vllm workload module", "flash-attention workload module"],
 )  # fmt: skip
 def test_changed_since_selects_exactly_what_a_change_rebuilds(ws: Workspace, path: str, edit: str, selected: List[str]) -> None:
     original = ws.read(path)

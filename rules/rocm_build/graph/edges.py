@@ -7,9 +7,11 @@ and `--changed-since --changed-dependents=transitive` know what a wheel is built
 - an `upstream_repo`, `prebuilt_wheel` and pinned `upstream_archive` on the file that holds their
   pin (and a prebuilt pin on its directory's shared `[prebuilt]` file), the patch sets of an
   `upstream_repo` or `upstream_archive` being edges already (`patches`);
-- a `triton_kernel_test` on its `source` (its workload is its own source file);
 - a `rocm_wheel` built in a container on its `environment`'s `docker_environment` (the image it
   builds in), which depends on its `image_containerfile`.
+
+(A workload test's edges, its `source` and the owners of its `workload_modules`, are inferred
+beside it, in workloads/dependency_inference.py.)
 
 A file edge points at the file's nearest owner (the `file` target of the BUILD file closest to
 it: components/pins/BUILD's, not a repository-wide `files` target that also holds it). An input
@@ -38,7 +40,6 @@ from pants.engine.unions import UnionRule
 from rocm_build.install.runtime_lock import runtime_lock_path
 from rocm_build.pants_environments import EnvironmentField, EnvironmentsSubsystem
 from rocm_build.toolchain.target_types import ImageContainerfileField
-from rocm_build.kernels.target_types import KernelSourceField
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.toolchain.interpreters import parse_constraint
 from rocm_build.upstream.pins import PREBUILT, PinsError
@@ -279,35 +280,6 @@ async def infer_containerfile(request: InferContainerfile) -> InferredDependenci
     return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, paths)))
 
 
-# ----------------------------------------------------------------------------- triton_kernel_test
-
-
-@dataclass(frozen=True)
-class KernelSourceFieldSet(FieldSet):
-    required_fields = (KernelSourceField,)
-
-    source: KernelSourceField
-
-
-class InferKernelSource(InferDependenciesRequest):
-    infer_from = KernelSourceFieldSet
-
-
-@rule(desc="Inferring the source of a triton_kernel_test")
-async def infer_kernel_source(request: InferKernelSource) -> InferredDependencies:
-    fs = request.field_set
-    if not fs.source.value:
-        return InferredDependencies([])
-    return InferredDependencies(
-        await Get(
-            Addresses,
-            UnparsedAddressInputs(
-                [fs.source.value], owning_address=fs.address, description_of_origin=f"the `source` field of {fs.address.spec}"
-            ),
-        )
-    )
-
-
 def rules():
     return [
         *collect_rules(),
@@ -315,6 +287,5 @@ def rules():
         UnionRule(InferDependenciesRequest, InferUpstreamPin),
         UnionRule(InferDependenciesRequest, InferPrebuiltPin),
         UnionRule(InferDependenciesRequest, InferArchivePin),
-        UnionRule(InferDependenciesRequest, InferKernelSource),
         UnionRule(InferDependenciesRequest, InferContainerfile),
     ]

@@ -1,0 +1,176 @@
+"""`pants test` of a workload test, either kind: its sandbox, its Process and its result.
+
+The sandbox gets the venv's wheels (wheels/), the upstream's tree (src/), the workload and its
+modules, the expectations (expected.json), the kind's script and judge with the compile-only
+driver, and nothing else; it runs without network (scripts/kernel_venv.sh). Its key is those
+contents, the Python's identity and the gpu targets, so a test runs again only when one of them
+changes. The report goes to dist/test/. A kind (kernels.py, choices.py) says only what differs:
+its option scope, its fields, its `WorkloadKind` (script, judge, report) and expectations.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, ClassVar, Dict, Optional, Tuple
+
+from pants.core.goals.test import TestFieldSet, TestResult, TestSubsystem, TestTimeoutField
+from pants.core.util_rules import source_files
+from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
+from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests, RemovePrefix, Snapshot
+from pants.engine.process import FallibleProcessResult, Process
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.target import SourcesField
+from pants.option.option_types import SkipOption
+from pants.option.subsystem import Subsystem
+from pants.util.logging import LogLevel
+
+from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
+from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython, BuildPythonRequest
+from rocm_build.toolchain.isolation import NetworkIsolation
+from rocm_build.wheel.env import check_gpu_targets
+from rocm_build.workloads.source import WorkloadSource, WorkloadSourceRequest
+from rocm_build.workloads.target_types import (
+    WorkloadDependenciesField,
+    WorkloadEnvField,
+    WorkloadField,
+    WorkloadGpuTargetsField,
+    WorkloadPythonField,
+    WorkloadSourceField,
+)
+from rocm_build.workloads.venv import VenvWheels, VenvWheelsRequest
+
+EXPECTED = "expected.json"
+# What every workload runs on: the sandbox (kernel_venv.sh) and the compile-only driver.
+DRIVER = ("kernel_venv.sh", "triton_kernels.py", "gpu_code.py", "wheel_zip.py")
+
+
+class WorkloadTestSubsystem(Subsystem):
+    """A kind's option scope: `skip`, for `pants test` (each kind names its scope)."""
+
+    skip = SkipOption("test")
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """What a kind of workload test runs and writes: all its Process does not share."""
+
+    script: str  # scripts/<script>, run by bash: it sources kernel_venv.sh, runs the workload
+    judge: str  # scripts/<judge>: what the script judges the workload's outcome with
+    report: str  # the file the process writes, kept in dist/test/<target>/
+    doing: str  # the process's description: "<doing> of <target> for <gpu targets>"
+
+
+@dataclass(frozen=True)
+class WorkloadTestFieldSet(TestFieldSet):
+    """What both kinds read of their target; a kind subclasses it with its own fields."""
+
+    kind: ClassVar[WorkloadKind]
+
+    source: WorkloadSourceField
+    workload: WorkloadField
+    gpu_targets: WorkloadGpuTargetsField
+    dependencies: WorkloadDependenciesField
+    python: WorkloadPythonField
+    env: WorkloadEnvField
+    timeout: TestTimeoutField
+
+    def modules(self) -> Tuple[SourcesField, ...]:
+        """Sources the workload imports, beside it in the sandbox."""
+        return ()
+
+    def expectations(self, source: WorkloadSource) -> Dict[str, Any]:
+        """What expected.json holds besides the owner and the workload, for the judge."""
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class WorkloadTest:
+    field_set: WorkloadTestFieldSet
+    timeout_seconds: Optional[int] = None  # the target's `timeout`, with [test]'s defaults applied
+
+
+@rule(desc="Setting up a workload test", level=LogLevel.DEBUG)
+async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation: NetworkIsolation) -> Process:
+    field_set = request.field_set
+    kind = field_set.kind
+    owner = field_set.address.spec
+    targets = tuple(field_set.gpu_targets.value or ())
+    check_gpu_targets(targets, owner, WorkloadGpuTargetsField.alias)
+    python, source, declared, workload = await MultiGet(
+        Get(BuildPython, BuildPythonRequest(field_set.python.value or "3.11", owner)),
+        Get(WorkloadSource, WorkloadSourceRequest(field_set.source)),
+        Get(DeclaredDependencies, DeclaredDependenciesRequest(field_set.dependencies)),
+        Get(SourceFiles, SourceFilesRequest([field_set.workload, *field_set.modules()])),
+    )
+    # The venv's wheels: each address a request of its own (venv.py), asked for together.
+    named = [
+        *(VenvWheelsRequest(a, f"the `{field_set.source.alias}` field of {owner}") for a in source.wheels),
+        *(VenvWheelsRequest(t.address, f"the `dependencies` of {owner}") for t in declared),
+    ]
+    venv = await MultiGet(Get(VenvWheels, VenvWheelsRequest, each) for each in named)
+    venv_wheels = await Get(Digest, MergeDigests(w.digest for w in venv))
+    expected = {"owner": owner, "workload": field_set.workload.file_path, **field_set.expectations(source)}
+    sandbox = await MultiGet(
+        Get(Digest, AddPrefix(venv_wheels, "wheels")),
+        Get(Digest, AddPrefix(source.tree, "src")),
+        Get(Digest, RemovePrefix(workload.snapshot.digest, field_set.address.spec_path or ".")),
+        Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
+        Get(Digest, script_files(kind.script, kind.judge, *DRIVER)),
+    )
+    return Process(
+        argv=(tools.bash.path, f"{SCRIPTS_DIR}/{kind.script}"),
+        env=workload_env(field_set, python, targets, isolation),
+        input_digest=await Get(Digest, MergeDigests(sandbox)),
+        output_files=(kind.report,),
+        append_only_caches={python.cache_name: PYTHON_LINK},
+        description=f"{kind.doing} of {owner} for {', '.join(targets)}",
+        level=LogLevel.INFO,
+        timeout_seconds=request.timeout_seconds,
+    )
+
+
+def workload_env(
+    field_set: WorkloadTestFieldSet, python: BuildPython, targets: Tuple[str, ...], isolation: NetworkIsolation
+) -> Dict[str, str]:
+    """The variables kernel_venv.sh and the kinds' scripts read: the target's `env`, the venv's
+    Python, the gpu targets and the workload."""
+    return {
+        **dict(field_set.env.value or {}),
+        "PATH": "/usr/bin:/bin",
+        "ROCM_KERNEL_PYTHON": python.in_sandbox,
+        "ROCM_KERNEL_PYTHON_VERSION": python.identity,  # the interpreter's identity is in the key
+        "ROCM_KERNEL_TARGETS": " ".join(targets),
+        "ROCM_KERNEL_WORKLOAD": field_set.workload.file_path.rsplit("/", 1)[-1],
+        "ROCM_KERNEL_NETWORK": "none" if isolation.enabled else "host",
+    }
+
+
+@dataclass(frozen=True)
+class WorkloadTestRun:
+    """A workload test's process result and its report. Not a TestResult: the engine logs a
+    TestResult (an EngineAwareReturnType) as each rule returning it completes, so only each
+    kind's test rule makes one, and the outcome is shown once."""
+
+    result: FallibleProcessResult
+    report: Snapshot
+
+    def test_result(self, field_set: WorkloadTestFieldSet, test: TestSubsystem) -> TestResult:
+        return TestResult.from_fallible_process_result(
+            self.result, field_set.address, test.output, extra_output=self.report, log_extra_output=True
+        )
+
+
+# A rule, not a helper: each kind's test rule asks for it (`pants migrate-call-by-name` rewrites
+# the engine calls of rules only).
+@rule(desc="Running a workload test", level=LogLevel.DEBUG)
+async def run_workload_test(request: WorkloadTest) -> WorkloadTestRun:
+    process = await Get(Process, WorkloadTest, request)
+    result = await Get(FallibleProcessResult, Process, process)
+    return WorkloadTestRun(result, await Get(Snapshot, Digest, result.output_digest))
+
+
+def rules():
+    return [*collect_rules(), *source_files.rules()]

@@ -1,0 +1,139 @@
+"""The Process of each kind of workload test, from its target: argv, env and every file of its
+sandbox, on the stand-ins of testutil/workload_inputs.py (a tree, wheels, the Python). What runs
+in it: scripts/*_test.py and tests/e2e/kernels_test.py, choices_test.py."""
+
+from __future__ import annotations
+
+import json
+from typing import Dict, Tuple, Type
+
+import pytest
+from pants.engine.addresses import Address
+from pants.engine.fs import Digest, DigestContents
+from pants.engine.internals.scheduler import ExecutionError
+from pants.engine.process import Process
+from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.testutil.rule_runner import QueryRule, RuleRunner
+
+from rocm_build.sandbox_scripts import SCRIPTS_DIR
+from rocm_build.testutil.workload_inputs import BASH, PYTHON, workload_rule_runner
+from rocm_build.workloads.choices import UpstreamChoicesTestFieldSet
+from rocm_build.workloads.kernels import TritonKernelTestFieldSet
+from rocm_build.workloads.sandbox import WorkloadTest, WorkloadTestFieldSet
+
+BUILD = """\
+upstream_archive(name='sdist', url='https://archive.invalid/up-1.0.tar.gz', sha256='{zeros}', patches=['patches/up:set'])
+upstream_repo(name='repo', pin='up', pins_file='up/pins.toml')
+prebuilt_wheel(name='triton', pin='triton', pins_file='up/pins.toml')
+rocm_wheel(name='torch', source=':repo', toolchain=':none')
+target(name='venv', dependencies=[':triton', ':torch'])
+triton_kernel_test(
+    name='kernels', source=':sdist', workload='kernels_workload.py', gpu_targets=['gfx1151', 'gfx950'],
+    dependencies=[':venv'], env={{'FLASH_ATTENTION_TRITON_AMD_ENABLE': 'TRUE'}},
+    expected_failures={{'big@gfx1151': 'too much LDS'}}, timeout=600,
+)
+upstream_choices_test(
+    name='choices', source=':sdist', workload='choices_workload.py', workload_modules=['kernels_workload.py'],
+    gpu_targets=['gfx1151', 'gfx942'], dependencies=[':triton'], expected_choices={{'first@*': 'TRITON_ATTN'}},
+)
+""".format(zeros="0" * 64)
+
+WHEELS = ["wheels/torch-1.0-py3-none-any.whl", "wheels/torch_below-1.0-py3-none-any.whl", "wheels/triton-1.0-py3-none-any.whl"]
+DRIVER = [f"{SCRIPTS_DIR}/{s}" for s in ("gpu_code.py", "kernel_venv.sh", "triton_kernels.py", "wheel_zip.py")]
+
+
+@pytest.fixture
+def rule_runner() -> RuleRunner:
+    runner = workload_rule_runner(
+        QueryRule(Process, [WorkloadTest]), QueryRule(DigestContents, [Digest]), QueryRule(WrappedTarget, [WrappedTargetRequest])
+    )
+    runner.write_files({
+        "up/BUILD": BUILD,
+        "up/pins.toml": "",
+        "up/kernels_workload.py": "def cases():\n    return []\n",
+        "up/choices_workload.py": "import kernels_workload\n",
+        "patches/up/BUILD": "patch_set(name='set')\n",
+    })  # fmt: skip
+    return runner
+
+
+def process(rule_runner: RuleRunner, name: str, kind: Type[WorkloadTestFieldSet], timeout=None) -> Tuple[Process, Dict[str, bytes]]:
+    target = rule_runner.request(WrappedTarget, [WrappedTargetRequest(Address("up", target_name=name), "test")]).target
+    made = rule_runner.request(Process, [WorkloadTest(kind.create(target), timeout)])
+    return made, {fc.path: fc.content for fc in rule_runner.request(DigestContents, [made.input_digest])}
+
+
+def env(targets: str, **extra: str) -> Dict[str, str]:
+    return {
+        **extra,
+        "PATH": "/usr/bin:/bin",
+        "ROCM_KERNEL_PYTHON": PYTHON.in_sandbox,
+        "ROCM_KERNEL_PYTHON_VERSION": "CPython 3.11.2",
+        "ROCM_KERNEL_TARGETS": targets,
+        "ROCM_KERNEL_NETWORK": "none",
+    }
+
+
+def test_a_kernel_test_runs_its_script_on_the_venv_the_tree_and_its_expected_failures(rule_runner) -> None:
+    made, files = process(rule_runner, "kernels", TritonKernelTestFieldSet, timeout=600)
+    assert made.argv == (BASH, f"{SCRIPTS_DIR}/kernel_test.sh")
+    assert dict(made.env) == env("gfx1151 gfx950", ROCM_KERNEL_WORKLOAD="kernels_workload.py", FLASH_ATTENTION_TRITON_AMD_ENABLE="TRUE")
+    assert made.output_files == ("report.json",)
+    assert made.timeout_seconds == 600
+    assert made.description == "Compiling the Triton kernels of up:kernels for gfx1151, gfx950"
+    assert dict(made.append_only_caches) == {PYTHON.cache_name: ".python"}
+    # The group's wheels, a built wheel with the one below it; the archive's tree at src/'s root.
+    assert sorted(files) == sorted([
+        *WHEELS, "src/up/__init__.py", "kernels_workload.py", "expected.json",
+        f"{SCRIPTS_DIR}/kernel_test.sh", f"{SCRIPTS_DIR}/kernel_verdict.py", *DRIVER,
+    ])  # fmt: skip
+    assert json.loads(files["expected.json"]) == {
+        "owner": "up:kernels",
+        "workload": "up/kernels_workload.py",
+        "expected_failures": {"big@gfx1151": "too much LDS"},
+        "fail_on_spills": False,
+    }
+
+
+def test_a_choices_test_gets_the_modules_its_workload_imports_and_the_patches_of_its_tree(rule_runner) -> None:
+    made, files = process(rule_runner, "choices", UpstreamChoicesTestFieldSet)
+    assert made.argv == (BASH, f"{SCRIPTS_DIR}/choices_test.sh")
+    assert dict(made.env) == env("gfx1151 gfx942", ROCM_KERNEL_WORKLOAD="choices_workload.py")
+    assert made.output_files == ("choices.json",)
+    assert made.description == "Reading the run-time choices of up:choices for gfx1151, gfx942"
+    assert sorted(files) == sorted([
+        "wheels/triton-1.0-py3-none-any.whl", "src/up/__init__.py", "choices_workload.py", "kernels_workload.py",
+        "expected.json", f"{SCRIPTS_DIR}/choices_test.sh", f"{SCRIPTS_DIR}/upstream_choices.py", *DRIVER,
+    ])  # fmt: skip
+    assert json.loads(files["expected.json"]) == {
+        "owner": "up:choices",
+        "workload": "up/choices_workload.py",
+        "patches": ["patches/up/0001-first.edit.toml", "patches/up/0002-second.diff"],  # in the order they applied
+        "expected_choices": {"first@*": "TRITON_ATTN"},
+    }
+
+
+def test_an_upstream_repos_tree_is_at_the_root_of_src_as_an_archives(rule_runner) -> None:
+    rule_runner.write_files({"up/BUILD": BUILD.replace("source=':sdist'", "source=':repo'")})
+    for name, kind in (("kernels", TritonKernelTestFieldSet), ("choices", UpstreamChoicesTestFieldSet)):
+        _, files = process(rule_runner, name, kind)
+        assert files["src/up/__init__.py"] == b"# from git\n", name
+    assert json.loads(files["expected.json"])["patches"] == ["patches/up/0001-first.edit.toml"]
+
+
+def test_a_wheel_source_goes_into_a_kernel_tests_venv_and_a_choices_test_refuses_it(rule_runner) -> None:
+    rule_runner.write_files({"up/BUILD": BUILD.replace("source=':sdist'", "source=':triton'")})
+    _, files = process(rule_runner, "kernels", TritonKernelTestFieldSet)
+    assert sorted(f for f in files if f.startswith(("wheels/", "src/"))) == sorted(WHEELS)  # no tree; triton once
+    with pytest.raises(ExecutionError) as error:
+        process(rule_runner, "choices", UpstreamChoicesTestFieldSet)
+    assert (
+        "the `source` field of up:choices names up:triton, a `prebuilt_wheel`; it takes an `upstream_archive` or "
+        "`upstream_repo` (the choices are read from the upstream's Python, not a built wheel)"
+    ) in str(error.value)
+
+
+def test_without_a_source_the_workload_holds_its_kernels_itself(rule_runner) -> None:
+    rule_runner.write_files({"up/BUILD": BUILD.replace("name='kernels', source=':sdist', ", "name='kernels', ")})
+    _, files = process(rule_runner, "kernels", TritonKernelTestFieldSet)
+    assert not [f for f in files if f.startswith("src/")]
