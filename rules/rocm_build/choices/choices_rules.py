@@ -143,7 +143,7 @@ async def setup_choices_test(request: ChoicesTestRequest, tools: HostTools, isol
                 await Get(Digest, AddPrefix(tree.tree, "src")),
                 workload_files,
                 await Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
-                await Get(Digest, script_files("choices_test.sh", "kernel_venv.sh", "upstream_choices.py", "triton_kernels.py", "gpu_code.py", "wheel_zip.py")),
+                await Get(Digest, script_files("choices_test.sh", "kernel_venv.sh", "upstream_choices.py", "triton_kernels.py", "amdgpu_elf.py")),
             ]
         ),
     )

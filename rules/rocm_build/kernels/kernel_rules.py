@@ -190,7 +190,7 @@ async def setup_kernel_test(request: KernelTestRequest, tools: HostTools, isolat
                 await Get(Digest, AddPrefix(inputs.tree, "src")),
                 workload_file,
                 await Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
-                await Get(Digest, script_files("kernel_test.sh", "kernel_venv.sh", "triton_kernels.py", "gpu_code.py", "wheel_zip.py", "kernel_verdict.py")),
+                await Get(Digest, script_files("kernel_test.sh", "kernel_venv.sh", "triton_kernels.py", "amdgpu_elf.py", "kernel_verdict.py")),
             ]
         ),
     )

@@ -15,7 +15,7 @@ from rocm_build.sandbox_scripts import load_script
 # gfx names the ROCm compilers accept (LLVM AMDGPU processors, gfx9 and later): the arch
 # table of the script that reads built wheels' GPU code, so a name asked for here is one the
 # audit can find.
-KNOWN_GPU_TARGETS = tuple(load_script("gpu_code.py", "wheel_zip.py").MACH.values())
+KNOWN_GPU_TARGETS = tuple(load_script("amdgpu_elf.py").MACH.values())
 
 # Set for every component (seed 000's tables). ROCM_PATH etc. are filled in the sandbox.
 COMMON_ENV: Dict[str, str] = {
