@@ -110,18 +110,18 @@ class Bundles:
     def __init__(self):
         self.archs = set()
         self.inflated = 0  # bytes inflated so far, against MAX_INFLATED
-        self.work = []  # (payload, method, uncompressed size, depth, where): bundles to inflate
+        self.work = []  # (payload, method, uncompressed size, path): bundles to inflate
 
-    def read(self, section, where):
-        Scan(self, 0, where).feed(section, last=True)  # a section is in memory: one piece
+    def read(self, section, name):
+        Scan(self, (), name).feed(section, last=True)  # a section is in memory: one piece
         while self.work:
-            payload, method, size, depth, where = self.work.pop()
-            scan = Scan(self, depth, where)
-            for piece in self.inflate(payload, method, size, where):
+            payload, method, size, path = self.work.pop()
+            scan = Scan(self, path, name)
+            for piece in self.inflate(payload, method, size, scan.where(())):
                 scan.feed(piece)
             scan.feed(b"", last=True)
             if scan.gather is not None:
-                raise Unreadable(f"{scan.gather[4]} says it is longer than {where} that holds it")
+                raise Unreadable(f"{scan.where((scan.gather[4],))} says it is longer than the bundle that holds it")
         return self.archs
 
     def inflate(self, payload, method, size, where):
@@ -175,11 +175,15 @@ class Scan:
     bundles: linear in the bytes (a search starts where the last match ended, and a bundle's
     payload is passed over), keeping at most a header's worth of the previous piece."""
 
-    def __init__(self, bundles, depth, where):
-        self.bundles, self.depth, self.where = bundles, depth, where
+    def __init__(self, bundles, path, section):
+        self.bundles, self.path, self.section = bundles, path, section  # path: offsets of the bundles it is in
         self.tail = b""  # the end of the last piece, where a header may start
         self.offset = 0  # where the bytes being scanned (`tail`, then the piece) start in the stream
-        self.gather = None  # [payload so far, bytes still to come, method, size, where] of a nested bundle
+        self.gather = None  # [payload so far, bytes still to come, method, size, offset] of a nested bundle
+
+    def where(self, inner):
+        """A bundle in a message: the offsets of it and of the bundles it is in, outermost first."""
+        return f"its compressed offload bundle at {' > '.join(f'{o:#x}' for o in (*self.path, *inner))} in its {self.section} section"
 
     def feed(self, piece, last=False):
         if self.gather is not None:
@@ -221,32 +225,33 @@ class Scan:
         header = ccob_header(data, at)
         if header is None:
             return at + len(CCOB)
-        where = f"its compressed offload bundle at {self.offset + at:#x}" + (f" (inside {self.where})" if self.depth else "")
-        if self.depth >= MAX_NESTING:
-            raise Unreadable(f"{where} is nested {self.depth + 1} deep, past the {MAX_NESTING} this reader inflates")
+        offset = self.offset + at
+        where = self.where((offset,))
+        if len(self.path) >= MAX_NESTING:
+            raise Unreadable(f"{where} is nested {len(self.path) + 1} deep, past the {MAX_NESTING} this reader inflates")
         length, method, total, size = header
         start = at + length
-        if self.depth == 0:  # the whole section is in `data`
+        if not self.path:  # the whole section is in `data`
             end = len(data) if total is None else at + total  # v1 has no total: the rest is its payload
             if end > len(data):
-                raise Unreadable(f"{where} says it is {total} bytes, past the end of {self.where}")
-            self.bundles.work.append((memoryview(data)[start:end], method, size, 1, where))
+                raise Unreadable(f"{where} says it is {total} bytes, past the end of the section")
+            self.bundles.work.append((memoryview(data)[start:end], method, size, (offset,)))
             return end
         if total is None:
             raise Unreadable(f"{where} is a version 1 bundle inside another (no size to pass over)")
         if total - length > MAX_NESTED_PAYLOAD:
             raise Unreadable(f"{where} says it is {total} bytes, past the {MAX_NESTED_PAYLOAD} gathered of a nested bundle")
-        self.gather = [bytearray(), total - length, method, size, where]
+        self.gather = [bytearray(), total - length, method, size, offset]
         return len(data) - len(self._gather(data[start:]))
 
     def _gather(self, piece):
         """Passes the start of `piece` to the nested bundle being gathered; the rest."""
-        payload, left, method, size, where = self.gather
+        payload, left, method, size, offset = self.gather
         take = piece[:left]
         payload += take
         self.gather[1] = left - len(take)
         if self.gather[1] == 0:
-            self.bundles.work.append((bytes(payload), method, size, self.depth + 1, where))
+            self.bundles.work.append((bytes(payload), method, size, (*self.path, offset)))
             self.gather = None
         return piece[len(take):]
 
@@ -263,7 +268,7 @@ def archs_of(data):
     found = set()
     bundles = Bundles()  # MAX_INFLATED counts for the library
     for name, blob in sorted(sections(data, OFFLOAD_SECTIONS).items()):
-        found |= bundles.read(blob, f"its {name} section")
+        found |= bundles.read(blob, name)
     return found
 
 
