@@ -175,3 +175,19 @@ def amdgpu_header(mach: int = 0x4A) -> bytes:
     mach: 0x4a is gfx1151), all the readers look at; the fuzz targets' seeds use it."""
     ident = b"\x7fELF" + bytes([2, 1, 1, 64, 3]) + bytes(7)  # ELF64, little-endian, AMDGPU_HSA ABI v3
     return ident + struct.pack("<HHIQQQIHHHHHH", 3, 224, 1, 0, 0, 0, 0x500 | mach, 64, 56, 0, 64, 0, 0)
+
+
+def host_elf(sections: Sequence[Tuple[str, bytes]]) -> bytes:
+    """A 64-bit little-endian x86-64 ELF of these sections (SHT_PROGBITS) and its name table:
+    the section table the readers walk, nothing a loader needs."""
+    names = b"\0" + b"".join(name.encode() + b"\0" for name, _ in sections) + b".shstrtab\0"
+    body, headers, at, name_at = b"", [bytes(64)], 64, 1
+    for name, data in sections:
+        headers.append(struct.pack("<IIQQQQIIQQ", name_at, 1, 0, 0, at + len(body), len(data), 0, 0, 1, 0))
+        body += data
+        name_at += len(name) + 1
+    headers.append(struct.pack("<IIQQQQIIQQ", name_at, 3, 0, 0, at + len(body), len(names), 0, 0, 1, 0))
+    body += names
+    ident = b"\x7fELF" + bytes([2, 1, 1, 0]) + bytes(8)
+    header = ident + struct.pack("<HHIQQQIHHHHHH", 3, 62, 1, 0, 0, 64 + len(body), 0, 64, 56, 0, 64, len(headers), len(headers) - 1)
+    return header + body + b"".join(headers)

@@ -66,13 +66,18 @@ class Unreadable(Exception):
 
 
 def sections(data, wanted):
-    """name -> bytes of the sections named in `wanted` of a 64-bit little-endian ELF."""
+    """name -> bytes of the sections named in `wanted` of a 64-bit little-endian ELF; every
+    offset and size checked against the file."""
+    if len(data) < 64:
+        raise Unreadable(f"its ELF header is cut short ({len(data)} bytes)")
     shoff, = struct.unpack_from("<Q", data, 0x28)
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
     if shentsize < 64 or shoff + shnum * shentsize > len(data) or shstrndx >= shnum:
         raise Unreadable("its ELF section headers lie outside the file")
     headers = [struct.unpack_from("<IIQQQQIIQQ", data, shoff + i * shentsize) for i in range(shnum)]
     names = headers[shstrndx]
+    if names[4] + names[5] > len(data):
+        raise Unreadable("its section name table lies outside the file")
     table = data[names[4]:names[4] + names[5]]
     found = {}
     for name_at, kind, _, _, offset, size, *_ in headers:
