@@ -376,7 +376,7 @@ def test_a_topology_the_user_cannot_list_is_a_note_not_a_missing_gpu() -> None:
         script.write_bytes(script_bytes("check_box.py"))
         script.chmod(0o644)
         argv = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "/usr/bin/python3", str(script), "--root", str(root), "--gpu-targets", "gfx1151"]
-        run = subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS)
+        run = subprocess.run(argv, capture_output=True, text=True, timeout=SECONDS, preexec_fn=limited)
         assert (run.returncode, lines(run)[:4], run.stderr) == (0, [
             "note  gpu-target: /sys/class/kfd/kfd/topology/nodes cannot be listed (Permission denied): its GPUs are unknown",
             f"      source: {KFD_SOURCE}",
