@@ -73,6 +73,7 @@ MAX_STRING = 4096  # bytes of a kernel key, an arch or any string of the TOC
 MAX_TOC_BYTES = 64 << 20  # a TOC of MAX_ENTRIES code objects takes under 16 MiB
 MAX_CODE_OBJECT = 1 << 28  # a code object's declared size (256 MiB; real ones are a few MiB)
 MAX_WINDOW = 1 << 25  # zstd window a frame may ask for (32 MiB: zstd -19 asks 8 MiB)
+MAX_MARKER = 64 << 10  # bytes of a `.rocm_kpack_ref` section: a name and a few paths (decoded whole)
 MARKER_LIMITS = dict(max_str_len=MAX_STRING, max_bin_len=0, max_ext_len=0, max_array_len=1024, max_map_len=64)
 
 
@@ -100,6 +101,8 @@ def _kind(value):
 
 def read_marker(data):
     """The `.rocm_kpack_ref` section's map: (kernel name, search paths)."""
+    if len(data) > MAX_MARKER:
+        raise KpackError(f"its {MARKER_SECTION} section is {len(data)} bytes, more than the {MAX_MARKER} a marker may have")
     try:
         marker = msgpack.unpackb(data, raw=False, **MARKER_LIMITS)
     except (ValueError, msgpack.UnpackException) as e:

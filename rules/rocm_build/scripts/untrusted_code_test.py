@@ -333,3 +333,15 @@ def test_each_bundle_version_and_method_is_read(code, host_library, tmp_path, ve
         section = hostile.ccob(payload, len(code), method=method, version=version)
         found = gpu_code(tmp_path, {"pkg/libk.so": with_fatbin(host_library, tmp_path, section)})
         assert (found["libraries"], found["unreadable"]) == ({"pkg/libk.so": ["gfx1151"]}, {}), method
+
+
+def test_a_marker_past_its_bound_is_refused_unread(host_library, tmp_path) -> None:
+    # A `.rocm_kpack_ref` of 1 MiB of empty lists would decode to 56 bytes an object.
+    marker = mp_map([(mp_str("kernel_name"), mp_str("lib/x.so")), (mp_str("kpack_search_paths"), mp_list([b"\x90"] * (1 << 20)))])
+    (tmp_path / "marker").write_bytes(marker)
+    subprocess.run([OBJCOPY, f"--add-section=.rocm_kpack_ref={tmp_path / 'marker'}", str(host_library), str(tmp_path / "libk.so")], check=True)
+    library = (tmp_path / "libk.so").read_bytes()
+    found = gpu_code(tmp_path, {"pkg/libk.so": library})
+    assert found["unreadable"] == {"pkg/libk.so": f"its .rocm_kpack_ref section is {len(marker)} bytes, more than the 65536 a marker may have"}
+    linked = elf_links(tmp_path, {"pkg/libk.so": library})
+    assert linked["unreadable"] == {"pkg/libk.so": f"its .rocm_kpack_ref section is {len(marker)} bytes, more than the 65536 a marker may have"}
