@@ -150,13 +150,17 @@ class Bundles:
 
 def _zlib_pieces(payload, limit):
     """What a zlib stream inflates to, in pieces of at most PIECE bytes, until `limit` bytes.
-    Its input goes in PIECE at a time: zlib copies what it leaves unread (unconsumed_tail)."""
+    Its input goes in PIECE at a time: zlib copies what it leaves unread (unconsumed_tail).
+    A piece is asked for until none comes, with no input left too: zlib may hold output it had
+    no room for after the last input byte."""
     d, out = zlib.decompressobj(), 0
     for at in range(0, len(payload), PIECE):
         data = payload[at:at + PIECE]
-        while data and not d.eof and out < limit:
+        while not d.eof and out < limit:
             piece = d.decompress(data, PIECE)
             data = d.unconsumed_tail
+            if not piece and not data:
+                break  # this input is used up: the next
             out += len(piece)
             yield piece
         if d.eof or out >= limit:
