@@ -548,6 +548,8 @@ def mem_total(box: Box) -> Optional[int]:
     text = box.read("proc/meminfo", "gpu-memory", GTT)
     match = re.search(r"^MemTotal:[ \t]*(\S*)[ \t]*kB", text or "", re.M)
     if text is None or not match:
+        if text is not None:
+            box.note("gpu-memory", "/proc/meminfo has no `MemTotal: <n> kB` line: the memory is unknown", GTT, "grep MemTotal /proc/meminfo")
         return None
     kib = box.value("gpu-memory", "MemTotal of /proc/meminfo", match.group(1), decimal, GTT, "grep MemTotal /proc/meminfo")
     return None if kib is None else kib * 1024
