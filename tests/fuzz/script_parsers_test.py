@@ -1,18 +1,20 @@
-"""A short fuzz run of the patch reader (apply_patches.py), and the inputs earlier runs found,
-as regression tests."""
+"""Short fuzz runs of the parsers in our sandbox scripts (the patch reader, apply_patches.py;
+the device-code readers, kpack.py and gpu_code.py's offload-bundle scanner; the box check,
+check_box.py), and the inputs earlier runs found, as regression tests."""
 
 from __future__ import annotations
 
 import pytest
 
-from fuzz import fuzz_patches
+from fuzz import fuzz_box, fuzz_bundles, fuzz_kpack, fuzz_patches
 from fuzz.harness import fuzz_for
 
 SECONDS = 12
 
 
-def test_fuzz_patch_files() -> None:
-    outcome = fuzz_for(fuzz_patches, SECONDS)
+@pytest.mark.parametrize("target", [fuzz_patches, fuzz_kpack, fuzz_bundles, fuzz_box], ids=lambda t: t.__name__.rsplit(".", 1)[-1])
+def test_fuzz_script_parsers(target) -> None:
+    outcome = fuzz_for(target, SECONDS)
     assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
     assert "Done" in outcome.output, outcome.output[-2000:]
 

@@ -10,7 +10,11 @@ import types
 RELATIVE = os.path.join("rocm_build", "scripts")
 
 
-def load_script(name: str) -> types.ModuleType:
+def load_script(name: str, *imports: str) -> types.ModuleType:
+    """The script `name` as a module; `imports`: the sibling scripts it imports, loaded first
+    (in a sandbox they sit beside it)."""
+    for sibling in imports:
+        sys.modules.setdefault(sibling[: -len(".py")], load_script(sibling))
     # The scripts are resources of rules/rocm_build: under a source root on sys.path, or at
     # rules/ from the build root (`pants run` works there).
     roots = [*sys.path, os.path.join(os.getcwd(), "rules")]
@@ -19,6 +23,7 @@ def load_script(name: str) -> types.ModuleType:
         if os.path.isfile(path):
             module = types.ModuleType(name[: -len(".py")])
             module.__file__ = path
+            sys.modules[module.__name__] = module  # dataclasses look their module up there
             with open(path, "rb") as f:
                 exec(compile(f.read(), path, "exec"), module.__dict__)
             return module

@@ -34,8 +34,9 @@ from rocm_build.audits.portable import AuditwheelPythonProcess
 from rocm_build.wheel.target_types import AllowMissingGpuTargetsField
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 
-# gpu_code.py and what it imports (kpack.py reads `.kpack` archives and split libraries).
-GPU_CODE = ("gpu_code.py", "kpack.py", "wheel_zip.py")
+# gpu_code.py and what it imports (kpack.py reads `.kpack` archives and split libraries,
+# amdgpu_elf.py names a code object's arch).
+GPU_CODE = ("gpu_code.py", "kpack.py", "amdgpu_elf.py", "wheel_zip.py")
 SHOWN = 3  # members or kernels named in one problem before "and N more"
 
 

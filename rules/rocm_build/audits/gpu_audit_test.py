@@ -118,7 +118,7 @@ def test_the_wheel_is_read_by_gpu_code_py_with_its_kpack_reader_in_auditwheels_v
         MockGet(Process, (AuditwheelPythonProcess,), run),
         MockGet(ProcessResult, (Process,), lambda p: SimpleNamespace(stdout=json.dumps(out).encode(), process=p)),
     ])  # fmt: skip
-    assert created == [[f"__rocm_build/{name}" for name in ("gpu_code.py", "kpack.py", "wheel_zip.py")]]
+    assert created == [[f"__rocm_build/{name}" for name in ("amdgpu_elf.py", "gpu_code.py", "kpack.py", "wheel_zip.py")]]
     (request,) = asked
     assert request.argv == ("__rocm_build/gpu_code.py", DEVICE) and dict(request.env) == {"PATH": "/usr/bin:/bin"}
     assert code.kpacks[ARCHIVE].mismatches == ((f"{KERNEL_NAME}#1", "gfx1151", "gfx1100"),)

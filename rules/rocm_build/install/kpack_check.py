@@ -17,6 +17,7 @@ wrappers' (ROCm/rocm-systems#6943, "kernel not found in this archive"), code for
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Sequence, Tuple
 
@@ -24,6 +25,7 @@ from rocm_build.install.closure import project
 
 PLACEHOLDER = "@GFXARCH@"
 SHOWN = 5  # kernels named in one problem before "and N more"
+INDEX = re.compile(r"[0-9]{1,9}")  # a code object index (HIPK wrappers store a u32; 9 digits compare safely)
 
 
 @dataclass(frozen=True)
@@ -80,7 +82,9 @@ def _index_hint(ref: KpackRef, archive: KpackArchive, target: str) -> str:
     held = sorted((k for k, arches in archive.kernels.items() if k.startswith(prefix) and target in arches), key=len)
     if not held:
         return f"it holds no kernel of {ref.kernel_name} for {target}"
-    indexes = sorted(int(k[len(prefix):]) for k in held if k[len(prefix):].isdigit())
+    # An index as the runtime appends it (`#N`, ASCII digits); the archive is someone else's, so
+    # its keys may hold anything (`#²` or thousands of digits): those are no index to compare.
+    indexes = sorted(int(k[len(prefix):]) for k in held if INDEX.fullmatch(k[len(prefix):]))
     wanted = sorted(ref.indexes)
     if indexes and len(indexes) == len(wanted) and len({a - w for a, w in zip(indexes, wanted)}) == 1 and indexes != wanted:
         shift = indexes[0] - wanted[0]

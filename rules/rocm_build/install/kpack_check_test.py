@@ -12,7 +12,7 @@ from typing import Dict, Mapping, Sequence, Tuple
 import pytest
 
 from mini import kpack_writer
-from rocm_build.install.kpack_check import kpack_facts, kpack_problems
+from rocm_build.install.kpack_check import KpackArchive, KpackRef, kpack_facts, kpack_problems
 from rocm_build.testutil.wheel_facts import read_elf_links as read
 from rocm_build.testutil.wheel_facts import wheel
 
@@ -154,3 +154,18 @@ def test_an_unreadable_archive_is_named(built, tmp_path) -> None:
         f"{ARCHIVE} in {DEVICE} is not a readable .kpack archive: its table of contents offset 1000000 lies outside "
         f"the file (200 bytes)"
     )
+
+
+@pytest.mark.parametrize("index", ["²", "9" * 5000, "-1", " 1"], ids=["superscript two", "5000 digits", "negative", "space"])
+def test_an_archive_key_whose_index_is_no_number_is_listed_not_compared(index) -> None:
+    # Keys come from someone else's archive: `#²` is a digit to str.isdigit() and not to int(),
+    # and 5,000 digits pass Python's limit on int(); neither may end the check in a traceback.
+    ref = KpackRef(HOST, LIBRARY, KERNEL, (SEARCH_PATH,), (0,))
+    archive = KpackArchive(DEVICE, ARCHIVE, ("gfx1151",), {f"{KERNEL}#{index}": {"gfx1151": "gfx1151"}})
+    shown = f"{KERNEL}#{index}"
+    assert kpack_problems([ref], [archive], ["gfx1151"], {}, OWNERS) == [
+        f"{LIBRARY} in {HOST} (tests/mini/therock:blas) references kernel {KERNEL}#0 for gfx1151, which the archive "
+        f"it looks in, {ARCHIVE} in the device wheel {DEVICE}, does not hold (it holds {shown} for gfx1151): on a "
+        f"gfx1151 GPU the runtime fails with hipErrorInvalidImage (\"kernel not found in this archive\"). The host "
+        f"library and the device wheel come from different splits: pin the device wheel of the host's own build."
+    ]

@@ -38,8 +38,9 @@ from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.audits.gpu_audit import GpuCode, kpack_mismatches
 from rocm_build.audits.portable import AuditwheelPythonProcess
 
-# elf_links.py and what it imports (kpack.py reads the split device code with gpu_code.py's arch table).
-ELF_LINKS = ("elf_links.py", "kpack.py", "gpu_code.py", "wheel_zip.py")
+# elf_links.py and what it imports (kpack.py reads the split device code, amdgpu_elf.py the arch
+# of each code object).
+ELF_LINKS = ("elf_links.py", "kpack.py", "amdgpu_elf.py")
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,9 @@ each wrapper), each `.kpack` archive (`kpacks`: its arches, compression, kernels
 arch its code object's ELF header names; or `error`, why it cannot be read), and the device
 wheels the wheel's metadata names per arch (`Requires-Dist: X; extra == "device-<gfx>"`,
 TheRock's split host). Runs in auditwheel's venv, which holds pyelftools, msgpack and
-zstandard at the versions its lock pins.
+zstandard at the versions its lock pins. A wheel is untrusted input: kpack.py reads an archive
+with bounds and refuses it in one line (`error`); a member that cannot be read is `unreadable`,
+and the rest of the wheel's facts are kept.
 """
 
 import array
@@ -35,6 +37,7 @@ import re
 import struct
 import sys
 import zipfile
+import zlib
 from email.parser import HeaderParser
 
 from elftools.common.exceptions import ELFError
@@ -191,9 +194,12 @@ def main():
                 continue
             if path.endswith(kpack.SUFFIX):
                 try:
-                    found["kpacks"][path] = kpack.read_archive(wheel.read(info))
+                    with wheel.open(info) as archive:  # read where the archive points, never as a whole
+                        found["kpacks"][path] = kpack.read_archive(archive, info.file_size)
                 except kpack.KpackError as e:
                     found["kpacks"][path] = {"error": str(e)}
+                except (OSError, EOFError, zipfile.BadZipFile, zlib.error) as e:  # the zip member itself
+                    found["kpacks"][path] = {"error": f"it cannot be read: {str(e) or type(e).__name__}"}
                 continue
             if info.file_size < 64:
                 continue

@@ -47,7 +47,7 @@ import traceback
 import warnings
 from typing import Any, Callable, Iterable
 
-from gpu_code import amdgpu_arch
+from amdgpu_elf import amdgpu_arch
 
 
 # --------------------------------------------------------------------------------------------
@@ -96,7 +96,7 @@ NT_AMDGPU_METADATA = 32
 
 def elf_arch(blob: bytes) -> str:
     """The gfx name in an AMDGPU ELF's header (e_machine, e_flags & 0xff), as the wheels'
-    GPU-code audit reads it (gpu_code.py, shipped beside this script)."""
+    GPU-code audit reads it (amdgpu_elf.py, shipped beside this script)."""
     arch = amdgpu_arch(blob)
     if arch is None:
         raise ValueError("not a 64-bit AMDGPU ELF")

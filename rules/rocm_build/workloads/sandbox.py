@@ -44,7 +44,7 @@ from rocm_build.workloads.venv import VenvWheels, VenvWheelsRequest
 
 EXPECTED = "expected.json"
 # What every workload runs on: the sandbox (kernel_venv.sh) and the compile-only driver.
-DRIVER = ("kernel_venv.sh", "triton_kernels.py", "gpu_code.py", "wheel_zip.py")
+DRIVER = ("kernel_venv.sh", "triton_kernels.py", "amdgpu_elf.py")
 
 
 class WorkloadTestSubsystem(Subsystem):

@@ -39,7 +39,7 @@ upstream_choices_test(
 """.format(zeros="0" * 64)
 
 WHEELS = ["wheels/torch-1.0-py3-none-any.whl", "wheels/torch_below-1.0-py3-none-any.whl", "wheels/triton-1.0-py3-none-any.whl"]
-DRIVER = [f"{SCRIPTS_DIR}/{s}" for s in ("gpu_code.py", "kernel_venv.sh", "triton_kernels.py", "wheel_zip.py")]
+DRIVER = [f"{SCRIPTS_DIR}/{s}" for s in ("amdgpu_elf.py", "kernel_venv.sh", "triton_kernels.py")]
 
 
 @pytest.fixture
