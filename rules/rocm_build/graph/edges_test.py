@@ -18,7 +18,7 @@ from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import register
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
-from rocm_build.graph.edges import nearest_owner
+from rocm_build.graph.edges import inside, nearest_owner, script_owners
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.wheel.target_types import WheelDependenciesField
 
@@ -139,3 +139,21 @@ def test_leaving_out_a_generated_target_of_a_named_generator_is_refused_naming_t
         'generator of just the wanted targets instead, e.g. beside wheels:kit: `prebuilt_wheels(name="...", '
         'pins=["<glob>", "!kit-setuptools"])` (components/kernels:build-venv).'
     ) in str(raised.value)
+
+
+def test_the_plugins_inputs_are_edges_only_inside_the_repository() -> None:
+    assert inside("/repo/pants.toml", "/repo") == "pants.toml" and inside("pants.toml", "/repo") == "pants.toml"
+    # A plugin installed from a wheel, a config file in the home directory: nothing to own.
+    assert inside("/usr/lib/python3/site-packages/rocm_build/scripts", "/repo") is None
+    assert inside("/repo/../home/.pants.rc", "/repo") is None
+
+
+def test_the_scripts_are_owned_by_the_resources_that_ship_them() -> None:
+    def generated(name: str, file: str) -> Address:
+        return Address("rules/rocm_build/scripts", target_name=name, relative_file_path=file)
+
+    shipped = [generated("scripts", "build_wheel.sh"), generated("scripts", "ccache_remote.py")]
+    owners = [(shipped[0], generated("files", "build_wheel.sh")), (shipped[1], generated("relay-for-bench", "ccache_remote.py"))]
+    assert script_owners(owners, shipped) == (Address("rules/rocm_build/scripts", target_name="scripts"),)
+    # Without a `resources` target, each script's nearest owner.
+    assert script_owners([(generated("files", "build_wheel.sh"),)], []) == (generated("files", "build_wheel.sh"),)
