@@ -13,6 +13,8 @@ from pants.engine.collection import Collection
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Dependencies, DependenciesRequest, ExplicitlyProvidedDependencies, Target, Targets
 
+from rocm_build.errors import RocmBuildError
+
 
 @dataclass(frozen=True)
 class DeclaredDependenciesRequest:
@@ -31,12 +33,21 @@ async def declared_dependencies(request: DeclaredDependenciesRequest) -> Declare
     )
     # What Pants resolved (a parametrized sibling's variant, a generator's generated targets),
     # kept where the BUILD file named it: by address without parameters and generated names.
-    # A `!address` the BUILD file wrote leaves that target out, also one a generator it names
-    # generates (`!components/kernels:venv#kernels-setuptools`).
     named = {(a.spec_path, a.target_name) for a in explicit.includes if a not in explicit.ignores}
-    return DeclaredDependencies(
-        t for t in resolved if (t.address.spec_path, t.address.target_name) in named and t.address not in explicit.ignores
-    )
+    # Pants drops a `!address` from what the field names, but not from what a named generator
+    # generates: it would list `!components/kernels:venv#kernels-setuptools` in `dependencies`,
+    # `peek` and `--changed-dependents` all the same, so the build would not be what Pants shows.
+    for ignored in explicit.ignores:
+        if ignored.is_generated_target and (ignored.spec_path, ignored.target_name) in named:
+            generator = ignored.maybe_convert_to_target_generator().spec
+            raise RocmBuildError(
+                f"{request.field.address.spec}: `{request.field.alias}` names {generator} and leaves out "
+                f"`!{ignored.spec}`, which {generator} generates: Pants still lists it as a dependency "
+                f"(`pants dependencies`, `peek`, `--changed-dependents`). Depend on a generator of just the "
+                f"wanted targets instead, e.g. beside {generator}: `prebuilt_wheels(name=\"...\", "
+                f"pins=[\"<glob>\", \"!{ignored.generated_name}\"])` (components/kernels:build-venv)."
+            )
+    return DeclaredDependencies(t for t in resolved if (t.address.spec_path, t.address.target_name) in named)
 
 
 def rules():

@@ -19,8 +19,14 @@ from typing import Dict, List, Optional, Sequence
 
 from mini import make_upstreams
 
-# What the nested Pants copies from this sandbox (see //:workspace).
+# What the nested Pants copies from this sandbox, as far as the test has it: tests/e2e/BUILD gives
+# a test of the miniature chain its part of these as dependencies (MINI_CHAIN there: no real
+# component's recipe, patch or lock but components/BUILD), one of the real components all of them.
 WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "pants.offline.toml", "BUILD", "3rdparty", "rules", "tests/mini", "tests/kernels", "components", "patches")
+# What every nested Pants needs: missing from the sandbox, the test lacks its dependencies.
+NEEDED = ("pants", "pants.toml", "pants.offline.toml", "BUILD", "3rdparty/python", "rules", "tests/mini", "components/BUILD")
+# The whole repository (//:repository): a test that asks Pants about every target of it.
+REPOSITORY_FILES = (*(f for f in WORKSPACE_FILES if not f.startswith("tests/")), "pants.remote-execution.toml", "README.md", "setup", "docs", "bench", "tests")
 CACHE_ROOT = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
 FIXTURE_WHEELS = CACHE_ROOT / "fixture-wheels"
 # The real recipe's locked wheels (./setup: components/flash_attention:wheel-from-sdist's locks),
@@ -69,13 +75,20 @@ def make_fixture_upstreams(root: Path) -> Upstreams:
 
 
 class Workspace:
-    def __init__(self, root: Path, upstreams: Upstreams, store: Path, named_caches: Path) -> None:
+    def __init__(self, root: Path, upstreams: Upstreams, store: Path, named_caches: Path, files: Sequence[str] = WORKSPACE_FILES) -> None:
         self.root = root
         self.store = store
         self.named_caches = named_caches
         source = Path.cwd()
-        for rel in WORKSPACE_FILES:
+        missing = [rel for rel in NEEDED if not (source / rel).exists()]
+        assert not missing, (
+            f"{', '.join(missing)} not in this test's sandbox: give the test MINI_CHAIN (or REAL_CHAIN) as its "
+            "dependencies in tests/e2e/BUILD"
+        )
+        for rel in files:
             src, dst = source / rel, root / rel
+            if not src.exists():  # not among the test's dependencies: its nested Pants does not read it
+                continue
             if src.is_dir():
                 shutil.copytree(src, dst, ignore=shutil.ignore_patterns("__pycache__"))
             else:

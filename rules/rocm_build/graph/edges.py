@@ -7,6 +7,10 @@ and `--changed-since --changed-dependents=transitive` know what a wheel is built
 - an `upstream_repo`, `prebuilt_wheel` and pinned `upstream_archive` on the file that holds their
   pin (and a prebuilt pin on its directory's shared `[prebuilt]` file), the patch sets of an
   `upstream_repo` or `upstream_archive` being edges already (`patches`);
+- a `rocm_wheel` on what the plugin puts into each of its processes and keys: its sandbox
+  scripts (the `resources` target that ships rules/rocm_build/scripts/) and the config files
+  Pants read its options from (`pants.toml`, and `pants.offline.toml` for ./pants), when they
+  are in the repository; the workload tests take the same edges (workloads/dependency_inference.py);
 - a `rocm_wheel` built in a container on its `environment`'s `docker_environment` (the image it
   builds in), which depends on its `image_containerfile`.
 
@@ -26,6 +30,8 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Optional, Tuple
 
+from pants.base.build_root import BuildRoot
+from pants.core.target_types import ResourceSourceField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.fs import DigestContents, PathGlobs, Snapshot
 from pants.engine.internals.graph import Owners, OwnersRequest
@@ -34,8 +40,12 @@ from pants.engine.target import (
     FieldSet,
     InferDependenciesRequest,
     InferredDependencies,
+    Targets,
 )
 from pants.engine.unions import UnionRule
+from pants.option.global_options import GlobalOptions
+
+from rocm_build import script_modules
 
 from rocm_build.install.runtime_lock import runtime_lock_path
 from rocm_build.pants_environments import EnvironmentField, EnvironmentsSubsystem
@@ -105,7 +115,7 @@ class InputFilesRequest:
     """Files a target reads from the repository. One that does not exist is no edge: the build
     itself says what is missing (a lock not made yet) and how to make it."""
 
-    owner: Address
+    owner: str  # who reads them, for the warning: a target's address
     paths: Tuple[str, ...]
 
 
@@ -119,7 +129,7 @@ async def find_input_file_owners(request: InputFilesRequest) -> Addresses:
         if nearest is None:  # as Pants' own inference treats an unowned import: a warning
             directory = os.path.dirname(path)
             logger.warning(
-                f"{request.owner.spec} is built from {path}, which no target owns, so Pants cannot see it "
+                f"{request.owner} is built from {path}, which no target owns, so Pants cannot see it "
                 f"change (`dependents`, `--changed-since`): add `files(name=\"{os.path.basename(directory) or 'inputs'}\", "
                 f"sources=[\"*{os.path.splitext(path)[1]}\"])` to {directory or '.'}/BUILD"
             )
@@ -132,6 +142,62 @@ def nearest_owner(owners: Iterable[Address]) -> Optional[Address]:
     """The owner whose BUILD file is deepest: the file's own directory's target wins over a
     `files` target higher up that globs it too."""
     return max(owners, key=lambda a: (len(a.spec_path.split("/")) if a.spec_path else 0, a.spec), default=None)
+
+
+# ----------------------------------------------------------------------------- the plugin itself
+
+
+@dataclass(frozen=True)
+class PluginInputs:
+    """What the plugin puts into every build's and test's process and key, as edges: the owner of
+    its sandbox scripts and of each config file that sets its options. An edit of
+    rules/rocm_build/scripts/build_wheel.sh or of `[rocm-build]` in pants.toml then selects every
+    wheel and test (`--changed-since --changed-dependents=transitive`)."""
+
+    addresses: Addresses
+
+
+def inside(path: str, build_root: str) -> Optional[str]:
+    """`path` relative to the build root, or None when it is outside (a plugin installed from a
+    wheel, a config file in the home directory): Pants sees no change of what it does not own."""
+    relative = os.path.relpath(os.path.abspath(os.path.join(build_root, path)), build_root)
+    return None if relative == ".." or relative.startswith("../") else relative
+
+
+def script_owners(owners_of: Iterable[Tuple[Address, ...]], resources: Iterable[Address]) -> Tuple[Address, ...]:
+    """The targets that ship the scripts: the `resources` owning each (pkgutil.get_data reads
+    them as the plugin package's resources), as their generator; else the nearest owner."""
+    shipped = set(resources)
+    chosen = set()
+    for owners in owners_of:
+        resource = [a.maybe_convert_to_target_generator() for a in owners if a in shipped]
+        nearest = nearest_owner(owners)
+        chosen.update(resource or ([nearest] if nearest else []))
+    return tuple(sorted(chosen))
+
+
+@rule(desc="Finding the plugin's own inputs of every build")
+async def find_plugin_inputs(build_root: BuildRoot, global_options: GlobalOptions) -> PluginInputs:
+    root = build_root.path
+    scripts_dir = inside(os.path.join(os.path.dirname(script_modules.__file__), "scripts"), root)
+    config = [c for c in (inside(path, root) for path in global_options.pants_config_files) if c]
+    if scripts_dir is None:
+        scripts: Tuple[str, ...] = ()
+    else:  # what script_bytes() can read: the directory's files but its tests and BUILD file
+        listed = await Get(Snapshot, PathGlobs([f"{scripts_dir}/*"]))
+        scripts = tuple(p for p in listed.files if not p.endswith("_test.py") and os.path.basename(p) != "BUILD")
+    owners_of = await MultiGet(Get(Owners, OwnersRequest((path,))) for path in scripts)
+    owned = await Get(Targets, Addresses(sorted({a for owners in owners_of for a in owners})))
+    resources = [t.address for t in owned if t.has_field(ResourceSourceField)]
+    unowned = [path for path, owners in zip(scripts, owners_of) if not owners]
+    if unowned:  # as find_input_file_owners: a warning naming the BUILD file to add
+        logger.warning(
+            f"Every build runs the plugin's scripts in {scripts_dir}/, and no target owns {', '.join(unowned)}, so "
+            f"Pants cannot see them change (`dependents`, `--changed-since`): add `resources(name=\"scripts\", "
+            f"sources=[\"*\", \"!*_test.py\", \"!BUILD\"])` to {scripts_dir}/BUILD"
+        )
+    files = await Get(Addresses, InputFilesRequest("Every rocm_wheel and test", tuple(config)))
+    return PluginInputs(Addresses(sorted({*script_owners((tuple(o) for o in owners_of), resources), *files})))
 
 
 # ----------------------------------------------------------------------------- rocm_wheel
@@ -156,7 +222,7 @@ class InferWheelInputs(InferDependenciesRequest):
 
 @rule(desc="Inferring what a rocm_wheel is built from")
 async def infer_wheel_inputs(
-    request: InferWheelInputs, defaults: RocmBuildSubsystem, environments: EnvironmentsSubsystem
+    request: InferWheelInputs, defaults: RocmBuildSubsystem, environments: EnvironmentsSubsystem, plugin: PluginInputs
 ) -> InferredDependencies:
     fs = request.field_set
     owner = fs.address.spec
@@ -173,7 +239,7 @@ async def infer_wheel_inputs(
             ),
         ),
     )
-    named = Addresses([*source_address, *named])
+    named = Addresses([*source_address, *named, *plugin.addresses])
     source = await Get(SourceDescription, SourceRequest(source_address[0], f"the `source` field of {owner}"))
     if not source.tree:  # an error the build itself reports, naming the field
         return InferredDependencies(named)
@@ -183,7 +249,7 @@ async def infer_wheel_inputs(
     build_lock = [fs.lock.value or default_lock(owner, source.pin, python)] if fs.build_requirements.value else []
     run_lock = [runtime_lock_path(source.pin, minor, fs.address.target_name)] if minor else []
     pin_files = await Get(PinFiles, PinFilesRequest(source.pins_file, source.pin_table)) if source.pins_file else PinFiles(())
-    files = await Get(Addresses, InputFilesRequest(fs.address, (*pin_files.paths, *build_lock, *run_lock)))
+    files = await Get(Addresses, InputFilesRequest(fs.address.spec, (*pin_files.paths, *build_lock, *run_lock)))
     return InferredDependencies([*named, *files])
 
 
@@ -236,7 +302,7 @@ class PinEdgesRequest:
 @rule(desc="Finding the targets that own a pin's files")
 async def find_pin_edges(request: PinEdgesRequest) -> InferredDependencies:
     files = await Get(PinFiles, PinFilesRequest(request.pins_file, request.table))
-    return InferredDependencies(await Get(Addresses, InputFilesRequest(request.owner, files.paths)))
+    return InferredDependencies(await Get(Addresses, InputFilesRequest(request.owner.spec, files.paths)))
 
 
 @rule(desc="Inferring the pin file of an upstream_repo")
@@ -277,7 +343,7 @@ class InferContainerfile(InferDependenciesRequest):
 async def infer_containerfile(request: InferContainerfile) -> InferredDependencies:
     fs = request.field_set
     paths = (fs.containerfile.value,) if fs.containerfile.value else ()
-    return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address, paths)))
+    return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address.spec, paths)))
 
 
 def rules():

@@ -11,13 +11,14 @@ from pants.core.target_types import FilesGeneratorTarget, FileTarget
 from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address, Addresses
 from pants.engine.internals.parametrize import Parametrize
+from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.rules import QueryRule
-from pants.engine.target import DependenciesRequest, WrappedTarget, WrappedTargetRequest
+from pants.engine.target import DependenciesRequest, Targets, WrappedTarget, WrappedTargetRequest
 from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import register
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
-from rocm_build.graph.edges import nearest_owner
+from rocm_build.graph.edges import inside, nearest_owner, script_owners
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.wheel.target_types import WheelDependenciesField
 
@@ -29,7 +30,7 @@ def rule_runner() -> RuleRunner:
     # The plugin's rules and target types, and Pants' `files`, which own the input files.
     runner = RuleRunner(
         rules=[*register.rules(), *system_binaries.rules(), QueryRule(Addresses, [DependenciesRequest]),
-               QueryRule(DeclaredDependencies, [DeclaredDependenciesRequest])],
+               QueryRule(Targets, [DependenciesRequest]), QueryRule(DeclaredDependencies, [DeclaredDependenciesRequest])],
         target_types=[*register.target_types(), FilesGeneratorTarget, FileTarget],
         objects={"parametrize": Parametrize},
         isolated_local_store=True,
@@ -98,20 +99,61 @@ def test_a_parametrized_dependency_is_its_variant_and_inferred_edges_are_not_dec
     assert [t.address.spec for t in declared] == ["//:a@python=3.12"]
 
 
-def test_an_excluded_generated_wheel_is_left_out_of_its_generator(rule_runner: RuleRunner) -> None:
+KIT_PINS = pins_toml(
+    prebuilt={"index_url": "https://pypi.org/simple/", "python": "3.11"},
+    **{f"prebuilt.kit-{name}": {"project": name, "track": "==1.0", "version": "1.0", "file": f"{name}-1.0-py3-none-any.whl",
+                                "sha256": "b" * 64, "requires_rocm": ""} for name in ("six", "setuptools")},
+)  # fmt: skip
+
+
+def wheel_c(rule_runner: RuleRunner, kit: str, dependencies: str) -> WrappedTarget:
     rule_runner.write_files(
         {
-            "wheels/pins.toml": pins_toml(
-                prebuilt={"index_url": "https://pypi.org/simple/", "python": "3.11"},
-                **{f"prebuilt.kit-{name}": {"project": name, "track": "==1.0", "version": "1.0", "file": f"{name}-1.0-py3-none-any.whl",
-                                            "sha256": "b" * 64, "requires_rocm": ""} for name in ("six", "setuptools")},
-            ),
-            "wheels/BUILD": "prebuilt_wheels(name='kit', pins_file='wheels/pins.toml', pins='kit-*')\n",
+            "wheels/pins.toml": KIT_PINS,
+            "wheels/BUILD": kit,
             "BUILD": Path(rule_runner.build_root, "BUILD").read_text()
-            + "rocm_wheel(name='c', source=':a-src', toolchain=':llvm', python='3.11',\n"
-            "           dependencies=['wheels:kit', '!wheels:kit#kit-setuptools'])\n",
+            + f"rocm_wheel(name='c', source=':a-src', toolchain=':llvm', python='3.11', dependencies={dependencies})\n",
         }
-    )  # fmt: skip
-    target = rule_runner.request(WrappedTarget, [WrappedTargetRequest(Address("", target_name="c"), "test")]).target
+    )
+    return rule_runner.request(WrappedTarget, [WrappedTargetRequest(Address("", target_name="c"), "test")]).target
+
+
+def test_a_generator_of_all_but_some_pins_is_what_pants_lists_and_the_build_installs(rule_runner: RuleRunner) -> None:
+    kit = "prebuilt_wheels(name='build-kit', pins_file='wheels/pins.toml', pins=['kit-*', '!kit-setuptools'])\n"
+    target = wheel_c(rule_runner, kit, "['wheels:build-kit']")
     declared = rule_runner.request(DeclaredDependencies, [DeclaredDependenciesRequest(target[WheelDependenciesField])])
-    assert [t.address.spec for t in declared] == ["wheels:kit#kit-six"]
+    assert [t.address.spec for t in declared] == ["wheels:build-kit#kit-six"]
+    # What `pants dependencies` lists: the generator stands for what it generates, the one wheel.
+    listed = rule_runner.request(Targets, [DependenciesRequest(target[WheelDependenciesField])])
+    assert [t.address.spec for t in listed if t.address.spec_path == "wheels"] == ["wheels:build-kit#kit-six"]
+
+
+def test_leaving_out_a_generated_target_of_a_named_generator_is_refused_naming_the_fix(rule_runner: RuleRunner) -> None:
+    kit = "prebuilt_wheels(name='kit', pins_file='wheels/pins.toml', pins='kit-*')\n"
+    target = wheel_c(rule_runner, kit, "['wheels:kit', '!wheels:kit#kit-setuptools']")
+    with pytest.raises(ExecutionError) as raised:
+        rule_runner.request(DeclaredDependencies, [DeclaredDependenciesRequest(target[WheelDependenciesField])])
+    assert (
+        "//:c: `dependencies` names wheels:kit and leaves out `!wheels:kit#kit-setuptools`, which wheels:kit generates: "
+        "Pants still lists it as a dependency (`pants dependencies`, `peek`, `--changed-dependents`). Depend on a "
+        'generator of just the wanted targets instead, e.g. beside wheels:kit: `prebuilt_wheels(name="...", '
+        'pins=["<glob>", "!kit-setuptools"])` (components/kernels:build-venv).'
+    ) in str(raised.value)
+
+
+def test_the_plugins_inputs_are_edges_only_inside_the_repository() -> None:
+    assert inside("/repo/pants.toml", "/repo") == "pants.toml" and inside("pants.toml", "/repo") == "pants.toml"
+    # A plugin installed from a wheel, a config file in the home directory: nothing to own.
+    assert inside("/usr/lib/python3/site-packages/rocm_build/scripts", "/repo") is None
+    assert inside("/repo/../home/.pants.rc", "/repo") is None
+
+
+def test_the_scripts_are_owned_by_the_resources_that_ship_them() -> None:
+    def generated(name: str, file: str) -> Address:
+        return Address("rules/rocm_build/scripts", target_name=name, relative_file_path=file)
+
+    shipped = [generated("scripts", "build_wheel.sh"), generated("scripts", "ccache_remote.py")]
+    owners = [(shipped[0], generated("files", "build_wheel.sh")), (shipped[1], generated("relay-for-bench", "ccache_remote.py"))]
+    assert script_owners(owners, shipped) == (Address("rules/rocm_build/scripts", target_name="scripts"),)
+    # Without a `resources` target, each script's nearest owner.
+    assert script_owners([(generated("files", "build_wheel.sh"),)], []) == (generated("files", "build_wheel.sh"),)

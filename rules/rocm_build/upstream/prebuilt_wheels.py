@@ -6,13 +6,16 @@ pin (components/kernels/BUILD: the kernel tests' venv of 74 wheels in two target
 from __future__ import annotations
 
 import fnmatch
+from typing import Any, Iterable, Optional, Tuple, Union
 
+from pants.engine.addresses import Address
 from pants.engine.rules import collect_rules, rule
 from pants.engine.target import (
     COMMON_TARGET_FIELDS,
+    Field,
     GeneratedTargets,
     GenerateTargetsRequest,
-    StringField,
+    InvalidFieldTypeException,
     TargetGenerator,
 )
 from pants.engine.unions import UnionMembership, UnionRule
@@ -24,16 +27,34 @@ from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.target_types import PinsFileField, PrebuiltPinField, PrebuiltWheelTarget
 
 
-class PrebuiltPinsMatchField(StringField):
+class PrebuiltPinsMatchField(Field):
     alias = "pins"
-    default = "*"
+    default = ("*",)
+    value: Tuple[str, ...]
     help = help_text(
         f"""
         Which `[{PREBUILT}.<name>]` tables of `pins_file` become targets: a glob over `<name>`
-        (e.g. `"kernels-*"`). Each generated `prebuilt_wheel` is named `<generator>#<name>`;
-        depending on the generator depends on all of them.
+        (e.g. `"kernels-*"`), or a list of globs where `!glob` leaves out what it matches
+        (`["kernels-*", "!kernels-setuptools"]`). Each generated `prebuilt_wheel` is named
+        `<generator>#<name>`; depending on the generator depends on all of them. To depend on
+        all of a set but some, make a generator of just those: Pants lists every generated
+        target of a generator a target depends on, whatever `!` its `dependencies` write.
         """
     )
+
+    @classmethod
+    def compute_value(cls, raw_value: Optional[Union[str, Iterable[str]]], address: Address) -> Tuple[str, ...]:
+        value: Any = super().compute_value(raw_value, address)
+        globs = (value,) if isinstance(value, str) else tuple(value) if isinstance(value, (list, tuple)) else None
+        if globs is None or not all(isinstance(g, str) for g in globs):
+            raise InvalidFieldTypeException(address, cls.alias, raw_value, expected_type="a glob or a list of globs")
+        return globs
+
+
+def pin_matches(name: str, globs: Tuple[str, ...]) -> bool:
+    """`name` matches a glob and no `!glob`, in any order, as the `!` of Pants' own source globs."""
+    excluded = any(fnmatch.fnmatchcase(name, g[1:]) for g in globs if g.startswith("!"))
+    return not excluded and any(fnmatch.fnmatchcase(name, g) for g in globs if not g.startswith("!"))
 
 
 class PrebuiltWheelsTarget(TargetGenerator):
@@ -50,7 +71,8 @@ class PrebuiltWheelsTarget(TargetGenerator):
             prebuilt_wheels(name="venv", pins_file="components/kernels/pins.toml", pins="kernels-*")
 
         makes `components/kernels:venv#kernels-torch`, `...#kernels-triton`, ... A table added to
-        or removed from the file adds or removes its target; each depends on the pins file.
+        or removed from the file adds or removes its target; each depends on the pins file. All
+        of them but some is a generator of its own, e.g. `pins=["kernels-*", "!kernels-setuptools"]`.
         """
     )
 
@@ -74,7 +96,7 @@ async def generate_prebuilt_wheels(request: GeneratePrebuiltWheelsRequest, union
                 union_membership,
             )
             for name, _ in loaded.pins
-            if fnmatch.fnmatchcase(name, wanted)
+            if pin_matches(name, wanted)
         ],
     )
 

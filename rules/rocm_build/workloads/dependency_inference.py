@@ -1,6 +1,8 @@
 """The edges of a workload test that Pants infers from fields users already write.
 
 - its `source`: the upstream it reads (or the wheel it installs);
+- what the plugin puts into its process and key (graph/edges.py's `PluginInputs`): the sandbox
+  scripts and the config files that set its options;
 - its `workload_modules`: the targets that own them. Pants reads a target's first sources field
   only (the `workload`), so a module is no source of the test that imports it; as Pants' own
   import inference does, the test depends on the module's owner (its nearest, as graph/edges.py
@@ -28,7 +30,7 @@ from pants.engine.target import (
 )
 from pants.engine.unions import UnionRule
 
-from rocm_build.graph.edges import InputFilesRequest
+from rocm_build.graph.edges import InputFilesRequest, PluginInputs
 from rocm_build.workloads.target_types import WorkloadField, WorkloadModulesField, WorkloadSourceField
 
 
@@ -45,7 +47,7 @@ class InferWorkloadEdges(InferDependenciesRequest):
 
 
 @rule(desc="Inferring the edges of a workload test")
-async def infer_workload_edges(request: InferWorkloadEdges) -> InferredDependencies:
+async def infer_workload_edges(request: InferWorkloadEdges, plugin: PluginInputs) -> InferredDependencies:
     test = request.field_set.address
     source = request.field_set.source
     what = f"the `{source.alias}` field of {test.spec}"
@@ -54,8 +56,9 @@ async def infer_workload_edges(request: InferWorkloadEdges) -> InferredDependenc
         Get(SourcesPaths, SourcesPathsRequest(request.field_set.workload_modules)),
     )
     # Each module's nearest owner (a repository-wide `files` glob holding it too is farther).
-    owners = await Get(Addresses, InputFilesRequest(test, tuple(modules.files)))
-    return InferredDependencies([*named, *(a for a in owners if a != test)])
+    owners = await Get(Addresses, InputFilesRequest(test.spec, tuple(modules.files)))
+    # And what the plugin puts into its process and key: the sandbox scripts, the config files.
+    return InferredDependencies([*named, *(a for a in owners if a != test), *plugin.addresses])
 
 
 def rules():
