@@ -7,7 +7,16 @@ from rocm_build.build import build, build_output
 from rocm_build.caches import ccache, sccache_dist
 from rocm_build.checks import chain, preflight
 from rocm_build.choices import choices_rules
-from rocm_build.goals import check, lock_build_requirements, lock_runtime_requirements, lockfiles, package, plan, verify_reproducible
+from rocm_build.goals import (
+    check,
+    lock_build_requirements,
+    lock_runtime_requirements,
+    lockfiles,
+    package,
+    patch_header_lint,
+    plan,
+    verify_reproducible,
+)
 from rocm_build.graph import edges
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.kernels import kernel_rules
@@ -109,4 +118,6 @@ def rules():
         *lock_build_requirements.rules(),
         *lock_runtime_requirements.rules(),
         *verify_reproducible.rules(),
+        # `pants lint` of patch_set targets: every patch's Why:/Upstream:/Drop when: header
+        *patch_header_lint.rules(),
     ]

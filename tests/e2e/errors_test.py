@@ -123,7 +123,7 @@ CASES = [
     ("edit matches 2", {"tests/mini/patches/torch/0001-answer.edit.toml": sub("PyLong_FromLong\\(42\\)", "PyObject")}, VLLM,
      ["tests/mini/patches/torch/0001-answer.edit.toml: edit 1 on csrc/module.c: pattern 'PyObject' matched", "expected exactly 1"]),
     ("patch outside tree", {VLLM_PATCH: lambda t: t.replace("a/mini_vllm", "a/../mini_vllm").replace("b/mini_vllm", "b/../mini_vllm")}, VLLM,
-     ["tests/mini/patches/vllm/0001-report-gfx1151.patch, line 3: touches `../mini_vllm/__init__.py`, which is outside the source tree"]),
+     ["tests/mini/patches/vllm/0001-report-gfx1151.patch, line 8: touches `../mini_vllm/__init__.py`, which is outside the source tree"]),
     # --- rocm_wheel
     ("unknown gpu target", {AOT_BUILD: sub('gpu_targets=["gfx1151"]', 'gpu_targets=["gfx1115"]')}, AOT,
      ["tests/mini/aotriton:wheel: unknown gpu target `gfx1115` in `gpu_targets`. Did you mean `gfx1151`?"]),
