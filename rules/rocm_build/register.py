@@ -14,6 +14,7 @@ from rocm_build.goals import (
     lockfiles,
     package,
     patch_header_lint,
+    patch_workspace,
     plan,
     verify_reproducible,
 )
@@ -120,4 +121,6 @@ def rules():
         *verify_reproducible.rules(),
         # `pants lint` of patch_set targets: every patch's Why:/Upstream:/Drop when: header
         *patch_header_lint.rules(),
+        # `pants patch-workspace <upstream>`: its patched tree as a git repository, commits saved as patches
+        *patch_workspace.rules(),
     ]
