@@ -90,6 +90,22 @@ Add the gfx1151 tuning table (a stand-in for torch/_rocm_init.py, which our torc
 @@ -0,0 +1 @@
 +{"gfx1151": {"block": 64}}
 """
+# Made against the pinned mini_vllm/__init__.py, whose first lines 0001-report-gfx1151.patch changes.
+NOT_ON_TOP_PATCH = """\
+Why: a stand-in for a patch made without the one before it.
+Upstream: none
+Drop when: never
+
+--- a/mini_vllm/__init__.py
++++ b/mini_vllm/__init__.py
+@@ -1,3 +1,3 @@
+-import os
++import os  # kernel_archs lists the code objects
+ 
+ from . import _C
+"""
+# The failures whose message must come before Pants' "Engine traceback" (what failed, then the fix).
+BEFORE_TRACEBACK = {"patch does not apply", "patch not on top of the one before"}
 CASES = [
     # --- pins
     ("unknown pin", {"tests/mini/vllm/BUILD": sub('pin="mini-vllm"', 'pin="mini-vlm"')}, VLLM,
@@ -113,8 +129,15 @@ CASES = [
      ["tests/mini/pins/mini-vllm.toml: [mini-vllm] field `track`: missing (every pin needs url, track and commit)"]),
     # --- patches
     ("patch does not apply", {VLLM_PATCH: sub(" import os\n", " import sys\n")}, VLLM,
-     ["tests/mini/vllm:src: tests/mini/patches/vllm/0001-report-gfx1151.patch: the hunk at mini_vllm/__init__.py line 1 does not match the pinned source",
-      "refresh the patch against the pinned commit"]),
+     ["tests/mini/vllm:src: tests/mini/patches/vllm/0001-report-gfx1151.patch: the hunk at mini_vllm/__init__.py line 1 does not match the pinned source. "
+      "No patch before it changes mini_vllm/__init__.py: the pinned file changed there (or this patch did); refresh the patch against the pinned commit",
+      "Fix it in a patch workspace: `./pants patch-workspace tests/mini/vllm:src` checks out the pinned tree with the patches before it"]),
+    # A patch made against the pinned file where the patch before it changed the lines: that one is named.
+    ("patch not on top of the one before", {"tests/mini/patches/vllm/0002-also.patch": lambda _: NOT_ON_TOP_PATCH}, VLLM,
+     ["tests/mini/vllm:src: tests/mini/patches/vllm/0002-also.patch: the hunk at mini_vllm/__init__.py line 1 does not match "
+      "mini_vllm/__init__.py as tests/mini/patches/vllm/0001-report-gfx1151.patch leaves it. It applies on top of "
+      "tests/mini/patches/vllm/0001-report-gfx1151.patch, and it matches the pinned file: an earlier patch changed there",
+      "`./pants patch-workspace tests/mini/vllm:src`"]),
     ("empty patch", {"tests/mini/patches/vllm/0002-empty.patch": lambda _: ""}, VLLM,
      ["tests/mini/patches/vllm/0002-empty.patch: the patch file is empty; delete it or regenerate it"]),
     ("edit matches 0", {"tests/mini/patches/torch/0001-answer.edit.toml": sub("42", "43")}, VLLM,
@@ -188,6 +211,8 @@ def test_error(ws: Workspace, name, edits, target, expected) -> None:
     assert run.returncode != 0, f"{name}: expected a failure"
     for text in expected:
         assert text.format(named=ws.named_caches) in run.stderr, f"{name}:\n{run.stderr[-4000:]}"
+    if name in BEFORE_TRACEBACK:
+        assert run.stderr.index(expected[0]) < run.stderr.index("Engine traceback"), run.stderr[-4000:]
     assert "Traceback" not in run.stderr
     assert snapshot(ws) == before
 

@@ -73,3 +73,19 @@ def test_a_directory_no_patch_set_reads_is_refused(tmp_path: Path, capsys) -> No
     err = capsys.readouterr().err
     assert f"{patches / 'mini'} is not a patch set's directory (no BUILD file with a patch_set there)" in err
     assert "./pants patch-workspace <target>" in err and not work.exists()
+
+
+def test_a_patch_that_does_not_apply_stops_the_checkout_with_the_builds_message(tmp_path: Path, capsys) -> None:
+    # 0002 was made against the pinned setup.py, not on top of 0001: the message says so, as a
+    # build's would, and the workspace keeps the pinned tree with 0001 to redo 0002 on.
+    _, pins, patches = fixture(tmp_path)
+    against_pinned = ARCHS_PATCH.replace("'gfx1151'", "'gfx1100'")
+    (patches / "mini" / "0002-other.patch").write_text(HEADER + against_pinned)
+    work = tmp_path / "work"
+    assert main(["checkout", "mini", "--pins-file", str(pins), "--patches-dir", str(patches), "--dest", str(work)]) == 1
+    err = capsys.readouterr().err
+    first, second = str(patches / "mini" / "0001-archs.patch"), str(patches / "mini" / "0002-other.patch")
+    assert f"{second}: the hunk at setup.py line 1 does not match setup.py as {first} leaves it" in err, err
+    assert "an earlier patch changed there" in err
+    assert f"holds the pinned tree and the 1 patch(es) before {second} as commits" in err
+    assert git(work, "rev-list", "--count", "rocm-pants/pinned..HEAD") == "1" and not git(work, "status", "--porcelain")

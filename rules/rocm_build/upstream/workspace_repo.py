@@ -16,6 +16,7 @@ the workspace exactly when it applies in a build.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -110,21 +111,38 @@ def base_tagged(dest: Path) -> None:
     git(dest, "tag", "-f", BASE_TAG)
 
 
+def _apply_script(python: str, *args: str) -> subprocess.CompletedProcess:
+    with tempfile.NamedTemporaryFile("wb", suffix=".py", delete=False) as f:
+        f.write(script_bytes("apply_patches.py"))
+    try:
+        return subprocess.run([python, f.name, *args], capture_output=True, text=True, env={**os.environ, **GIT_ENV})
+    finally:
+        os.unlink(f.name)
+
+
 def patches_apply(python: str, tree: str, patches: Sequence[str]) -> Optional[str]:
     """None if every patch applies to the tree (scripts/apply_patches.py, as builds apply them),
     else the first failure's message."""
     if not patches:
         return None
-    with tempfile.NamedTemporaryFile("wb", suffix=".py", delete=False) as f:
-        f.write(script_bytes("apply_patches.py"))
-    try:
-        result = subprocess.run(
-            [python, f.name, tree, *[os.path.abspath(p) for p in patches]],
-            capture_output=True, text=True, env={**os.environ, **GIT_ENV},
-        )  # fmt: skip
-    finally:
-        os.unlink(f.name)
+    result = _apply_script(python, tree, *[os.path.abspath(p) for p in patches])
     return None if result.returncode == 0 else result.stderr.strip()
+
+
+def failure_as_built(dest: Path, python: str, patches: Sequence[str]) -> Optional[str]:
+    """What a build says of the last of `patches`: all of them applied in one run to the pinned
+    files they touch, so the message names the patches before it and what changed there."""
+    listed = _apply_script(python, "--touched", *[os.path.abspath(p) for p in patches])
+    if listed.returncode != 0:
+        return listed.stderr.strip()
+    paths = json.loads(listed.stdout)
+    with tempfile.TemporaryDirectory() as tmp:
+        tree = Path(tmp, "tree")
+        tree.mkdir()
+        present = [p for p in git(dest, "ls-tree", "-r", "-z", "--name-only", BASE_TAG, "--", *paths, strip=False).split("\0") if p]
+        if present:  # into a directory of its own, through an index of its own: the workspace is left alone
+            git(dest, f"--work-tree={tree}", "checkout", BASE_TAG, "--", *present, env={"GIT_INDEX_FILE": os.path.join(tmp, "index")})
+        return patches_apply(python, str(tree), patches)
 
 
 def commit_message(path: str, text: str) -> str:
@@ -144,6 +162,9 @@ def commit_patches(dest: Path, python: str, patches: Sequence[PatchToApply], fix
     for number, patch in enumerate(patches):
         problem = patches_apply(python, str(dest), [patch.file])
         if problem:
+            problem = failure_as_built(dest, python, [p.file for p in patches[: number + 1]]) or problem
+            for shown in patches[: number + 1]:  # the patches as the user names them
+                problem = problem.replace(os.path.abspath(shown.file), shown.shown)
             git(dest, "checkout", "-q", "--", ".")
             git(dest, "clean", "-q", "-fd")
             git(dest, "tag", "-f", SAVED_TAG)
