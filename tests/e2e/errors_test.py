@@ -126,7 +126,7 @@ CASES = [
     ("toml syntax error", {PINS: sub('track = "main"', 'track = "main', 1)}, VLLM,
      ["tests/mini/vllm:src: tests/mini/pins/mini-vllm.toml: TOML syntax error at line 6, column 14: Unbalanced quotes"]),
     ("missing field", {PINS: pin_field("mini-vllm", "track", None)}, VLLM,
-     ["tests/mini/pins/mini-vllm.toml: [mini-vllm] field `track`: missing (every pin needs url, track and commit)"]),
+     ["tests/mini/pins/mini-vllm.toml: [mini-vllm] field `track`: missing (every pin needs url and track; `pants run rules:update-pins` fills its commit)"]),
     # --- patches
     ("patch does not apply", {VLLM_PATCH: sub(" import os\n", " import sys\n")}, VLLM,
      ["tests/mini/vllm:src: tests/mini/patches/vllm/0001-report-gfx1151.patch: the hunk at mini_vllm/__init__.py line 1 does not match the pinned source. "
