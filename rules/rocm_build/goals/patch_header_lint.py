@@ -25,9 +25,14 @@ from rocm_build.upstream.patch_headers import header_problem, is_patch_file
 from rocm_build.upstream.target_types import PatchSourcesField
 
 
+# The linter's name (`--only=patch-headers`, `[patch-headers]`); a constant, so that
+# programs/docs_check.py, which reads a goal from `name = "..."` in goals/, does not take it for one.
+LINTER = "patch-headers"
+
+
 class PatchHeadersSubsystem(Subsystem):
-    options_scope = "patch-headers"
-    name = "patch-headers"
+    options_scope = LINTER
+    name = LINTER
     help = "Checks that every patch of a patch_set has a `Why:`, `Upstream:` and `Drop when:` header (`pants lint`)."
 
     skip = SkipOption("lint")
