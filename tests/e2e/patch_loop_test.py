@@ -10,6 +10,7 @@ import os
 import subprocess
 import tarfile
 import time
+from datetime import date, datetime
 from pathlib import Path
 from typing import Dict
 
@@ -44,6 +45,13 @@ def patch_files(ws: Workspace) -> Dict[str, str]:
     return {str(p.relative_to(ws.root)): p.read_text() for p in ws.path(PATCHES).rglob("*") if p.is_file()}
 
 
+def seconds_after(stderr: str, line: str) -> float:
+    """Seconds from the log line `line` (its HH:MM:SS.ss stamp) to now: what ran after it."""
+    stamp = next(entry.split()[0] for entry in stderr.splitlines() if line in entry)
+    logged = datetime.combine(date.today(), datetime.strptime(stamp, "%H:%M:%S.%f").time())
+    return (datetime.now() - logged).total_seconds()
+
+
 def patched_file(ws: Workspace, path: str) -> str:
     """`path` in the patched tree `pants package` writes for the upstream target."""
     require_success(ws.pants("package", VLLM_SRC), "the patched tree")
@@ -54,14 +62,19 @@ def patched_file(ws: Workspace, path: str) -> str:
 
 
 def test_the_patch_loop(ws: Workspace) -> None:
-    # The first use of the goal in a fresh checkout: Pants' start-up, the fetch, the checkout.
+    # The first use of the goal in a fresh checkout, as after ./setup: Pants' own start-up (pantsd,
+    # the scheduler: no pex, no nested Pants), then the goal (the fetch, the checkout, the patches).
     start = time.monotonic()
     first = require_success(ws.pants("patch-workspace", VLLM_SRC), "the first checkout")
     took = time.monotonic() - start
-    print(f"\nfirst `./pants patch-workspace {VLLM_SRC}` in a fresh checkout: {took:.1f} s")
+    goal = seconds_after(first.stderr, "Scheduler initialized.")
+    print(f"\nfirst `./pants patch-workspace {VLLM_SRC}` in a fresh checkout: {took:.1f} s, of which the goal "
+          f"after Pants' start-up {goal:.1f} s")
     assert f"work/mini-vllm: {VLLM_SRC} at mini-vllm @ " in first.stdout, first.stdout
     assert f"then 1 patch file(s) of {SET}:gfx1151 as commits" in first.stdout
-    assert took < 60, f"the first checkout took {took:.1f} s"
+    # Pants' start-up is what it is on the machine (~20 s on an idle 2-core one); the goal's own
+    # part is what this plugin adds to it.
+    assert goal < 10, f"the goal took {goal:.1f} s after Pants started"
     work = ws.path("work/mini-vllm")
     # The target's own patch, one commit, its header the message.
     assert git(work, "rev-list", "--count", "rocm-pants/pinned..HEAD") == "1"
