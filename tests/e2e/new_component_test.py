@@ -5,12 +5,10 @@ built into a wheel. It has no build requirements, so it needs no build lock."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import zipfile
 from pathlib import Path
 
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import Workspace, make_fixture_upstreams, require_success, user_git as git
 from mini import make_upstreams
 
 NAME, PIN = "greet", "mini-greet"
@@ -42,12 +40,6 @@ rocm_wheel(
     gpu_targets=["gfx1151"],
 )
 """
-USER = {"GIT_AUTHOR_NAME": "a user", "GIT_AUTHOR_EMAIL": "user@example.invalid", "GIT_COMMITTER_NAME": "a user",
-        "GIT_COMMITTER_EMAIL": "user@example.invalid", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, env={**os.environ, **USER}, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def test_a_new_miniature_component_as_the_docs_say(tmp_path: Path) -> None:

@@ -6,8 +6,6 @@ without a header, naming it. The first checkout's wall time is printed (run with
 
 from __future__ import annotations
 
-import os
-import subprocess
 import tarfile
 import time
 from datetime import date, datetime
@@ -16,15 +14,12 @@ from typing import Dict
 
 import pytest
 
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import Workspace, make_fixture_upstreams, require_success, user_git as git
 
 VLLM_SRC = "tests/mini/vllm:src"
 PATCHES = "tests/mini/patches"
 SET = f"{PATCHES}/vllm"
 FIRST = f"{SET}/0001-report-gfx1151.patch"
-# Who commits in the workspace: the user (their own identity; the test's here).
-USER = {"GIT_AUTHOR_NAME": "a user", "GIT_AUTHOR_EMAIL": "user@example.invalid", "GIT_COMMITTER_NAME": "a user",
-        "GIT_COMMITTER_EMAIL": "user@example.invalid", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1"}  # fmt: skip
 HEADER = "Why: the stand-in for a change a user makes.\nUpstream: none; a fixture.\nDrop when: never."
 NO_HEADER_PATCH = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# mini_vllm\n+# mini_vllm for gfx1151\n"
 
@@ -35,10 +30,6 @@ def ws(tmp_path_factory):
     workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
     yield workspace
     workspace.stop()
-
-
-def git(repo: Path, *args: str) -> str:
-    return subprocess.run(["git", *args], cwd=repo, env={**os.environ, **USER}, check=True, capture_output=True, text=True).stdout.strip()
 
 
 def patch_files(ws: Workspace) -> Dict[str, str]:
