@@ -9,7 +9,6 @@ from __future__ import annotations
 import tarfile
 import time
 from datetime import date, datetime
-from pathlib import Path
 from typing import Dict
 
 import pytest
