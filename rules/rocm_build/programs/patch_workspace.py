@@ -26,7 +26,7 @@ from rocm_build.upstream.pins_dir import read_pins_files
 from rocm_build.upstream import workspace_repo
 from rocm_build.upstream.workspace_repo import PatchToApply, WorkspaceError
 
-GOAL_HINT = "`./pants patch-workspace <target>` reads them from the upstream target itself"
+GOAL_HINT = "`./pants patch-workspace <target>`, which reads them from the upstream target itself"
 
 
 def patch_directory(patches_dir: Path, name: str) -> Path:
