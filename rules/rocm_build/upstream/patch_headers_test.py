@@ -74,3 +74,4 @@ def test_the_problem_names_the_file_the_missing_keys_and_where_they_go() -> None
     edit = header_problem("p/0002-x.edit.toml", "# Why: a\n# Drop when: b\n[[edit]]\n")
     assert edit is not None and "has no `Upstream:`" in edit and "add a line `Upstream: ...`" in edit
     assert "before its first [[edit]]" in edit
+

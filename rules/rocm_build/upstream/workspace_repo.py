@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from rocm_build.script_modules import script_bytes
-from rocm_build.upstream.patch_headers import KEYS, header_of, missing_keys
+from rocm_build.upstream.patch_headers import KEYS, header_fields, header_of, missing_keys
 
 BASE_TAG = "rocm-pants/pinned"
 SAVED_TAG = "rocm-pants/saved"
@@ -146,8 +146,12 @@ def failure_as_built(dest: Path, python: str, patches: Sequence[str]) -> Optiona
 
 
 def commit_message(path: str, text: str) -> str:
-    """A patch file's header as a commit message (the file's name when it has none)."""
-    return header_of(path, text).strip() or f"{os.path.basename(path)} (no header)"
+    """A patch file's header as a commit message. Its subject is the header's first line, or the
+    file's name where the header starts with a key (`git log --oneline` then names the patch)."""
+    header = header_of(path, text).strip()
+    if not header:
+        return f"{os.path.basename(path)} (no header)"
+    return f"{os.path.basename(path)}\n\n{header}" if header_fields(header.splitlines()[0]) else header
 
 
 @dataclass(frozen=True)
