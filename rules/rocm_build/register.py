@@ -6,7 +6,17 @@ from rocm_build.audits import gpu_audit, portable
 from rocm_build.build import build, build_output
 from rocm_build.caches import ccache, sccache_dist
 from rocm_build.checks import chain, preflight
-from rocm_build.goals import check, lock_build_requirements, lock_runtime_requirements, lockfiles, package, plan, verify_reproducible
+from rocm_build.goals import (
+    check,
+    lock_build_requirements,
+    lock_runtime_requirements,
+    lockfiles,
+    package,
+    patch_header_lint,
+    patch_workspace,
+    plan,
+    verify_reproducible,
+)
 from rocm_build.graph import edges
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.locks import build_requirements
@@ -107,4 +117,8 @@ def rules():
         *lock_build_requirements.rules(),
         *lock_runtime_requirements.rules(),
         *verify_reproducible.rules(),
+        # `pants lint` of patch_set targets: every patch's Why:/Upstream:/Drop when: header
+        *patch_header_lint.rules(),
+        # `pants patch-workspace <upstream>`: its patched tree as a git repository, commits saved as patches
+        *patch_workspace.rules(),
     ]

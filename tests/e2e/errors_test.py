@@ -92,6 +92,22 @@ Add the gfx1151 tuning table (a stand-in for torch/_rocm_init.py, which our torc
 @@ -0,0 +1 @@
 +{"gfx1151": {"block": 64}}
 """
+# Made against the pinned mini_vllm/__init__.py, whose first lines 0001-report-gfx1151.patch changes.
+NOT_ON_TOP_PATCH = """\
+Why: a stand-in for a patch made without the one before it.
+Upstream: none
+Drop when: never
+
+--- a/mini_vllm/__init__.py
++++ b/mini_vllm/__init__.py
+@@ -1,3 +1,3 @@
+-import os
++import os  # kernel_archs lists the code objects
+ 
+ from . import _C
+"""
+# The failures whose message must come before Pants' "Engine traceback" (what failed, then the fix).
+BEFORE_TRACEBACK = {"patch does not apply", "patch not on top of the one before"}
 CASES = [
     # --- pins
     ("unknown pin", {"tests/mini/vllm/BUILD": sub('pin="mini-vllm"', 'pin="mini-vlm"')}, VLLM,
@@ -112,11 +128,18 @@ CASES = [
     ("toml syntax error", {PINS: sub('track = "main"', 'track = "main', 1)}, VLLM,
      ["tests/mini/vllm:src: tests/mini/pins/mini-vllm.toml: TOML syntax error at line 6, column 14: Unbalanced quotes"]),
     ("missing field", {PINS: pin_field("mini-vllm", "track", None)}, VLLM,
-     ["tests/mini/pins/mini-vllm.toml: [mini-vllm] field `track`: missing (every pin needs url, track and commit)"]),
+     ["tests/mini/pins/mini-vllm.toml: [mini-vllm] field `track`: missing (every pin needs url and track; `pants run rules:update-pins` fills its commit)"]),
     # --- patches
     ("patch does not apply", {VLLM_PATCH: sub(" import os\n", " import sys\n")}, VLLM,
-     ["tests/mini/vllm:src: tests/mini/patches/vllm/0001-report-gfx1151.patch: the hunk at mini_vllm/__init__.py line 1 does not match the pinned source",
-      "refresh the patch against the pinned commit"]),
+     ["tests/mini/vllm:src: tests/mini/patches/vllm/0001-report-gfx1151.patch: the hunk at mini_vllm/__init__.py line 1 does not match the pinned source. "
+      "No patch before it changes mini_vllm/__init__.py: the pinned file changed there (or this patch did); refresh the patch against the pinned commit",
+      "Fix it in a patch workspace: `./pants patch-workspace tests/mini/vllm:src` checks out the pinned tree with the patches before it"]),
+    # A patch made against the pinned file where the patch before it changed the lines: that one is named.
+    ("patch not on top of the one before", {"tests/mini/patches/vllm/0002-also.patch": lambda _: NOT_ON_TOP_PATCH}, VLLM,
+     ["tests/mini/vllm:src: tests/mini/patches/vllm/0002-also.patch: the hunk at mini_vllm/__init__.py line 1 does not match "
+      "mini_vllm/__init__.py as tests/mini/patches/vllm/0001-report-gfx1151.patch leaves it. It applies on top of "
+      "tests/mini/patches/vllm/0001-report-gfx1151.patch, and it matches the pinned file: an earlier patch changed there",
+      "`./pants patch-workspace tests/mini/vllm:src`"]),
     ("empty patch", {"tests/mini/patches/vllm/0002-empty.patch": lambda _: ""}, VLLM,
      ["tests/mini/patches/vllm/0002-empty.patch: the patch file is empty; delete it or regenerate it"]),
     ("edit matches 0", {"tests/mini/patches/torch/0001-answer.edit.toml": sub("42", "43")}, VLLM,
@@ -125,7 +148,7 @@ CASES = [
     ("edit matches 2", {"tests/mini/patches/torch/0001-answer.edit.toml": sub("PyLong_FromLong\\(42\\)", "PyObject")}, VLLM,
      ["tests/mini/patches/torch/0001-answer.edit.toml: edit 1 on csrc/module.c: pattern 'PyObject' matched", "expected exactly 1"]),
     ("patch outside tree", {VLLM_PATCH: lambda t: t.replace("a/mini_vllm", "a/../mini_vllm").replace("b/mini_vllm", "b/../mini_vllm")}, VLLM,
-     ["tests/mini/patches/vllm/0001-report-gfx1151.patch, line 3: touches `../mini_vllm/__init__.py`, which is outside the source tree"]),
+     ["tests/mini/patches/vllm/0001-report-gfx1151.patch, line 8: touches `../mini_vllm/__init__.py`, which is outside the source tree"]),
     # --- rocm_wheel
     ("unknown gpu target", {AOT_BUILD: sub('gpu_targets=["gfx1151"]', 'gpu_targets=["gfx1115"]')}, AOT,
      ["tests/mini/aotriton:wheel: unknown gpu target `gfx1115` in `gpu_targets`. Did you mean `gfx1151`?"]),
@@ -190,6 +213,8 @@ def test_error(ws: Workspace, name, edits, target, expected) -> None:
     assert run.returncode != 0, f"{name}: expected a failure"
     for text in expected:
         assert text.format(named=ws.named_caches) in run.stderr, f"{name}:\n{run.stderr[-4000:]}"
+    if name in BEFORE_TRACEBACK:
+        assert run.stderr.index(expected[0]) < run.stderr.index("Engine traceback"), run.stderr[-4000:]
     assert "Traceback" not in run.stderr
     assert snapshot(ws) == before
 
@@ -251,16 +276,18 @@ def test_pants_check_runs_the_preflight_and_names_the_patch_that_no_longer_appli
         ws.write(VLLM_PATCH, original)
     assert run.returncode == 1 and plan.returncode == 1
     assert "✕ rocm-preflight failed." in run.stderr
-    assert (
+    failed = (
         "FAIL  tests/mini/vllm:wheel\n"
         "      - tests/mini/vllm:src: tests/mini/patches/vllm/0001-report-gfx1151.patch: the hunk at mini_vllm/__init__.py "
         "line 1 does not match the pinned source."
-    ) in run.stderr, run.stderr[-3000:]
+    )
     # The same components' report, line for line (both goals call one function), after the
     # install set in dist/ that only rocm-plan --check reads.
     sets, components = re.split(r"^(?=(?:ok|FAIL|skip) +tests/mini/)", plan.stdout.strip(), maxsplit=1, flags=re.M)
     assert sets.startswith("ok    install set dist/tests.mini.vllm.install  ("), plan.stdout
+    assert failed in components, plan.stdout
     assert components in run.stderr, (plan.stdout, run.stderr[-3000:])
+    assert "./pants patch-workspace tests/mini/vllm:src" in run.stderr
     assert "Traceback" not in run.stderr and "Building rocm_wheel" not in run.stderr
 
 

@@ -173,6 +173,19 @@ class Workspace:
         return {d: p for d, p in found.items() if prebuilt or _built_by_us(p)}
 
 
+# Who commits in a patch workspace (work/<pin>/): the user, with an identity of their own.
+USER_GIT_ENV = {
+    "GIT_AUTHOR_NAME": "a user", "GIT_AUTHOR_EMAIL": "user@example.invalid", "GIT_COMMITTER_NAME": "a user",
+    "GIT_COMMITTER_EMAIL": "user@example.invalid", "GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1",
+}  # fmt: skip
+
+
+def user_git(repo: Path, *args: str) -> str:
+    """git as the user runs it in a patch workspace."""
+    env = {**os.environ, **USER_GIT_ENV}
+    return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
 def require_success(run: Run, what: str) -> Run:
     assert run.returncode == 0, f"{what} failed ({run.returncode}):\n{run.stderr[-6000:]}"
     return run

@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """Creates the miniature upstream repositories (aotriton, torch, flash-attention, vllm).
 
+Which ones, and what each tree holds, is the table upstreams.toml beside this script: a new
+table there is a new miniature upstream.
+
 Each is a real git repository holding a tiny Python package with a C extension and a HIP
 kernel that its setup.py compiles with the toolchain's clang for every gpu target into an
 AMDGPU code object shipped in the wheel. Each downstream build imports its upstream's
@@ -18,8 +21,10 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 if __package__:
     from mini import make_sdk
@@ -30,13 +35,36 @@ DEFAULT_DEST = "/tmp/rocm-pants-mini"
 SDK_INDEX = "index"  # the mini SDK's package index, beside the repositories
 PINS = Path(__file__).with_name("pins")
 
-# name -> (python package, upstream packages it imports while building)
-COMPONENTS: Dict[str, List[str]] = {
-    "aotriton": [],
-    "torch": ["mini_aotriton"],
-    "flash_attention": ["mini_torch"],
-    "vllm": ["mini_torch", "mini_flash_attention"],
-}
+TABLE = Path(__file__).with_name("upstreams.toml")
+
+
+@dataclass(frozen=True)
+class Component:
+    """A row of upstreams.toml: what one miniature upstream's tree holds."""
+
+    imports: List[str]
+    build_requirements: str = ""
+    library: Optional[Tuple[str, str]] = None
+    library_links: List[Tuple[str, str, str]] = field(default_factory=list)
+    extension_links: List[Tuple[str, str, str]] = field(default_factory=list)
+    requires: List[str] = field(default_factory=list)
+
+
+def read_components(table: Path = TABLE) -> Dict[str, Component]:
+    """The table's components, in its order; a key it does not know is refused, naming it."""
+    components = {}
+    for name, row in tomllib.loads(table.read_text()).items():
+        unknown = set(row) - set(Component.__dataclass_fields__)
+        if unknown:
+            raise SystemExit(f"{table}: [{name}] has {', '.join(sorted(unknown))}, which is not one of {', '.join(Component.__dataclass_fields__)}")
+        # Links as tuples: setup.py holds their repr, and the pinned SHAs hold setup.py.
+        links = {k: [tuple(link) for link in row.get(k, [])] for k in ("library_links", "extension_links")}
+        library = tuple(row["library"]) if "library" in row else None
+        components[name] = Component(**{**row, **links, "library": library})
+    return components
+
+
+COMPONENTS = read_components()
 
 GIT_ENV = {
     "GIT_AUTHOR_NAME": "rocm-pants fixture",
@@ -168,23 +196,10 @@ extern "C" __global__ void scale(float *x, float a) {
 '''
 
 
-# Build requirements kept in the upstream tree, as vLLM keeps requirements/build.txt: two
-# small pure-Python wheels, unpinned here; the lock (3rdparty/build/py3.11/mini-vllm.lock) pins them.
-# And cmake, as every real vLLM and PyTorch requirement file lists it: the lock leaves it out,
-# and the build uses the system cmake.
-BUILD_REQUIREMENTS = {"vllm": "six>=1.15\ntomli>=2\ncmake>=3.20\n"}
-
-
 # What links what, as in the real chain: mini torch ships libmini_torch.so, linked to the
 # SDK's libmini_hip.so.1 (tests/mini/make_sdk.py), and requires the SDK's wheel; its extension
-# and mini vllm's link libmini_torch.so. `linked()` of each extension calls through them.
-SDK_LIBRARY = ("_mini_rocm_sdk_core", "lib", "libmini_hip.so.1")
-TORCH_LIBRARY = ("mini_torch", "lib", "libmini_torch.so")
-LINKS = {
-    "torch": dict(library=("libmini_torch.so", "csrc/torch_lib.c"), library_links=[SDK_LIBRARY],
-                  extension_links=[TORCH_LIBRARY], requires=[f"{make_sdk.CORE}=={make_sdk.VERSION}"]),
-    "vllm": dict(extension_links=[TORCH_LIBRARY]),
-}  # fmt: skip
+# and mini vllm's link libmini_torch.so (upstreams.toml). `linked()` of each extension calls
+# through them.
 TORCH_LIB_C = "long mini_hip_answer(void);\nlong mini_torch_answer(void) { return mini_hip_answer(); }\n"
 LINKED_C = (
     "long mini_torch_answer(void);\n"
@@ -195,19 +210,20 @@ LINKED_METHOD = '{"linked", linked, METH_NOARGS, "fixture"}, '
 
 def component_files(name: str, version: str = "1.0.0") -> Dict[str, str]:
     package = f"mini_{name}"
-    links = {"library": None, "library_links": [], "extension_links": [], "requires": [], **LINKS.get(name, {})}
+    component = COMPONENTS[name]
+    links = {k: getattr(component, k) for k in ("library", "library_links", "extension_links", "requires")}
     linked = bool(links["extension_links"])
     files = {
-        "setup.py": SETUP_PY.format(package=package, upstreams=COMPONENTS[name], version=version, **links),
+        "setup.py": SETUP_PY.format(package=package, upstreams=component.imports, version=version, **links),
         f"{package}/__init__.py": INIT_PY,
         "csrc/module.c": MODULE_C.format(answer=42, linked=LINKED_C if linked else "", linked_method=LINKED_METHOD if linked else ""),
         "kernels/scale.hip": KERNEL_HIP,
         "README.md": f"# {package}\n\nA miniature stand-in for {name}, for rocm-pants tests.\n",
     }
-    if name in BUILD_REQUIREMENTS:
-        files["requirements/build.txt"] = BUILD_REQUIREMENTS[name]
-    if links["library"]:
-        files["csrc/torch_lib.c"] = TORCH_LIB_C
+    if component.build_requirements:
+        files["requirements/build.txt"] = component.build_requirements
+    if component.library:
+        files[component.library[1]] = TORCH_LIB_C
     return files
 
 
@@ -277,10 +293,14 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args.write_pins:
         write_pins(Path(args.write_pins), pin_files(dest, commits))
     elif args.dest == DEFAULT_DEST and PINS.exists():
+        # Only the pins of what it made: a pin of another upstream (a component added with its
+        # own repository, docs: "Adding a component") is not its business.
         text = "".join(p.read_text() for p in sorted(PINS.glob("*.toml")))
-        pinned = dict(re.findall(r'\[mini-(\w+)\][^\[]*?commit = "([0-9a-f]{40})"', text, re.S))
-        if pinned != commits:
-            print(f"warning: {PINS} pins other commits; run with --write-pins {PINS}", file=sys.stderr)
+        pinned = dict(re.findall(r'\[mini-([\w-]+)\][^\[]*?commit = "([0-9a-f]{40})"', text, re.S))
+        stale = sorted(name for name, sha in commits.items() if pinned.get(name) != sha)
+        if stale:
+            print(f"error: {PINS} pins other commits of {', '.join(stale)} than these (or none): builds of them would "
+                  f"fetch commits that are not there. Write the pins: {sys.argv[0]} --write-pins {PINS}", file=sys.stderr)
             return 1
     return 0
 

@@ -1,21 +1,20 @@
 """A pin's patches (patches/<pin>/) against a checked-out tree, with the script the build
 applies them with (scripts/apply_patches.py): update-pins moves a pin only if they still
-apply at its new commit; patch-workspace applies them one commit each."""
+apply at its new commit (with upstream/workspace_repo.py's `patches_apply`, which
+patch-workspace applies them with too)."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Tuple
 
-from rocm_build.programs.host_git import GIT_ENV, checkout
+from rocm_build.programs.host_git import checkout
 from rocm_build.programs.new_commits import Move
-from rocm_build.sandbox_scripts import script_bytes
 from rocm_build.upstream.pins import Pin
+from rocm_build.upstream.workspace_repo import patches_apply
 
 
 def patch_files(patches_root: Path, name: str) -> List[str]:
@@ -27,22 +26,9 @@ def patch_files(patches_root: Path, name: str) -> List[str]:
     )
 
 
-def patches_apply(name: str, tree: str, patches: Sequence[str]) -> Optional[str]:
-    """None if every patch applies to the tree, else the first failure's message."""
-    if not patches:
-        return None
-    with tempfile.NamedTemporaryFile("wb", suffix=".py", delete=False) as f:
-        f.write(script_bytes("apply_patches.py"))
-    try:
-        result = subprocess.run(
-            # The same interpreter the build uses for this script (it needs tomllib, 3.11+).
-            [shutil.which("python3", path="/usr/bin:/bin:/usr/local/bin") or "python3", f.name, tree,
-             *[os.path.abspath(p) for p in patches]],
-            capture_output=True, text=True, env={**os.environ, **GIT_ENV},
-        )  # fmt: skip
-    finally:
-        os.unlink(f.name)
-    return None if result.returncode == 0 else result.stderr.strip()
+def python3() -> str:
+    """The interpreter builds apply patches with (scripts/apply_patches.py needs tomllib, 3.11+)."""
+    return shutil.which("python3", path="/usr/bin:/bin:/usr/local/bin") or "python3"
 
 
 def keep_patchable(
@@ -57,7 +43,7 @@ def keep_patchable(
             continue
         tree = os.path.join(work, f"check-{move.name}")
         checkout(move.name, pins[move.name].url, move.new, tree)
-        problem = patches_apply(move.name, tree, patches)
+        problem = patches_apply(python3(), tree, patches)
         if problem:
             failures.append((move, problem))
     for move, problem in failures:

@@ -1,83 +1,79 @@
-"""`pants run rules:patch-workspace`: edit a component's patched tree with git, save patches.
+"""`pants run rules:patch-workspace`: the patch workspace for scripts, by pin name.
 
-    pants run rules:patch-workspace -- checkout vllm        # work/vllm: pinned commit + patches
-    (edit, `git commit` in work/vllm)
-    pants run rules:patch-workspace -- save vllm            # new commits -> patches/vllm/*.patch
+    pants run rules:patch-workspace -- checkout vllm        # work/vllm: pinned commit + patches/vllm/
+    (edit, `git commit` in work/vllm with Why:, Upstream:, Drop when: in the message)
+    pants run rules:patch-workspace -- save vllm            # new commits -> patches/vllm/NNNN-*.patch
 
-`checkout` makes one commit per patch file on top of the pinned commit, so `git log`
-shows our patch stack; `save` writes the commits made after it as numbered patch files
-after the existing ones (like TheRock's save-patches), then marks them as saved.
+Prefer the goal, `./pants patch-workspace <upstream target>`: it reads the pin and the patch
+sets from the target, as the build does, and runs in Pants' own process (no pex to build). This
+program knows only a pins file and a patches directory, so it refuses a patch directory that is
+not there (DIR/NAME must be the patch_set's directory: `--patches-dir tests/mini/patches` and a
+pin named as that directory) rather than check out or save beside what the build reads. The
+workspace itself is the goal's (upstream/workspace_repo.py).
 """
 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from rocm_build.programs.host_git import UpdateError, checkout, git
+from rocm_build.programs.patch_check import patch_files, python3
 from rocm_build.upstream.pins import PinsError, lookup_pin, parse_pins
 from rocm_build.upstream.pins_dir import read_pins_files
-from rocm_build.programs.host_git import UpdateError, checkout, git
-from rocm_build.programs.patch_check import patch_files, patches_apply
+from rocm_build.upstream import workspace_repo
+from rocm_build.upstream.workspace_repo import PatchToApply, WorkspaceError
 
-BASE_TAG = "rocm-pants/pinned"
-SAVED_TAG = "rocm-pants/saved"
-COMMITTER = ["-c", "user.name=rocm-pants", "-c", "user.email=rocm-pants@localhost"]
+GOAL_HINT = "`./pants patch-workspace <target>`, which reads them from the upstream target itself"
 
 
-class WorkspaceError(Exception):
-    pass
-
-
-def _run(dest: Path, *args: str, pin_url: str = "") -> str:
-    result = git("-C", str(dest), *args, pin_url=pin_url)
-    if result.returncode != 0:
-        raise WorkspaceError(f"git {' '.join(args)} failed in {dest}: {result.stderr.strip()}")
-    return result.stdout.strip()
+def patch_directory(patches_dir: Path, name: str) -> Path:
+    directory = patches_dir / name
+    if not (directory / "BUILD").is_file():
+        raise WorkspaceError(
+            f"{directory} is not a patch set's directory (no BUILD file with a patch_set there), so no build "
+            f"reads patches from it; pass --patches-dir so that DIR/{name} is one, or use {GOAL_HINT}"
+        )
+    return directory
 
 
 def do_checkout(name: str, pins_file: Path, patches_dir: Path, dest: Path) -> None:
     pin = lookup_pin(read_pins_files(pins_file).parse(parse_pins), name, str(pins_file), "patch-workspace")
-    if dest.exists() and any(dest.iterdir()):
-        raise WorkspaceError(f"{dest} already exists and is not empty; remove it or pass --dest")
+    patch_directory(patches_dir, name)
+    patches = patch_files(patches_dir, name)
+    workspace_repo.refuse_existing(dest, f"pin {name}", f"pants run rules:patch-workspace -- save {name}")
+    workspace_repo.init(dest, f"pin:{name}")
     checkout(name, pin.url, pin.commit, str(dest))
     if pin.submodules:
         # git's own submodule code, with only the schemes the pin allows (a file:// fixture's
-        # submodules are file:// too; an https pin's may not be).
-        _run(dest, "submodule", "update", "--init", "--recursive", "--depth", "1", pin_url=pin.url)
-    _run(dest, "tag", BASE_TAG)
-    for patch in patch_files(patches_dir, name):
-        problem = patches_apply(name, str(dest), [patch])
-        if problem:
-            raise WorkspaceError(f"{problem}\n(the workspace in {dest} has the patches before this one)")
-        _run(dest, "add", "-A")
-        _run(dest, *COMMITTER, "commit", "-q", "--allow-empty", "-m", f"rocm-pants patch: {Path(patch).name}")
-    _run(dest, "tag", SAVED_TAG)
-    print(f"{dest}: {name} @ {pin.commit[:12]} with {len(patch_files(patches_dir, name))} patch file(s) as commits.")
-    print(f"Commit your changes there, then: pants run rules:patch-workspace -- save {name}")
-
-
-def next_number(directory: Path) -> int:
-    numbers = [int(m.group(1)) for p in directory.glob("*") if (m := re.match(r"^(\d{4})-", p.name))]
-    return max(numbers, default=0) + 1
+        # submodules are file:// too; an https pin's may not be). They stay submodules here;
+        # the goal puts their files in the base commit, as the build's tree has them.
+        result = git("-C", str(dest), "submodule", "update", "--init", "--recursive", "--depth", "1", pin_url=pin.url)
+        if result.returncode != 0:
+            raise WorkspaceError(f"git submodule update failed in {dest}: {result.stderr.strip()}")
+    workspace_repo.base_tagged(dest)
+    fix = f"Fix it there, commit it, then `pants run rules:patch-workspace -- save {name}`."
+    workspace_repo.commit_patches(dest, python3(), [PatchToApply(p, p) for p in patches], fix)
+    print(f"{dest}: {name} @ {pin.commit[:12]} with {len(patches)} patch file(s) of {patches_dir / name} as commits.")
+    print(f"Commit your changes there (Why:, Upstream:, Drop when: in the message), then: "
+          f"pants run rules:patch-workspace -- save {name}")  # fmt: skip
 
 
 def do_save(name: str, patches_dir: Path, dest: Path) -> List[str]:
-    count = int(_run(dest, "rev-list", "--count", f"{SAVED_TAG}..HEAD"))
-    if count == 0:
+    directory = patch_directory(patches_dir, name)
+    if workspace_repo.made_for(dest) not in ("", f"pin:{name}"):
+        raise WorkspaceError(f"{dest} is a workspace of {workspace_repo.made_for(dest)}, not of pin {name}")
+    patches = workspace_repo.new_patches(dest, workspace_repo.next_number([p.name for p in directory.iterdir()]))
+    if not patches:
         print(f"no new commits in {dest} since the last save; nothing written")
         return []
-    if _run(dest, "status", "--porcelain"):
-        raise WorkspaceError(f"{dest} has uncommitted changes; commit them (or stash them) first")
-    target = patches_dir / name
-    target.mkdir(parents=True, exist_ok=True)
-    written = _run(
-        dest, "format-patch", "--zero-commit", "--no-signature", "--no-stat",
-        "--start-number", str(next_number(target)), "-o", str(target.resolve()), f"{SAVED_TAG}..HEAD",
-    ).splitlines()  # fmt: skip
-    _run(dest, "tag", "-f", SAVED_TAG)
+    written = []
+    for file_name, text in patches:
+        (directory / file_name).write_text(text)
+        written.append(str(directory / file_name))
+    workspace_repo.mark_saved(dest)
     for path in written:
         print(f"wrote {path}")
     return written
@@ -88,7 +84,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("action", choices=["checkout", "save"])
     parser.add_argument("pin", help="the pin's name in the pins file, e.g. vllm")
     parser.add_argument("--pins-file", default="components/pins", help="a pins directory (one file per pin) or file")
-    parser.add_argument("--patches-dir", default="patches", help="patches of pin NAME are in DIR/NAME/")
+    parser.add_argument("--patches-dir", default="patches", help="patches of pin NAME are in DIR/NAME/ (a patch_set's directory)")
     parser.add_argument("--dest", help="the workspace (default: work/NAME)")
     args = parser.parse_args(argv)
     dest = Path(args.dest or f"work/{args.pin}")

@@ -186,7 +186,7 @@ def tracked_moves(pins: Dict[str, Pin], selected: Set[str], github_api: str) -> 
         sha = resolve(name, pin, github_api)
         new[name] = sha
         if sha != pin.commit:
-            moves.append(Move(name, pin.commit, sha, f"{pin.track} moved"))
+            moves.append(Move(name, pin.commit, sha, f"{pin.track} moved" if pin.commit else f"new pin, {pin.track} is there"))
     return new, moves
 
 
@@ -241,7 +241,7 @@ def checkouts(pins: Dict[str, Pin], new: Dict[str, str], work: str) -> Callable[
 
 def report(planned: Plan) -> None:
     for move in planned.moves:
-        print(f"{move.name}: {move.old[:12]} -> {move.new[:12]} ({move.why})")
+        print(f"{move.name}: {move.old[:12] or '(no commit yet)'} -> {move.new[:12]} ({move.why})")
     for archive in planned.archive_moves:
         print(f"{archive.name}: {archive.values['url'] or '(no url)'} sha256 {archive.values['sha256'][:12] or '-'} ({archive.why})")
     for pmove in planned.prebuilt_moves:

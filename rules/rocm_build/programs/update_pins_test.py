@@ -183,3 +183,16 @@ def test_derived_pin_follows_the_file_its_file_names(world, capsys) -> None:
         f"aotriton: {aot_1[:12]} -> {aot_3[:12]} (torch:cmake/External/aotriton.cmake at torch"
     ) in (out := capsys.readouterr().out)
     assert "names it, read from .ci/docker/aotriton_version.txt, which it names)" in out
+
+
+def test_a_new_pin_gets_its_commit_from_url_and_track(world, tmp_path, capsys) -> None:
+    # As "Adding a component" says: a pin with url and track only; update-pins fills `commit`.
+    _, _, _, pins, _ = world
+    vision = init_repo(tmp_path / "vision")
+    sha = commit_files(vision, {"setup.py": "x = 1\n"})
+    new_pin = tmp_path / "vision.toml"
+    new_pin.write_text(f'# a new component\n[vision]\nurl = "file://{vision}"\ntrack = "main"\n')
+    assert run(tmp_path, new_pin, "--only", "vision") == 0
+    assert new_pin.read_text() == f'# a new component\n[vision]\nurl = "file://{vision}"\ntrack = "main"\ncommit = "{sha}"\n'
+    assert f"vision: (no commit yet) -> {sha[:12]} (new pin, main is there)" in capsys.readouterr().out
+    assert run(tmp_path, new_pin, "--check") == 0

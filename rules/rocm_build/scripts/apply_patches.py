@@ -2,7 +2,10 @@
 
 Usage: apply_patches.py TREE PATCH...   (*.patch/*.diff: unified diffs; *.edit.toml: edits)
        apply_patches.py --touched PATCH...   prints the tree paths the patches touch (a JSON list)
-Exit 2 with a message naming the patch file and what to do when a patch cannot apply.
+Exit 3 when a patch does not apply to the tree, naming the patch file, the hunk or edit, the
+patches before it that change the same file, and whether the pinned file or one of those changed
+there (what the caller knows, the target, it adds: patching.py, upstream/workspace_repo.py).
+Exit 2 for a patch that cannot be used at all (unreadable, outside the tree), naming it.
 
 A patch may change only files of the tree: every path it touches is checked, for all patches
 before the first applies, and refused (naming the patch file and the line or edit) when it is
@@ -18,12 +21,62 @@ import re
 import subprocess
 import sys
 import tempfile
-import tomllib
 
 
-def fail(message):
+EXIT_UNUSABLE, EXIT_DOES_NOT_APPLY = 2, 3
+# Said between a failure's explanation and git's own words, where a caller adds its fix.
+GIT_SAID = "\ngit apply said:\n"
+
+
+def fail(message, code=EXIT_UNUSABLE):
     print(message, file=sys.stderr)
-    sys.exit(2)
+    sys.exit(code)
+
+
+# What a failure needs to tell an earlier patch from the pinned file: each touched path as the
+# tree had it before any patch (None: absent), and the patches that changed each path so far.
+PINNED = {}
+EARLIER = {}
+
+
+def remember_pinned(tree, paths):
+    for path in paths:
+        full = os.path.join(tree, path)
+        if os.path.islink(full):
+            PINNED[path] = ("link", os.readlink(full))
+        elif os.path.isfile(full):
+            with open(full, "rb") as f:
+                PINNED[path] = ("file", f.read())
+        else:
+            PINNED[path] = None
+
+
+def pinned_tree(paths, where):
+    """The pinned state of `paths` written under `where` (for a check against them alone)."""
+    for path in paths:
+        kept = PINNED.get(path)
+        if kept is None:
+            continue
+        full = os.path.join(where, path)
+        os.makedirs(os.path.dirname(full), exist_ok=True)
+        if kept[0] == "link":
+            os.symlink(kept[1], full)
+        else:
+            with open(full, "wb") as f:
+                f.write(kept[1])
+
+
+def applies_to_pinned(patch):
+    """Whether the diff applies to the pinned files alone, without the patches before it."""
+    with tempfile.TemporaryDirectory() as where:
+        tree = os.path.join(where, "tree")
+        os.makedirs(tree)
+        pinned_tree([path for _, path, _ in touched(patch)], tree)
+        return git(tree, "apply", "--check", os.path.abspath(patch)).returncode == 0
+
+
+def names(patches):
+    return ", ".join(patches)
 
 
 def path_problem(path):
@@ -168,22 +221,43 @@ def apply_diff(tree, patch):
     if "beyond a symbolic link" in err:
         fail(f"{patch}: writes through a symbolic link in the tree; patch the link target "
              f"instead.\ngit apply said:\n{err.strip()}")
+    fail(f"{diff_failure(patch, err)}{GIT_SAID}{err.strip()}", EXIT_DOES_NOT_APPLY)
+
+
+def diff_failure(patch, err):
+    """Why the diff does not apply: where, and whether the pinned file or a patch before it
+    changed there (the patches before it that change the file are named)."""
     hunk = re.search(r"^error: patch failed: (.+):(\d+)$", err, re.M)
     missing = re.search(r"^error: (.+): No such file or directory$", err, re.M)
-    if hunk:
-        where = f"the hunk at {hunk.group(1)} line {hunk.group(2)} does not match the pinned source"
-    elif missing:
-        where = f"{missing.group(1)} does not exist in the pinned source"
+    path = hunk.group(1) if hunk else missing.group(1) if missing else None
+    paths = [path] if path else [p for _, p, _ in touched(patch)]
+    earlier = list(dict.fromkeys(e for p in paths for e in EARLIER.get(p, [])))
+    what = f"the hunk at {path} line {hunk.group(2)}" if hunk else "it"
+    if not earlier:
+        where = f"{path} does not exist in the pinned source" if missing else f"{what} does not match the pinned source"
+        return (f"{patch}: {where}. No patch before it changes {path or 'those files'}: the pinned file changed "
+                "there (or this patch did); refresh the patch against the pinned commit (or use an anchored edit, "
+                "*.edit.toml).")
+    leave = f"leave{'s' if len(earlier) == 1 else ''}"
+    if missing:
+        found = f"{path} is not there as {names(earlier)} {leave} the tree"
     else:
-        where = "it does not apply to the pinned source"
-    fail(f"{patch}: {where}. Upstream changed there: refresh the patch against the pinned "
-         f"commit (or use an anchored edit, *.edit.toml).\ngit apply said:\n{err.strip()}")
+        found = f"{what} does not match {path or 'the files'} as {names(earlier)} {leave} it"
+    if applies_to_pinned(patch):
+        return (f"{patch}: {found}. It applies on top of {names(earlier)}, and it matches the pinned file: an "
+                f"earlier patch changed there ({earlier[-1]}); remake this patch on top of it.")
+    return (f"{patch}: {found} (it applies on top of {names(earlier)}), nor the pinned file: this patch or "
+            f"{names(earlier)} changed there since it was made (or the pinned file did, under both).")
 
 
 EDIT_FIELDS = {"path": str, "pattern": str, "replace": str, "applied": str, "count": int}
 
 
 def read_edits(patch):
+    # Here, not at the top: the plugin (Python 3.9, no tomllib) loads this script for its
+    # constants (upstream/patching.py); edits are read where it runs, on 3.11+.
+    import tomllib
+
     with open(patch, "rb") as f:
         try:
             edits = tomllib.loads(f.read().decode("utf-8")).get("edit")
@@ -213,7 +287,8 @@ def apply_edits(tree, patch):
         path, count = edit["path"], edit.get("count", 1)
         full = os.path.join(tree, path)
         if not os.path.isfile(full):
-            fail(f"{patch}: edit {number}: {path} does not exist in the pinned source")
+            made = f" (nor as {names(EARLIER[path])} leave it)" if EARLIER.get(path) else ""
+            fail(f"{patch}: edit {number}: {path} does not exist in the pinned source{made}", EXIT_DOES_NOT_APPLY)
         try:
             text = open(full, encoding="utf-8").read()
         except UnicodeDecodeError:
@@ -233,17 +308,40 @@ def apply_edits(tree, patch):
         if found == 0 and not applied and "\\" not in edit["replace"] and edit["replace"] in text:
             print(f"already applied, skipped {patch} edit {number} ({path})")
             continue
-        fail(f"{patch}: edit {number} on {path}: pattern {edit['pattern']!r} matched {found} "
-             f"time(s), expected exactly {count}. Upstream changed here: update the pattern or "
-             "`count` to match the pinned source")
+        fail(edit_failure(patch, number, edit, path, found, count), EXIT_DOES_NOT_APPLY)
+
+
+def edit_failure(patch, number, edit, path, found, count):
+    """As `diff_failure`, for an edit whose pattern matched another number of times."""
+    said = f"{patch}: edit {number} on {path}: pattern {edit['pattern']!r} matched {found} time(s), expected exactly {count}"
+    earlier = EARLIER.get(path, [])
+    if not earlier:
+        return (f"{said}. No patch before it changes {path}: the pinned file changed here (or this edit did); "
+                "update the pattern or `count` to match the pinned source")
+    kept = PINNED.get(path)
+    text = kept[1].decode("utf-8", "replace") if kept and kept[0] == "file" else ""
+    in_pinned = len(re.findall(edit["pattern"], text, re.M))
+    after = f"in {path} as {names(earlier)} leave{'s' if len(earlier) == 1 else ''} it"
+    if in_pinned == count:
+        return (f"{said} {after}, and {in_pinned} in the pinned file: an earlier patch changed there "
+                f"({earlier[-1]}); anchor the edit on what it leaves, or order it before")
+    return (f"{said} {after} ({in_pinned} in the pinned file): this edit or {names(earlier)} changed there "
+            "(or the pinned file did)")
+
+
+_TOUCHED = {}
 
 
 def touched(patch):
     """[(where in the patch, path, whether the path itself may not be a link)]. An edit
-    writes with Python, which follows a link; git apply changes a link itself."""
-    if patch.endswith(".toml"):
-        return [(f"{patch}, edit {n}", e["path"], True) for n, e in enumerate(read_edits(patch), 1)]
-    return [(where, path, False) for where, path in diff_paths(patch)]
+    writes with Python, which follows a link; git apply changes a link itself. Read once per
+    patch file (the file does not change while this runs)."""
+    if patch not in _TOUCHED:
+        if patch.endswith(".toml"):
+            _TOUCHED[patch] = [(f"{patch}, edit {n}", e["path"], True) for n, e in enumerate(read_edits(patch), 1)]
+        else:
+            _TOUCHED[patch] = [(where, path, False) for where, path in diff_paths(patch)]
+    return _TOUCHED[patch]
 
 
 def check_patch(patch, tree=None):
@@ -281,6 +379,7 @@ def main():
     patches = sys.argv[2:]
     for patch in patches:  # every patch checked against the tree before the first applies
         check_patch(patch, tree)
+    remember_pinned(tree, sorted({path for patch in patches for _, path, _ in touched(patch)}))
     for patch in patches:
         check_patch(patch, tree)  # again: an earlier patch may have made a link on the way
         if patch.endswith(".toml"):
@@ -288,6 +387,8 @@ def main():
         else:
             apply_diff(tree, patch)
             check_links_made(tree, patch)
+        for _, path, _ in touched(patch):
+            EARLIER.setdefault(path, []).append(patch)
 
 
 if __name__ == "__main__":

@@ -177,3 +177,71 @@ def test_a_malformed_patch_file_is_refused_naming_it(tmp_path, name, content, me
     (tmp_path / "patches" / name).write_bytes(content if isinstance(content, bytes) else content.encode())
     result = run(tmp_path, "--touched", f"patches/{name}")
     assert (result.returncode, result.stderr) == (2, message + "\n")
+
+
+# A file and two patches in a stack, as `git diff` makes them: 0001 changes line 2, 0002 (made on
+# top of 0001) line 3, whose context includes 0001's line.
+LINES = "one\ntwo\nthree\nfour\n"
+FIRST = "--- a/f.txt\n+++ b/f.txt\n@@ -1,4 +1,4 @@\n one\n-two\n+TWO\n three\n four\n"
+ON_TOP = "--- a/f.txt\n+++ b/f.txt\n@@ -1,4 +1,4 @@\n one\n TWO\n-three\n+THREE\n four\n"
+ON_PINNED = "--- a/f.txt\n+++ b/f.txt\n@@ -1,4 +1,4 @@\n one\n two\n-three\n+THREE\n four\n"
+
+
+def apply_stack(tmp_path: Path, pinned: str, patches: Dict[str, str]) -> subprocess.CompletedProcess:
+    (tmp_path / "tree").mkdir()
+    (tmp_path / "tree/f.txt").write_text(pinned)
+    return run(tmp_path, "tree", *write_patches(tmp_path, patches))
+
+
+def test_a_stack_applies(tmp_path) -> None:
+    result = apply_stack(tmp_path, LINES, {"0001-a.patch": FIRST, "0002-b.patch": ON_TOP})
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "tree/f.txt").read_text() == "one\nTWO\nTHREE\nfour\n"
+
+
+def test_the_pinned_file_changed_where_no_earlier_patch_does(tmp_path) -> None:
+    result = apply_stack(tmp_path, LINES.replace("two", "2"), {"0001-b.patch": ON_PINNED})
+    assert result.returncode == 3
+    assert result.stderr.startswith(
+        "patches/0001-b.patch: the hunk at f.txt line 1 does not match the pinned source. No patch before it changes "
+        "f.txt: the pinned file changed there (or this patch did); refresh the patch against the pinned commit"
+    ), result.stderr
+    assert "\ngit apply said:\n" in result.stderr
+
+
+def test_a_patch_made_without_the_one_before_it_names_that_one(tmp_path) -> None:
+    # 0002 was made against the pinned file: 0001 changed its context, not upstream.
+    result = apply_stack(tmp_path, LINES, {"0001-a.patch": FIRST, "0002-b.patch": ON_PINNED})
+    assert result.returncode == 3
+    assert result.stderr.startswith(
+        "patches/0002-b.patch: the hunk at f.txt line 1 does not match f.txt as patches/0001-a.patch leaves it. It "
+        "applies on top of patches/0001-a.patch, and it matches the pinned file: an earlier patch changed there "
+        "(patches/0001-a.patch); remake this patch on top of it.\ngit apply said:\n"
+    ), result.stderr
+
+
+def test_a_patch_that_changed_on_top_of_another_says_so(tmp_path) -> None:
+    # 0002 applies on top of 0001, but one of them was edited since: neither the pinned file nor
+    # 0001's result is what it expects (the case the old message blamed on upstream).
+    edited = ON_TOP.replace(" four\n", " FOUR\n")
+    result = apply_stack(tmp_path, LINES, {"0001-a.patch": FIRST, "0002-b.patch": edited})
+    assert result.returncode == 3
+    assert result.stderr.startswith(
+        "patches/0002-b.patch: the hunk at f.txt line 1 does not match f.txt as patches/0001-a.patch leaves it (it "
+        "applies on top of patches/0001-a.patch), nor the pinned file: this patch or patches/0001-a.patch changed "
+        "there since it was made (or the pinned file did, under both)."
+    ), result.stderr
+
+
+def test_an_edit_after_a_patch_that_changed_its_anchor(tmp_path) -> None:
+    edit = '[[edit]]\npath = "f.txt"\npattern = "^two$"\nreplace = "2"\n'
+    result = apply_stack(tmp_path, LINES, {"0001-a.patch": FIRST, "0002-b.edit.toml": edit})
+    assert result.returncode == 3
+    assert result.stderr == (
+        "patches/0002-b.edit.toml: edit 1 on f.txt: pattern '^two$' matched 0 time(s), expected exactly 1 in f.txt as "
+        "patches/0001-a.patch leaves it, and 1 in the pinned file: an earlier patch changed there "
+        "(patches/0001-a.patch); anchor the edit on what it leaves, or order it before\n"
+    )
+    alone = run(tmp_path, "tree", *write_patches(tmp_path, {"0003-c.edit.toml": edit.replace("^two$", "^five$")}))
+    assert alone.returncode == 3
+    assert alone.stderr.startswith("patches/0003-c.edit.toml: edit 1 on f.txt: pattern '^five$' matched 0 time(s), expected exactly 1. No patch before it changes f.txt: the pinned file changed here")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from dataclasses import dataclass
 from typing import Iterable, Tuple
 
@@ -35,13 +36,17 @@ from pants.engine.target import HydratedSources, HydrateSourcesRequest, Targets
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.upstream.target_types import PatchSetTarget, PatchSourcesField
 
 SCRIPT_PATH = f"{SCRIPTS_DIR}/apply_patches.py"
+APPLY_PATCHES = load_script("apply_patches.py")
+DOES_NOT_APPLY = APPLY_PATCHES.EXIT_DOES_NOT_APPLY
+GIT_SAID = APPLY_PATCHES.GIT_SAID
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -137,9 +142,25 @@ async def _run_script(owner: str, tools: HostTools, argv: Tuple[str, ...], input
             **process,  # type: ignore[arg-type]
         ),
     )
+    if result.exit_code == DOES_NOT_APPLY:
+        explanation, said, git_said = result.stderr.decode().strip().partition(GIT_SAID.strip())
+        message = f"{owner}: {explanation.strip()}\n{workspace_fix(owner)}"
+        # Before Pants' "Engine traceback" and the error's full text (with git's words) at the end:
+        # what failed and the fix are what a user reads first.
+        logger.error(message)
+        raise RocmBuildError(f"{message}\n{said}{git_said}" if said else message)
     if result.exit_code != 0:
         raise RocmBuildError(f"{owner}: {result.stderr.decode().strip() or 'applying patches failed'}")
     return result
+
+
+def workspace_fix(owner: str) -> str:
+    """How to fix a patch that does not apply: in a workspace with the patches before it."""
+    return (
+        f"Fix it in a patch workspace: `./pants patch-workspace {owner}` checks out the pinned tree with the "
+        f"patches before it as git commits; redo the patch there, commit it with its header, then "
+        f"`./pants patch-workspace --save {owner}` (and remove the old file)."
+    )
 
 
 async def _touched(request: PatchRequest | TreePatchRequest, tools: HostTools) -> Tuple[str, ...]:

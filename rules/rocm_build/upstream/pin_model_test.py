@@ -32,7 +32,7 @@ def test_runs_on_the_resolves_pydantic() -> None:
             "[torch] field `submodule`: unknown field (allowed: url, track, commit, submodules, derived_from). "
             "Did you mean `submodules`?",
         ),
-        (parse_pins, GIT.replace('track = "main"\n', ""), "[torch] field `track`: missing (every pin needs url, track and commit)"),
+        (parse_pins, GIT.replace('track = "main"\n', ""), "[torch] field `track`: missing (every pin needs url and track; `pants run rules:update-pins` fills its commit)"),
         (
             parse_pins,
             GIT.replace(SHA, "main"),

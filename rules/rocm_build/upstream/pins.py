@@ -61,7 +61,9 @@ class PinsError(Exception):
 class Pin(PinModel):
     url: str
     track: str
-    commit: str
+    # "" for a new pin: `pants run rules:update-pins -- --only NAME` fills it from url and track;
+    # a build of it stops first, saying so (lookup_pin).
+    commit: str = ""
     submodules: bool = False
     # "torch:cmake/External/aotriton.cmake": update-pins derives this pin from a file in
     # another component's tree instead of following `track`; with "#NAME"
@@ -88,7 +90,7 @@ class Pin(PinModel):
 
     @checks("commit")
     def _commit_is_full_sha(cls, commit: str) -> str:
-        if FULL_SHA.match(commit):
+        if FULL_SHA.match(commit) or commit == "":
             return commit
         if HEX.match(commit) and len(commit) < 40:
             raise ValueError(
@@ -284,18 +286,31 @@ def _describe_prebuilt(problem: FieldProblem) -> str:
 
 def _describe(problem: FieldProblem) -> str:
     if problem.kind == MISSING:
-        return "missing (every pin needs url, track and commit)"
+        return "missing (every pin needs url and track; `pants run rules:update-pins` fills its commit)"
     if problem.kind == UNKNOWN:
         return "unknown field (allowed: url, track, commit, submodules, derived_from)"
     return problem.message
 
 
+def update_pins_command(name: str, path: str) -> str:
+    """The command that moves (or fills) the pin `name` of the pins file or directory `path`."""
+    pins_file = "" if path.rstrip("/") == "components/pins" else f"--pins-file {path} "
+    return f"pants run rules:update-pins -- {pins_file}--only {name}"
+
+
 def lookup_pin(pins: Mapping[str, Pin], name: str, path: str, owner: str) -> Pin:
+    """The pin `name`, ready to fetch: there, and with its commit."""
     try:
-        return pins[name]
+        pin = pins[name]
     except KeyError:
         known = ", ".join(sorted(pins)) or "none"
         raise PinsError(
             f"{owner}: pin `{name}` is not in {path} (known pins: {known}); add a [{name}] "
-            "table with url, track and commit, or fix the `pin` field"
+            "table with url and track (`update-pins` fills its commit), or fix the `pin` field"
         ) from None
+    if not pin.commit:
+        raise PinsError(
+            f"{owner}: pin `{name}` in {path} has no `commit` yet; fill it from its url and track "
+            f"({pin.track!r}): {update_pins_command(name, path)}"
+        )
+    return pin

@@ -1,6 +1,6 @@
 import pytest
 
-from rocm_build.upstream.pins import PinsError, parse_pins, parse_prebuilt_pins
+from rocm_build.upstream.pins import PinsError, lookup_pin, parse_pins, parse_prebuilt_pins
 from rocm_build.upstream.pins_text import set_commit_in_text
 from rocm_build.testutil.git_fixtures import pins_toml
 
@@ -114,3 +114,14 @@ def test_a_unicode_escape_toml_cannot_hold_is_a_syntax_error() -> None:
     text = '[prebuilt.torch]\nsha256 = "aaaa\\Uaaaaaaaaaaaaaaaaa=aaa"\n'
     with pytest.raises(PinsError, match=r"^p.toml: TOML syntax error the parser cannot place"):
         parse_pins("p.toml", text)
+
+
+def test_a_pin_without_a_commit_parses_and_is_refused_for_a_build_with_the_command_that_fills_it() -> None:
+    pins = parse_pins("tests/mini/pins/mini-new.toml", '[mini-new]\nurl = "file:///tmp/new"\ntrack = "main"\n')
+    assert pins["mini-new"].commit == ""
+    with pytest.raises(PinsError) as e:
+        lookup_pin(pins, "mini-new", "tests/mini/pins", "tests/mini/new:src")
+    assert str(e.value) == (
+        "tests/mini/new:src: pin `mini-new` in tests/mini/pins has no `commit` yet; fill it from its url and track "
+        "('main'): pants run rules:update-pins -- --pins-file tests/mini/pins --only mini-new"
+    )

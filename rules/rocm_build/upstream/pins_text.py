@@ -76,5 +76,6 @@ def set_fields_in_text(text: str, name: str, values: Mapping[str, str], add_miss
 
 
 def set_commit_in_text(text: str, name: str, commit: str) -> str:
-    """Rewrites one table's `commit` line in place, keeping comments, order and layout."""
-    return set_fields_in_text(text, name, {"commit": commit})
+    """Rewrites one table's `commit` line in place, keeping comments, order and layout; a new
+    pin (url and track only) gets its `commit` after its last field."""
+    return set_fields_in_text(text, name, {"commit": commit}, add_missing=True)

@@ -14,7 +14,7 @@ from pants.core.util_rules.archive import CreateArchive
 from pants.core.util_rules.system_binaries import ArchiveFormat
 from pants.engine.addresses import Address
 from pants.engine.fs import AddPrefix, Digest, RemovePrefix, Snapshot
-from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.engine.unions import UnionMembership, UnionRule
 
@@ -129,23 +129,28 @@ async def upstream_archive_spec(request: ArchiveSourceSpecRequest) -> UpstreamSp
 
 
 @rule
-async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
+async def fetch_upstream_source(request: UpstreamRequest) -> FetchedTree:
+    """Any tree kind's source, unpatched, as a pack: the fetched commit, or the packed archive."""
     spec = await Get(UpstreamSpec, UpstreamRequest, request)
-    owner = spec.address.spec
     if spec.is_archive:
-        fetched = await Get(FetchedTree, ArchivePackRequest(request.address, request.description_of_origin))
-    else:
-        fetched = await Get(
-            FetchedTree,
-            FetchRequest(
-                url=spec.pin.url,
-                commit=spec.pin.commit,
-                submodules=spec.pin.submodules,
-                pin_name=spec.pin_name,
-                pins_file=spec.pins_file,
-                owner=owner,
-            ),
-        )
+        return await Get(FetchedTree, ArchivePackRequest(request.address, request.description_of_origin))
+    return await Get(
+        FetchedTree,
+        FetchRequest(
+            url=spec.pin.url,
+            commit=spec.pin.commit,
+            submodules=spec.pin.submodules,
+            pin_name=spec.pin_name,
+            pins_file=spec.pins_file,
+            owner=spec.address.spec,
+        ),
+    )
+
+
+@rule
+async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
+    spec, fetched = await MultiGet(Get(UpstreamSpec, UpstreamRequest, request), Get(FetchedTree, UpstreamRequest, request))
+    owner = spec.address.spec
     patched = await Get(
         PatchedTree,
         PatchRequest(
