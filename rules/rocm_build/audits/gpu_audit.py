@@ -33,6 +33,7 @@ from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.audits.portable import AuditwheelPythonProcess
 from rocm_build.wheel.target_types import AllowMissingGpuTargetsField
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
+from rocm_build.audits import portable
 
 # gpu_code.py and what it imports (kpack.py reads `.kpack` archives and split libraries).
 GPU_CODE = ("gpu_code.py", "kpack.py", "wheel_zip.py")
@@ -173,4 +174,4 @@ def with_gpu_code(build_info: str, spec: WheelBuildSpec, code: GpuCode) -> str:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *portable.rules()]

@@ -57,6 +57,18 @@ from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
+from rocm_build.audits import gpu_audit, portable
+from rocm_build.build import build_output
+from rocm_build.caches import ccache
+from rocm_build.locks import build_requirements
+from rocm_build.rust import cargo as rust_cargo
+from rocm_build.subsystems import bootstrap_wheels
+from rocm_build.toolchain import container, interpreters, rocm_sdk
+from rocm_build.toolchain import isolation as toolchain_isolation
+from rocm_build.upstream import archives as upstream_archives
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.upstream import source_tree, upstream_repo
+from rocm_build.wheel import build_process, build_spec, patch_files
 
 logger = logging.getLogger(__name__)
 
@@ -445,4 +457,24 @@ def is_device_wheel(wheel: BuiltRocmWheel) -> bool:
 
 
 def rules():
-    return collect_rules()
+    return [
+        *collect_rules(),
+        *gpu_audit.rules(),
+        *portable.rules(),
+        *build_output.rules(),
+        *ccache.rules(),
+        *build_requirements.rules(),
+        *rust_cargo.rules(),
+        *bootstrap_wheels.rules(),
+        *container.rules(),
+        *interpreters.rules(),
+        *toolchain_isolation.rules(),
+        *rocm_sdk.rules(),
+        *upstream_archives.rules(),
+        *upstream_prebuilt.rules(),
+        *source_tree.rules(),
+        *upstream_repo.rules(),
+        *build_process.rules(),
+        *build_spec.rules(),
+        *patch_files.rules(),
+    ]

@@ -15,6 +15,8 @@ from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.audits.portable import PlatformPolicy
+from rocm_build.audits import portable
+from rocm_build.subsystems import host_tools
 
 
 @dataclass(frozen=True)
@@ -88,4 +90,4 @@ async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> Finis
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *portable.rules(), *host_tools.rules()]

@@ -24,6 +24,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.subsystems import host_tools
 
 logger = logging.getLogger(__name__)
 
@@ -77,4 +78,4 @@ async def configure_ccache_remote(
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules()]

@@ -28,6 +28,7 @@ from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTool
 from rocm_build.subsystems.sccache import Sccache
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.caches.ccache import settings_probe
+from rocm_build.subsystems import host_tools
 
 logger = logging.getLogger(__name__)
 
@@ -109,4 +110,4 @@ async def pack_dist_toolchain(request: DistToolchainRequest, tools: HostTools) -
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules()]

@@ -20,6 +20,8 @@ from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
 from rocm_build.checks.preflight import ComponentStatus, QuickCheck, TreeCheck
+from rocm_build.checks import preflight
+from rocm_build.wheel import chain_order
 
 logger = logging.getLogger(__name__)
 
@@ -63,4 +65,4 @@ async def check_chain(request: ChainRequest) -> CheckedChain:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *preflight.rules(), *chain_order.rules()]

@@ -50,6 +50,14 @@ from rocm_build.checks.recipe_pairing import ComponentPairingRequest, RecipePair
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.checks.upstream_steps import MetadataHook, MetadataHookRequest, download_findings, hook_findings
 from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
+from rocm_build.install import runtime_lock
+from rocm_build.locks import build_requirements
+from rocm_build.toolchain import container, interpreters, rocm_sdk
+from rocm_build.toolchain import rust as rust_toolchain
+from rocm_build.upstream import archives as upstream_archives
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.upstream import source_tree, tree_scan, upstream_repo
+from rocm_build.wheel import build_spec
 
 PIP_INSTALLS_CMAKE = re.compile(r"\bpip3?\b.*\binstall\b.*(?<![\w.-])cmake(?![\w.-])")
 
@@ -307,4 +315,21 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
 
 
 def rules():
-    return [*collect_rules(), *upstream_steps.rules(), *chain_versions.rules(), *recipe_pairing.rules()]
+    return [
+        *collect_rules(),
+        *upstream_steps.rules(),
+        *chain_versions.rules(),
+        *recipe_pairing.rules(),
+        *runtime_lock.rules(),
+        *build_requirements.rules(),
+        *container.rules(),
+        *interpreters.rules(),
+        *rocm_sdk.rules(),
+        *rust_toolchain.rules(),
+        *upstream_archives.rules(),
+        *upstream_prebuilt.rules(),
+        *source_tree.rules(),
+        *tree_scan.rules(),
+        *upstream_repo.rules(),
+        *build_spec.rules(),
+    ]

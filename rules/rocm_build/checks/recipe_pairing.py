@@ -25,6 +25,8 @@ from rocm_build.upstream.recipe_values import RecipeValue, recipe_value, split_s
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest
 from rocm_build.upstream.upstream_repo import UpstreamSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec
+from rocm_build.upstream import fetch, source_tree
+from rocm_build.upstream import prebuilt as upstream_prebuilt
 
 
 @dataclass(frozen=True)
@@ -121,4 +123,4 @@ async def check_component_pairing(request: ComponentPairingRequest) -> RecipePai
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *fetch.rules(), *upstream_prebuilt.rules(), *source_tree.rules()]

@@ -40,6 +40,8 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.rust.cargo_lock import CRATES_IO
 from rocm_build.wheel.chain_versions import module_name
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes
+from rocm_build.build import build as wheel_build
+from rocm_build.wheel import build_process
 
 HOOK_OUT = "out/preflight.json"
 TAIL_LINES = 4
@@ -255,4 +257,4 @@ def cargo_findings(spec: WheelBuildSpec, where: str, cargo: dict) -> Tuple[List[
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *wheel_build.rules(), *build_process.rules()]

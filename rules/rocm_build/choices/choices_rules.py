@@ -48,6 +48,14 @@ from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel.env import check_gpu_targets
+from pants.core.util_rules import source_files
+from rocm_build import declared
+from rocm_build.kernels import kernel_rules
+from rocm_build.subsystems import host_tools
+from rocm_build.toolchain import interpreters
+from rocm_build.toolchain import isolation as toolchain_isolation
+from rocm_build.upstream import archives as upstream_archives
+from rocm_build.upstream import source_tree, upstream_repo
 
 REPORT = "choices.json"
 EXPECTED = "expected.json"
@@ -172,4 +180,16 @@ async def run_choices_test(batch: UpstreamChoicesTestRequest.Batch, test: TestSu
 
 
 def rules():
-    return [*collect_rules(), *UpstreamChoicesTestRequest.rules()]
+    return [
+        *collect_rules(),
+        *UpstreamChoicesTestRequest.rules(),
+        *source_files.rules(),
+        *declared.rules(),
+        *kernel_rules.rules(),
+        *host_tools.rules(),
+        *interpreters.rules(),
+        *toolchain_isolation.rules(),
+        *upstream_archives.rules(),
+        *source_tree.rules(),
+        *upstream_repo.rules(),
+    ]

@@ -18,6 +18,8 @@ from pants.engine.unions import UnionRule
 
 from rocm_build.goals.preflight_report import chain_specs, component_report
 from rocm_build.wheel.target_types import WheelSourceField, WheelToolchainField
+from rocm_build.checks import preflight
+from rocm_build.wheel import chain_order
 
 TOOL = "rocm-preflight"
 
@@ -48,4 +50,4 @@ async def rocm_preflight(request: RocmPreflightRequest) -> CheckResults:
 
 
 def rules():
-    return [*collect_rules(), UnionRule(CheckRequest, RocmPreflightRequest)]
+    return [*collect_rules(), UnionRule(CheckRequest, RocmPreflightRequest), *preflight.rules(), *chain_order.rules()]

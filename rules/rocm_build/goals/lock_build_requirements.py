@@ -16,6 +16,7 @@ from pants.engine.target import Targets
 from rocm_build.errors import RocmBuildError
 from rocm_build.goals.lockfiles import BUILD, RocmLock, RocmLockRequest, resolve_name
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelBuildRequirementsField
+from rocm_build.goals import lockfiles
 
 
 class LockBuildRequirementsSubsystem(GoalSubsystem):
@@ -55,4 +56,4 @@ async def lock_build_requirements(console: Console, addresses: Addresses, worksp
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *lockfiles.rules()]

@@ -19,6 +19,8 @@ from rocm_build.goals.lockfiles import RUN, RocmLock, RocmLockRequest, check_sha
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
 from rocm_build.wheel.target_types import WheelRuntimeRequirementsField
 from rocm_build.wheel.target_types import RocmWheelTarget
+from rocm_build.goals import lockfiles
+from rocm_build.install import runtime_lock
 
 
 class LockRuntimeRequirementsSubsystem(GoalSubsystem):
@@ -63,4 +65,4 @@ async def lock_runtime_requirements(console: Console, addresses: Addresses, work
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *lockfiles.rules(), *runtime_lock.rules()]

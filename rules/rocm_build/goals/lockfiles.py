@@ -45,6 +45,9 @@ from rocm_build.locks import lockfile
 from rocm_build.wheel.build_lock import BuildLockRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelBuildRequirementsField
+from rocm_build.pants_environments import environment_rules
+from rocm_build.toolchain import interpreters
+from rocm_build.wheel import build_lock, build_spec
 
 BUILD = "build"  # a rocm_wheel's `build_requirements`: 3rdparty/build/
 RUN = "run"  # its `runtime_requirements`, with its chain's: 3rdparty/run/
@@ -208,4 +211,9 @@ def rules():
         UnionRule(KnownUserResolveNamesRequest, KnownRocmLockNamesRequest),
         UnionRule(RequestedUserResolveNames, RequestedRocmLockNames),
         UnionRule(GenerateLockfile, GenerateRocmLockfile),
+        *environment_rules.rules(),
+        *runtime_lock.rules(),
+        *interpreters.rules(),
+        *build_lock.rules(),
+        *build_spec.rules(),
     ]

@@ -23,6 +23,10 @@ from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.build.build import BuiltRocmWheel, is_prebuilt
 from rocm_build.wheel.build_spec import WheelRequest, dist_dir
 from rocm_build.checks.chain import ChainRequest, CheckedChain
+from rocm_build.build import build as wheel_build
+from rocm_build.checks import chain as chain_check
+from rocm_build.install import load_check, runtime_set
+from rocm_build.wheel import chain_order
 
 logger = logging.getLogger(__name__)
 
@@ -160,4 +164,12 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
 
 
 def rules():
-    return [*collect_rules(), UnionRule(PackageFieldSet, RocmWheelFieldSet)]
+    return [
+        *collect_rules(),
+        UnionRule(PackageFieldSet, RocmWheelFieldSet),
+        *wheel_build.rules(),
+        *chain_check.rules(),
+        *load_check.rules(),
+        *runtime_set.rules(),
+        *chain_order.rules(),
+    ]

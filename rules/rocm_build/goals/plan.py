@@ -40,6 +40,14 @@ from rocm_build.wheel.rebuild import Inputs, changes, last_build_info, verdict
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainLabelField, ToolchainProviderField
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
+from rocm_build.checks import preflight
+from rocm_build.install import load_check, runtime_set
+from rocm_build.locks import build_requirements
+from rocm_build.toolchain import container, interpreters
+from rocm_build.toolchain import isolation as toolchain_isolation
+from rocm_build.upstream import archives as upstream_archives
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.wheel import build_process, chain_order
 
 UNRESOLVED = "<known when built>"
 
@@ -234,4 +242,17 @@ async def rocm_plan(
 
 
 def rules():
-    return collect_rules()
+    return [
+        *collect_rules(),
+        *preflight.rules(),
+        *load_check.rules(),
+        *runtime_set.rules(),
+        *build_requirements.rules(),
+        *container.rules(),
+        *interpreters.rules(),
+        *toolchain_isolation.rules(),
+        *upstream_archives.rules(),
+        *upstream_prebuilt.rules(),
+        *build_process.rules(),
+        *chain_order.rules(),
+    ]

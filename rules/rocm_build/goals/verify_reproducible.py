@@ -36,6 +36,10 @@ from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.build.build import BuiltRocmWheel, PreparedWheelBuild
 from rocm_build.build.build_output import BuildOutput, BuiltPayload, FinishedWheel, WheelWithBuildInfo
+from rocm_build.build import build as wheel_build
+from rocm_build.build import build_output
+from rocm_build.subsystems import host_tools
+from rocm_build.wheel import build_process
 
 
 class VerifyReproducibleSubsystem(GoalSubsystem):
@@ -149,4 +153,4 @@ async def verify_reproducible(console: Console, addresses: Addresses, options: V
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *wheel_build.rules(), *build_output.rules(), *host_tools.rules(), *build_process.rules()]

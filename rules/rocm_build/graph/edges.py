@@ -60,6 +60,7 @@ from rocm_build.wheel.target_types import (
     WheelSourceField,
     WheelToolchainField,
 )
+from rocm_build.upstream import sources
 
 logger = logging.getLogger(__name__)
 
@@ -317,4 +318,5 @@ def rules():
         UnionRule(InferDependenciesRequest, InferArchivePin),
         UnionRule(InferDependenciesRequest, InferKernelSource),
         UnionRule(InferDependenciesRequest, InferContainerfile),
+        *sources.rules(),
     ]

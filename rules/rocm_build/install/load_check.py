@@ -37,6 +37,7 @@ from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.audits.gpu_audit import GpuCode, kpack_mismatches
 from rocm_build.audits.portable import AuditwheelPythonProcess
+from rocm_build.audits import gpu_audit, portable
 
 # elf_links.py and what it imports (kpack.py reads the split device code with gpu_code.py's arch table).
 ELF_LINKS = ("elf_links.py", "kpack.py", "gpu_code.py", "wheel_zip.py")
@@ -215,4 +216,4 @@ async def wheels_of(digest: Digest) -> List[BuiltWheel]:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *gpu_audit.rules(), *portable.rules()]

@@ -57,6 +57,9 @@ from rocm_build.locks.build_requirements import (
 )
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
+from rocm_build.locks import build_requirements
+from rocm_build.toolchain import interpreters
+from rocm_build.wheel import build_spec, chain_order, chain_versions
 
 TITLE = "# rocm-pants run-time requirements lock. Generated: do not edit."
 # Where the build lock names the pin's commit: run-time requirements do not depend on it.
@@ -208,4 +211,11 @@ async def check_runtime_lock(request: RuntimeLockCheck) -> CheckedRuntimeLock:
 
 
 def rules():
-    return collect_rules()
+    return [
+        *collect_rules(),
+        *build_requirements.rules(),
+        *interpreters.rules(),
+        *build_spec.rules(),
+        *chain_order.rules(),
+        *chain_versions.rules(),
+    ]

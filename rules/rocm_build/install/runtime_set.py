@@ -36,6 +36,8 @@ from rocm_build.install.sdk_modules import SDK_MODULES, project_name, sdk_requir
 from rocm_build.wheel.target_types import WheelRuntimeEnvField, WheelRuntimeRequirementsField
 from rocm_build.toolchain.target_types import ToolchainIndexUrlField, ToolchainProviderField, ToolchainVersionField
 from rocm_build.wheel.target_types import RocmWheelTarget
+from rocm_build.install import runtime_lock
+from rocm_build.wheel import build_spec
 
 ENV_SCRIPT = "env.sh"
 # Header lines a script can find: the commands that install the SDK's modules.
@@ -205,4 +207,4 @@ def with_runtime_lines(runtime: RuntimeSet, lines: List[str]) -> List[str]:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *runtime_lock.rules(), *build_spec.rules()]

@@ -50,6 +50,15 @@ from rocm_build.build.build import BuiltRocmWheel
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.wheel.env import check_gpu_targets
 from rocm_build.wheel.target_types import RocmWheelTarget
+from pants.core.util_rules import source_files
+from rocm_build.build import build as wheel_build
+from rocm_build import declared
+from rocm_build.subsystems import host_tools
+from rocm_build.toolchain import interpreters
+from rocm_build.toolchain import isolation as toolchain_isolation
+from rocm_build.upstream import archives as upstream_archives
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.upstream import source_tree, upstream_repo
 
 REPORT = "report.json"
 EXPECTED = "expected.json"
@@ -236,4 +245,17 @@ async def run_kernel_test(batch: TritonKernelTestRequest.Batch, test: TestSubsys
 
 
 def rules():
-    return [*collect_rules(), *TritonKernelTestRequest.rules()]
+    return [
+        *collect_rules(),
+        *TritonKernelTestRequest.rules(),
+        *source_files.rules(),
+        *wheel_build.rules(),
+        *declared.rules(),
+        *host_tools.rules(),
+        *interpreters.rules(),
+        *toolchain_isolation.rules(),
+        *upstream_archives.rules(),
+        *upstream_prebuilt.rules(),
+        *source_tree.rules(),
+        *upstream_repo.rules(),
+    ]

@@ -37,6 +37,8 @@ from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.upstream.source_tree import SourceTree, source_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.subsystems import bootstrap_wheels, host_tools
+from rocm_build.upstream import source_tree
 
 LOCK_IN_SANDBOX = f"{SCRIPTS_DIR}/build.lock"
 WHEELHOUSE_DIR = "wheelhouse"
@@ -317,4 +319,10 @@ def explain_download_failure(request: WheelhouseRequest, settings: RocmBuildSubs
 
 
 def rules():
-    return [*collect_rules(), *RocmBuildSubsystem.rules()]
+    return [
+        *collect_rules(),
+        *RocmBuildSubsystem.rules(),
+        *bootstrap_wheels.rules(),
+        *host_tools.rules(),
+        *source_tree.rules(),
+    ]

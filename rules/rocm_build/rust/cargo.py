@@ -28,6 +28,9 @@ from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.rust.cargo_crates import VendoredCrates, VendoredCratesRequest
 from rocm_build.rust.cargo_lock import CRATES_IO
 from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
+from rocm_build.rust import cargo_crates
+from rocm_build.toolchain import rust as rust_toolchain
+from rocm_build.upstream import tree_scan
 
 VENDORED = "vendored-sources"
 GIT_REFS = ("rev", "tag", "branch")
@@ -102,4 +105,4 @@ async def prepare_cargo_build(request: CargoBuildRequest) -> CargoBuild:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *cargo_crates.rules(), *rust_toolchain.rules(), *tree_scan.rules()]

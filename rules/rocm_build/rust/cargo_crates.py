@@ -35,6 +35,8 @@ from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree, source_files
 from rocm_build.rust.cargo_lock import GitCrate, LockedCrates, RegistryCrate, read_lock
 from rocm_build.rust.crate_manifest import ManifestError, find_package, standalone_manifest, workspace_root
+from rocm_build.upstream import archives as upstream_archives
+from rocm_build.upstream import fetch, source_tree
 
 CHECKSUM_FILE = ".cargo-checksum.json"
 
@@ -145,4 +147,4 @@ async def vendor_crates(request: VendoredCratesRequest) -> VendoredCrates:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *upstream_archives.rules(), *fetch.rules(), *source_tree.rules()]

@@ -29,6 +29,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
+from pants.core.util_rules import system_binaries
 
 SYSTEM_DIRS = ("/usr/bin", "/bin", "/usr/local/bin")
 
@@ -100,4 +101,4 @@ def link_process(tools: HostTools, cache_name: str, mount: str, target: str, des
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *system_binaries.rules()]

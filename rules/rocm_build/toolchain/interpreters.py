@@ -25,6 +25,10 @@ from pants.util.logging import LogLevel
 from rocm_build.toolchain.container import BuildImage, ImagePythons
 from rocm_build.errors import RocmBuildError
 from rocm_build.subsystems.host_tools import HostTools, cache_suffix, link_process
+from pants.core.subsystems import python_bootstrap
+from pants.core.util_rules import system_binaries
+from rocm_build.subsystems import host_tools
+from rocm_build.toolchain import container
 
 PYTHON_LINK = ".python"  # in a sandbox: PYTHON_LINK/root -> the interpreter's prefix
 MINORS = range(14, 5, -1)  # python3.14 ... python3.6, newest first
@@ -160,4 +164,10 @@ async def find_build_python(request: BuildPythonRequest, bootstrap: PythonBootst
 
 
 def rules():
-    return collect_rules()
+    return [
+        *collect_rules(),
+        *python_bootstrap.rules(),
+        *system_binaries.rules(),
+        *host_tools.rules(),
+        *container.rules(),
+    ]

@@ -17,6 +17,7 @@ from pants.engine.rules import Get, collect_rules, rule
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.subsystems import host_tools
 
 # build_wheel.sh: exit 44 when the namespace cannot be made.
 EXIT_NO_NAMESPACE = 44
@@ -95,4 +96,4 @@ def explain_build_failure(owner: str, timeout: int, exit_code: int, output: str,
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules()]

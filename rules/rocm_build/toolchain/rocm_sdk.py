@@ -35,6 +35,7 @@ from rocm_build.toolchain.target_types import (
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.subsystems.host_tools import HostTools, cache_suffix, link_process
+from rocm_build.subsystems import host_tools
 
 # Where builds see the toolchain, relative to their sandbox.
 SANDBOX_ROOT = ".rocm/root"
@@ -176,4 +177,4 @@ def locate_process(tools: HostTools, owner: str, args: tuple) -> Process:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules()]

@@ -17,6 +17,7 @@ from pants.util.logging import LogLevel
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.toolchain.container import BuildImage, probe_process
+from rocm_build.subsystems import host_tools
 
 BUILD_PATH = "/usr/bin:/bin"  # the system part of a build's PATH (build_process.py)
 # Debian 12's own cargo/rustc (1.63) predate edition 2024; bookworm-security has 1.96.
@@ -60,4 +61,4 @@ async def find_rust_toolchain(request: RustToolchainRequest, tools: HostTools) -
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules()]

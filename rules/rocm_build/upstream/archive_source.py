@@ -26,6 +26,8 @@ from rocm_build.target_types_rules import TargetRequest
 from rocm_build.upstream.archives import ArchiveRequest, UnpackedArchive
 from rocm_build.upstream.fetch import PACK_DIR, FetchedTree
 from rocm_build.upstream.source_tree import local_git_env
+from rocm_build.subsystems import host_tools
+from rocm_build.upstream import archives as upstream_archives
 
 UNPACKED = "archive"  # where the pack step finds the unpacked tree
 
@@ -82,4 +84,4 @@ async def pack_archive(request: ArchivePackRequest, tools: HostTools) -> Fetched
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules(), *upstream_archives.rules()]

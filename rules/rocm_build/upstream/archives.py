@@ -40,6 +40,7 @@ from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.patching import OrderedPatches, PatchedDigest, PatchFile, PatchSetsRequest, TreePatchRequest
 from rocm_build.upstream.pins import SHA256
 from rocm_build.upstream.pins_file import load_pins
+from rocm_build.upstream import download, patching
 
 # Its exit codes say why a download failed; it unpacks into FETCH_ARCHIVE.OUT.
 FETCH_ARCHIVE = load_script("fetch_archive.py")
@@ -212,4 +213,4 @@ def explain_archive_failure(spec: ArchiveSpec, exit_code: int, said: str) -> str
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *download.rules(), *patching.rules()]

@@ -22,6 +22,8 @@ from pants.util.logging import LogLevel
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream.mirrors import Mirrors
+from rocm_build.subsystems import host_tools
+from rocm_build.upstream import mirrors as upstream_mirrors
 
 DOWNLOAD_TIMEOUT_SECONDS = 3600
 
@@ -60,4 +62,4 @@ async def setup_download_process(request: DownloadProcess, tools: HostTools, glo
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules(), *upstream_mirrors.rules()]

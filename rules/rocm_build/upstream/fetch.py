@@ -22,6 +22,8 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import load_script
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.upstream.download import DownloadProcess
+from rocm_build.subsystems import host_tools
+from rocm_build.upstream import download
 
 TREE_DIR = "tree"
 # The fetched commits as one git pack (scripts/source_pack.py): objects.pack, objects.idx, repos.
@@ -131,4 +133,4 @@ def explain_refused_url(where: str, stderr: str) -> str:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules(), *download.rules()]

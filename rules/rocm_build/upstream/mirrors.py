@@ -20,6 +20,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.subsystems import host_tools
 
 MIRRORS_CACHE = "rocm_build_mirrors"
 MIRRORS_DIR = ".mirrors"
@@ -59,4 +60,4 @@ async def configure_mirrors(settings: RocmBuildSubsystem, tools: HostTools) -> M
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules()]

@@ -40,6 +40,8 @@ from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceT
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.upstream.target_types import PatchSetTarget, PatchSourcesField
+from rocm_build.subsystems import host_tools
+from rocm_build.upstream import source_tree
 
 SCRIPT_PATH = f"{SCRIPTS_DIR}/apply_patches.py"
 
@@ -194,4 +196,4 @@ async def apply_patches_to_tree(request: TreePatchRequest, tools: HostTools) -> 
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules(), *source_tree.rules()]

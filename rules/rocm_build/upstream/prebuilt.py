@@ -37,6 +37,8 @@ from rocm_build.upstream.target_types import (
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.upstream.pins_file import load_pins
+from rocm_build import declared
+from rocm_build.upstream import download
 
 # Its exit codes say why a download failed; `fetch` writes the file into WHEEL_DIR/.
 SIMPLE_INDEX = load_script("simple_index.py")
@@ -264,4 +266,4 @@ def missing_device_wheels(owner: str, gpu_targets: Sequence[str], specs: Sequenc
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *declared.rules(), *download.rules()]

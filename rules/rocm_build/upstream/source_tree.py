@@ -24,6 +24,7 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.subsystems import host_tools
 
 PACK_ROOT = ".source-pack"  # where a checkout's sandbox has the pack (linked, immutable)
 
@@ -134,4 +135,4 @@ async def source_files(source: Optional[SourceTree], paths: Iterable[str], owner
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules()]

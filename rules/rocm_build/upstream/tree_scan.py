@@ -17,6 +17,7 @@ from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.upstream.source_tree import PACK_ROOT, SourceTree
+from rocm_build.subsystems import host_tools
 
 TOUCHED = ".touched"
 
@@ -57,4 +58,4 @@ async def scan_tree(request: TreeScanRequest, tools: HostTools) -> TreeScan:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *host_tools.rules()]

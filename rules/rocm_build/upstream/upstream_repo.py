@@ -37,6 +37,9 @@ from rocm_build.upstream.target_types import (
     UpstreamRepoTarget,
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
+from pants.core.util_rules import archive as pants_archive
+from rocm_build.upstream import archive_source, fetch, patching, source_tree
+from rocm_build.upstream import archives as upstream_archives
 
 
 @dataclass(frozen=True)
@@ -193,4 +196,10 @@ def rules():
         UnionRule(PackageFieldSet, UpstreamRepoFieldSet),
         UnionRule(TreeSourceRequest, RepoSpecRequest),
         UnionRule(TreeSourceRequest, ArchiveSourceSpecRequest),
+        *pants_archive.rules(),
+        *archive_source.rules(),
+        *upstream_archives.rules(),
+        *fetch.rules(),
+        *patching.rules(),
+        *source_tree.rules(),
     ]

@@ -24,6 +24,10 @@ from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.locks import lockfile
 from rocm_build.locks.build_requirements import PipResolved, PipResolveRequest, regenerate_command, sha256_or_none
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.locks import build_requirements
+from rocm_build.toolchain import interpreters
+from rocm_build.upstream import source_tree, upstream_repo
+from rocm_build.wheel import build_spec
 
 REQUIREMENTS_IN = f"{TREE_DIR}/.rocm-build-requirements.in"
 
@@ -84,4 +88,11 @@ def _text(data: Optional[bytes]) -> Optional[str]:
 
 
 def rules():
-    return collect_rules()
+    return [
+        *collect_rules(),
+        *build_requirements.rules(),
+        *interpreters.rules(),
+        *source_tree.rules(),
+        *upstream_repo.rules(),
+        *build_spec.rules(),
+    ]

@@ -33,6 +33,9 @@ from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.wheel.build_spec import WheelBuildSpec, log_name
 from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools, cache_suffix
+from rocm_build.caches import sccache_dist
+from rocm_build.subsystems import host_tools
+from rocm_build.subsystems import sccache as sccache_subsystem
 
 LOG_CACHE = "rocm_build_logs"
 LOG_CACHE_DIR = ".logs"
@@ -306,4 +309,4 @@ def quote_env(env: Dict[str, str]) -> Tuple[str, ...]:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *sccache_dist.rules(), *host_tools.rules(), *sccache_subsystem.rules()]

@@ -59,6 +59,9 @@ from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainProviderField, ToolchainVersionField
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 from rocm_build.wheel.version_env import pin_version, version_values
+from rocm_build import declared
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.upstream import upstream_repo
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NOT_RUN = "not run:"  # a `downloads_covered` value: why this build never reaches the file's download
@@ -322,4 +325,4 @@ def log_name(address: Address) -> str:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *declared.rules(), *upstream_prebuilt.rules(), *upstream_repo.rules()]

@@ -17,6 +17,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.wheel import build_spec
 
 
 @dataclass(frozen=True)
@@ -76,4 +77,4 @@ def build_order(root: Address, specs: Dict[Address, WheelBuildSpec]) -> Tuple[Wh
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *build_spec.rules()]

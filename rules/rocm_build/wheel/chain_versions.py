@@ -20,6 +20,8 @@ from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.kinds import KINDS, by_version_var
 from rocm_build.wheel.recipe_paths import named_paths
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.wheel import build_spec
 
 # Versions a chain's torch and triton come as: the dependency's kind, and the variable its
 # recipe may set the version with (kinds.py).
@@ -120,4 +122,4 @@ def version_findings(spec: WheelBuildSpec, where: str, scan: dict, chain: Sequen
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *upstream_prebuilt.rules(), *build_spec.rules()]

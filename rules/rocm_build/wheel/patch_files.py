@@ -20,6 +20,7 @@ from pants.engine.rules import Get, collect_rules, rule
 
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree
+from rocm_build.upstream import source_tree
 
 BUILD_INPUT_SUFFIXES = (
     ".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".hip", ".h", ".hh", ".hpp", ".inc", ".cmake", ".in", ".pyx",
@@ -82,4 +83,4 @@ def missing_patch_files(owner: str, wheel_name: str, patches: str, added: Sequen
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *source_tree.rules()]
