@@ -19,8 +19,11 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
+from rocm_build.choices import choices_rules
 from rocm_build.choices.choices_rules import ChoicesTestRequest, ChoicesTree, UpstreamChoicesTestFieldSet
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.choices.target_types import UpstreamChoicesTestTarget
+from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
+from rocm_build.upstream.target_types import PatchSetTarget, UpstreamArchiveTarget
 
 CHOICES = Address("up", target_name="choices")
 EDIT = '[[edit]]\npath = "up/platform.py"\npattern = "ROCM_ATTN"\nreplace = "TRITON_ATTN"\ncount = 1\n'
@@ -44,10 +47,15 @@ def sdist(tmp_path: Path):
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return plugin_rule_runner(
-        QueryRule(ChoicesTree, [ChoicesTestRequest]),
-        QueryRule(DigestContents, [Digest]),
-        QueryRule(WrappedTarget, [WrappedTargetRequest]),
+    return RuleRunner(
+        rules=[
+            *choices_rules.rules(),
+            QueryRule(ChoicesTree, [ChoicesTestRequest]),
+            QueryRule(DigestContents, [Digest]),
+            QueryRule(WrappedTarget, [WrappedTargetRequest]),
+        ],
+        target_types=[UpstreamChoicesTestTarget, UpstreamArchiveTarget, PatchSetTarget, PrebuiltWheelsTarget],
+        isolated_local_store=True,
     )
 
 
