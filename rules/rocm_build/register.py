@@ -4,7 +4,10 @@ them: each heading's modules import only those above it.
 Each module's `rules()` is complete on its own, as in Pants' backends: its rules, the `rules()`
 of the modules whose rules its rules ask for, and its union members; so a test builds a
 RuleRunner from one module's `rules()` (rules_test.py proves each does). This list names every
-module anyway, so that the plugin's shape reads here; Pants drops the repeats."""
+module anyway, so that the plugin's shape reads here; Pants drops the repeats. The lists nest
+(a goal's holds the build's, which holds the toolchain's...), so a module's `rules()` that holds
+others is memoized and holds each rule once: unmemoized, this list was 125,000 entries for 270
+rules, rebuilt at every start."""
 
 from rocm_build import declared
 from rocm_build.audits import gpu_audit, portable

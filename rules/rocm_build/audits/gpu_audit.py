@@ -26,6 +26,8 @@ from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.wheel.built_wheel import BuiltWheel
@@ -173,5 +175,6 @@ def with_gpu_code(build_info: str, spec: WheelBuildSpec, code: GpuCode) -> str:
     return json.dumps(info, indent=2, sort_keys=True)
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *portable.rules()]
+    return FrozenOrderedSet([*collect_rules(), *portable.rules()])

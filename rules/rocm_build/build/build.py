@@ -26,6 +26,8 @@ from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
@@ -456,8 +458,9 @@ def is_device_wheel(wheel: BuiltRocmWheel) -> bool:
     return "device_of" in json.loads(wheel.build_info).get("source", {})
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *gpu_audit.rules(),
         *portable.rules(),
@@ -477,4 +480,4 @@ def rules():
         *build_process.rules(),
         *build_spec.rules(),
         *patch_files.rules(),
-    ]
+    ])

@@ -21,6 +21,8 @@ from pants.engine.process import FallibleProcessResult, Process, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, process_failed
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
@@ -109,5 +111,6 @@ async def pack_dist_toolchain(request: DistToolchainRequest, tools: HostTools) -
     return DistToolchain(await Get(Digest, RemovePrefix(result.output_digest, TOOLCHAIN_DIR)))
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *host_tools.rules()]
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

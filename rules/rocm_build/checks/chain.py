@@ -15,6 +15,8 @@ from typing import Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.errors import RocmBuildError
@@ -64,5 +66,6 @@ async def check_chain(request: ChainRequest) -> CheckedChain:
     return CheckedChain(chain)
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *preflight.rules(), *chain_order.rules()]
+    return FrozenOrderedSet([*collect_rules(), *preflight.rules(), *chain_order.rules()])

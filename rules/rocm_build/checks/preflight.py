@@ -26,6 +26,8 @@ from pants.engine.process import ProcessExecutionFailure
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import InvalidFieldException
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.requires_check import requires_findings
@@ -314,8 +316,9 @@ async def tree_check(request: TreeCheck) -> ComponentStatus:
     return ComponentStatus(owner, tuple(problems), tuple(notes), summary=summary)
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *upstream_steps.rules(),
         *chain_versions.rules(),
@@ -332,4 +335,4 @@ def rules():
         *tree_scan.rules(),
         *upstream_repo.rules(),
         *build_spec.rules(),
-    ]
+    ])

@@ -16,6 +16,8 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.pins import FULL_SHA, PREBUILT, SHORT_SHA
@@ -122,5 +124,6 @@ async def check_component_pairing(request: ComponentPairingRequest) -> RecipePai
     return RecipePairing(tuple(p for f in found for p in f.problems), tuple(n for f in found for n in f.notes))
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *fetch.rules(), *upstream_prebuilt.rules(), *source_tree.rules()]
+    return FrozenOrderedSet([*collect_rules(), *fetch.rules(), *upstream_prebuilt.rules(), *source_tree.rules()])

@@ -33,6 +33,8 @@ from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestSubset, FileContent, MergeDigests, PathGlobs
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.wheel.build_process import PreflightBuild, PreflightWheelRequest, WheelBuildRequest
 from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec
@@ -256,5 +258,6 @@ def cargo_findings(spec: WheelBuildSpec, where: str, cargo: dict) -> Tuple[List[
     return problems, notes, seen
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *wheel_build.rules(), *build_process.rules()]
+    return FrozenOrderedSet([*collect_rules(), *wheel_build.rules(), *build_process.rules()])

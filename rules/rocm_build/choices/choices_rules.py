@@ -23,6 +23,9 @@ from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.option.option_types import SkipOption
 from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
+from pants.core.util_rules import source_files
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.choices.target_types import (
     ChoicesSourceField,
@@ -48,7 +51,6 @@ from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel.env import check_gpu_targets
-from pants.core.util_rules import source_files
 from rocm_build import declared
 from rocm_build.kernels import kernel_rules
 from rocm_build.subsystems import host_tools
@@ -179,8 +181,9 @@ async def run_choices_test(batch: UpstreamChoicesTestRequest.Batch, test: TestSu
     )
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *UpstreamChoicesTestRequest.rules(),
         *source_files.rules(),
@@ -192,4 +195,4 @@ def rules():
         *upstream_archives.rules(),
         *source_tree.rules(),
         *upstream_repo.rules(),
-    ]
+    ])

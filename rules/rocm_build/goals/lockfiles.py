@@ -34,6 +34,8 @@ from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, G
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import AllTargets
 from pants.engine.unions import UnionRule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install import runtime_lock
@@ -205,8 +207,9 @@ async def generate_rocm_lockfile(request: GenerateRocmLockfile) -> GenerateLockf
     return GenerateLockfileResult(digest, request.resolve_name, lock.path, diff)
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         UnionRule(KnownUserResolveNamesRequest, KnownRocmLockNamesRequest),
         UnionRule(RequestedUserResolveNames, RequestedRocmLockNames),
@@ -216,4 +219,4 @@ def rules():
         *interpreters.rules(),
         *build_lock.rules(),
         *build_spec.rules(),
-    ]
+    ])

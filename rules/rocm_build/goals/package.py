@@ -13,6 +13,8 @@ from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, Package
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.unions import UnionRule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.box_check import CHECK_STEP, box_check_files
@@ -163,8 +165,9 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     return BuiltPackage(await Get(Digest, MergeDigests(outputs)), tuple(artifacts))
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         UnionRule(PackageFieldSet, RocmWheelFieldSet),
         *wheel_build.rules(),
@@ -172,4 +175,4 @@ def rules():
         *load_check.rules(),
         *runtime_set.rules(),
         *chain_order.rules(),
-    ]
+    ])

@@ -25,6 +25,8 @@ from pants.option.global_options import GlobalOptions
 from pants.option.option_types import BoolOption
 from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
@@ -241,8 +243,9 @@ async def rocm_plan(
     return RocmPlan(exit_code=0)
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *preflight.rules(),
         *load_check.rules(),
@@ -255,4 +258,4 @@ def rules():
         *upstream_prebuilt.rules(),
         *build_process.rules(),
         *chain_order.rules(),
-    ]
+    ])

@@ -27,6 +27,8 @@ from pants.engine.target import Targets
 from pants.option.option_types import StrOption
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.wheel.build_process import WheelBuildRequest
 from rocm_build.wheel.build_spec import WheelRequest
@@ -152,5 +154,14 @@ async def verify_reproducible(console: Console, addresses: Addresses, options: V
     return VerifyReproducible(exit_code=0 if all(c.identical for c in checks) else 1)
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *wheel_build.rules(), *build_output.rules(), *host_tools.rules(), *build_process.rules()]
+    return FrozenOrderedSet(
+        [
+            *collect_rules(),
+            *wheel_build.rules(),
+            *build_output.rules(),
+            *host_tools.rules(),
+            *build_process.rules(),
+        ]
+    )

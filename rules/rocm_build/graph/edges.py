@@ -34,6 +34,8 @@ from pants.engine.target import (
     InferredDependencies,
 )
 from pants.engine.unions import UnionRule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.install.runtime_lock import runtime_lock_path
 from rocm_build.pants_environments import EnvironmentField, EnvironmentsSubsystem
@@ -309,8 +311,9 @@ async def infer_kernel_source(request: InferKernelSource) -> InferredDependencie
     )
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         UnionRule(InferDependenciesRequest, InferWheelInputs),
         UnionRule(InferDependenciesRequest, InferUpstreamPin),
@@ -319,4 +322,4 @@ def rules():
         UnionRule(InferDependenciesRequest, InferKernelSource),
         UnionRule(InferDependenciesRequest, InferContainerfile),
         *sources.rules(),
-    ]
+    ])

@@ -39,6 +39,8 @@ from pants.engine.fs import (
 )
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.install.chain_stubs import chain_stubs, resolve_args
 from rocm_build.install.sdk_modules import index_requirements, sdk_requirements
@@ -210,12 +212,13 @@ async def check_runtime_lock(request: RuntimeLockCheck) -> CheckedRuntimeLock:
     return CheckedRuntimeLock(owner, path, lock, await Get(Digest, RemovePrefix(house.digest, WHEELHOUSE_DIR)))
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *build_requirements.rules(),
         *interpreters.rules(),
         *build_spec.rules(),
         *chain_order.rules(),
         *chain_versions.rules(),
-    ]
+    ])

@@ -21,6 +21,8 @@ from pants.engine.addresses import Address
 from pants.engine.fs import Digest, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.wheel.build_spec import ENV_NAME, WheelBuildSpec, WheelRequest
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
@@ -206,5 +208,6 @@ def with_runtime_lines(runtime: RuntimeSet, lines: List[str]) -> List[str]:
     return [*lines[:header], *header_lines(runtime), *lines[header:], *locked]
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *runtime_lock.rules(), *build_spec.rules()]
+    return FrozenOrderedSet([*collect_rules(), *runtime_lock.rules(), *build_spec.rules()])

@@ -23,6 +23,9 @@ from pants.engine.target import Dependencies, DependenciesRequest, SingleSourceF
 from pants.option.option_types import SkipOption
 from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
+from pants.core.util_rules import source_files
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.errors import RocmBuildError
@@ -50,7 +53,6 @@ from rocm_build.build.build import BuiltRocmWheel
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.wheel.env import check_gpu_targets
 from rocm_build.wheel.target_types import RocmWheelTarget
-from pants.core.util_rules import source_files
 from rocm_build.build import build as wheel_build
 from rocm_build import declared
 from rocm_build.subsystems import host_tools
@@ -244,8 +246,9 @@ async def run_kernel_test(batch: TritonKernelTestRequest.Batch, test: TestSubsys
     )
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *TritonKernelTestRequest.rules(),
         *source_files.rules(),
@@ -258,4 +261,4 @@ def rules():
         *upstream_prebuilt.rules(),
         *source_tree.rules(),
         *upstream_repo.rules(),
-    ]
+    ])

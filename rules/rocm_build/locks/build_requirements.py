@@ -28,6 +28,8 @@ from pants.engine.process import FallibleProcessResult, Process, ProcessCacheSco
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import GlobalOptions
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.locks import lockfile
 from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
@@ -318,11 +320,12 @@ def explain_download_failure(request: WheelhouseRequest, settings: RocmBuildSubs
     )
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *RocmBuildSubsystem.rules(),
         *bootstrap_wheels.rules(),
         *host_tools.rules(),
         *source_tree.rules(),
-    ]
+    ])

@@ -19,6 +19,8 @@ from urllib.parse import parse_qsl
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.frozendict import FrozenDict
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.toolchain.container import BuildImage
 from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
@@ -104,5 +106,6 @@ async def prepare_cargo_build(request: CargoBuildRequest) -> CargoBuild:
     return CargoBuild(inputs, rust, config, FrozenDict(info))
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *cargo_crates.rules(), *rust_toolchain.rules(), *tree_scan.rules()]
+    return FrozenOrderedSet([*collect_rules(), *cargo_crates.rules(), *rust_toolchain.rules(), *tree_scan.rules()])

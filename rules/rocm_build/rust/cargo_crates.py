@@ -28,6 +28,8 @@ from pants.engine.fs import (
     RemovePrefix,
 )
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.upstream.archives import FETCH_ARCHIVE, Unpacked, UnpackRequest, other_bytes
@@ -146,5 +148,6 @@ async def vendor_crates(request: VendoredCratesRequest) -> VendoredCrates:
     return VendoredCrates(digest, request.lock, len(locked.registry), len(locked.git))
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *upstream_archives.rules(), *fetch.rules(), *source_tree.rules()]
+    return FrozenOrderedSet([*collect_rules(), *upstream_archives.rules(), *fetch.rules(), *source_tree.rules()])

@@ -21,12 +21,14 @@ from pants.core.util_rules.system_binaries import BinaryPathRequest, BinaryPaths
 from pants.engine.process import Process, ProcessCacheScope, ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.core.subsystems import python_bootstrap
+from pants.core.util_rules import system_binaries
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.toolchain.container import BuildImage, ImagePythons
 from rocm_build.errors import RocmBuildError
 from rocm_build.subsystems.host_tools import HostTools, cache_suffix, link_process
-from pants.core.subsystems import python_bootstrap
-from pants.core.util_rules import system_binaries
 from rocm_build.subsystems import host_tools
 from rocm_build.toolchain import container
 
@@ -163,11 +165,12 @@ async def find_build_python(request: BuildPythonRequest, bootstrap: PythonBootst
     )
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *python_bootstrap.rules(),
         *system_binaries.rules(),
         *host_tools.rules(),
         *container.rules(),
-    ]
+    ])

@@ -21,6 +21,8 @@ from pants.engine.process import (
 )
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.toolchain.container import BuildImage, probe_process
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -176,5 +178,6 @@ def locate_process(tools: HostTools, owner: str, args: tuple) -> Process:
     )
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *host_tools.rules()]
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

@@ -13,6 +13,8 @@ from typing import Optional
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.subsystems.host_tools import HostTools
@@ -60,5 +62,6 @@ async def find_rust_toolchain(request: RustToolchainRequest, tools: HostTools) -
     return RustToolchain("; ".join(result.stdout.decode().strip().splitlines()))
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *host_tools.rules()]
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

@@ -33,6 +33,8 @@ from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import HydratedSources, HydrateSourcesRequest, Targets
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
@@ -195,5 +197,6 @@ async def apply_patches_to_tree(request: TreePatchRequest, tools: HostTools) -> 
     return PatchedDigest(await Get(Digest, MergeDigests([rest, written])), applied.stdout.decode())
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *host_tools.rules(), *source_tree.rules()]
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules(), *source_tree.rules()])

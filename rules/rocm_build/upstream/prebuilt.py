@@ -23,6 +23,8 @@ from pants.engine.addresses import Address
 from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -265,5 +267,6 @@ def missing_device_wheels(owner: str, gpu_targets: Sequence[str], specs: Sequenc
     return problems
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *declared.rules(), *download.rules()]
+    return FrozenOrderedSet([*collect_rules(), *declared.rules(), *download.rules()])

@@ -19,6 +19,8 @@ from pants.engine.fs import Digest, DigestContents, MergeDigests
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
@@ -134,5 +136,6 @@ async def source_files(source: Optional[SourceTree], paths: Iterable[str], owner
     return {p: found.get(p) for p in paths}
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *host_tools.rules()]
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

@@ -15,6 +15,8 @@ from typing import Dict, Optional
 from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
@@ -87,12 +89,13 @@ def _text(data: Optional[bytes]) -> Optional[str]:
     return None if data is None else data.decode()
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *build_requirements.rules(),
         *interpreters.rules(),
         *source_tree.rules(),
         *upstream_repo.rules(),
         *build_spec.rules(),
-    ]
+    ])

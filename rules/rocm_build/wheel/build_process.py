@@ -20,6 +20,8 @@ from pants.engine.process import Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.locks.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR
 from rocm_build.toolchain.container import BuildImage
@@ -308,5 +310,6 @@ def quote_env(env: Dict[str, str]) -> Tuple[str, ...]:
     return tuple(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *sccache_dist.rules(), *host_tools.rules(), *sccache_subsystem.rules()]
+    return FrozenOrderedSet([*collect_rules(), *sccache_dist.rules(), *host_tools.rules(), *sccache_subsystem.rules()])

@@ -18,6 +18,8 @@ from rocm_build.pants_environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.locks.build_requirements import LockedRequirementsRequest
@@ -324,5 +326,6 @@ def log_name(address: Address) -> str:
     return address.spec.replace("/", ".").replace(":", "@").lstrip(".")
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *declared.rules(), *upstream_prebuilt.rules(), *upstream_repo.rules()]
+    return FrozenOrderedSet([*collect_rules(), *declared.rules(), *upstream_prebuilt.rules(), *upstream_repo.rules()])

@@ -15,6 +15,8 @@ from typing import Dict, List, Sequence, Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
@@ -121,5 +123,6 @@ def version_findings(spec: WheelBuildSpec, where: str, scan: dict, chain: Sequen
     return problems
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *upstream_prebuilt.rules(), *build_spec.rules()]
+    return FrozenOrderedSet([*collect_rules(), *upstream_prebuilt.rules(), *build_spec.rules()])
