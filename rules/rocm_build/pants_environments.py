@@ -3,7 +3,8 @@
 Pants 2.28 moved `pants.core.util_rules.environments` to `pants.core.environments.target_types`
 (the target types and fields) and `pants.core.environments.rules` (the rules' request types),
 without a shim (pantsbuild/pants#22438). The plugin imports them only from here: from the new
-modules where they exist, else from the old one (Pants 2.17 to 2.27).
+modules where they exist, else from the old one (Pants 2.17 to 2.27); `environment_rules` is
+the module whose `rules()` resolve an environment's name and target.
 """
 
 __all__ = [
@@ -13,9 +14,11 @@ __all__ = [
     "EnvironmentNameRequest",
     "EnvironmentTarget",
     "EnvironmentsSubsystem",
+    "environment_rules",
 ]
 
 try:
+    from pants.core.environments import rules as environment_rules
     from pants.core.environments.rules import EnvironmentNameRequest
     from pants.core.environments.subsystems import EnvironmentsSubsystem
     from pants.core.environments.target_types import (
@@ -25,6 +28,7 @@ try:
         EnvironmentTarget,
     )
 except ImportError:  # Pants before 2.28
+    from pants.core.util_rules import environments as environment_rules
     from pants.core.util_rules.environments import (
         DockerEnvironmentTarget,
         DockerImageField,

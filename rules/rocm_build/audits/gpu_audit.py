@@ -26,6 +26,8 @@ from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.wheel.built_wheel import BuiltWheel
@@ -33,6 +35,7 @@ from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.audits.portable import AuditwheelPythonProcess
 from rocm_build.wheel.target_types import AllowMissingGpuTargetsField
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
+from rocm_build.audits import portable
 
 # gpu_code.py and what it imports (kpack.py reads `.kpack` archives and split libraries,
 # amdgpu_elf.py names a code object's arch).
@@ -173,5 +176,6 @@ def with_gpu_code(build_info: str, spec: WheelBuildSpec, code: GpuCode) -> str:
     return json.dumps(info, indent=2, sort_keys=True)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *portable.rules()])

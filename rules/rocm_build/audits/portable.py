@@ -23,6 +23,8 @@ from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 from rocm_build.wheel.built_wheel import BuiltWheel
@@ -120,7 +122,8 @@ async def check_platform_policy(request: BuiltWheel, auditwheel: Auditwheel) -> 
     return PlatformPolicy(policy_tag(result.stdout.decode()))
 
 
+@memoized
 def rules():
     # The pex rules come with Pants' Python backend; listed so that rule sets without it (the
     # plugin's RuleRunner tests) still have what auditwheel's venv needs.
-    return [*collect_rules(), *pex.rules()]
+    return FrozenOrderedSet([*collect_rules(), *pex.rules()])

@@ -26,6 +26,8 @@ from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
@@ -57,6 +59,18 @@ from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
+from rocm_build.audits import gpu_audit, portable
+from rocm_build.build import build_output
+from rocm_build.caches import ccache
+from rocm_build.locks import build_requirements
+from rocm_build.rust import cargo as rust_cargo
+from rocm_build.subsystems import bootstrap_wheels
+from rocm_build.toolchain import container, interpreters, rocm_sdk
+from rocm_build.toolchain import isolation as toolchain_isolation
+from rocm_build.upstream import archives as upstream_archives
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.upstream import source_tree, upstream_repo
+from rocm_build.wheel import build_process, build_spec, patch_files
 
 logger = logging.getLogger(__name__)
 
@@ -444,5 +458,26 @@ def is_device_wheel(wheel: BuiltRocmWheel) -> bool:
     return "device_of" in json.loads(wheel.build_info).get("source", {})
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *gpu_audit.rules(),
+        *portable.rules(),
+        *build_output.rules(),
+        *ccache.rules(),
+        *build_requirements.rules(),
+        *rust_cargo.rules(),
+        *bootstrap_wheels.rules(),
+        *container.rules(),
+        *interpreters.rules(),
+        *toolchain_isolation.rules(),
+        *rocm_sdk.rules(),
+        *upstream_archives.rules(),
+        *upstream_prebuilt.rules(),
+        *source_tree.rules(),
+        *upstream_repo.rules(),
+        *build_process.rules(),
+        *build_spec.rules(),
+        *patch_files.rules(),
+    ])

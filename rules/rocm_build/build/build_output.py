@@ -10,11 +10,15 @@ from pants.engine.fs import CreateDigest, Digest, DigestEntries, FileContent, Fi
 from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.audits.portable import PlatformPolicy
+from rocm_build.audits import portable
+from rocm_build.subsystems import host_tools
 
 
 @dataclass(frozen=True)
@@ -87,5 +91,6 @@ async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> Finis
     return FinishedWheel(wheel, entry.path, entry.file_digest.fingerprint, build_info)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *portable.rules(), *host_tools.rules()])

@@ -14,16 +14,19 @@ import zipfile
 from pathlib import Path
 
 from pants.engine.addresses import Address
-from pants.testutil.rule_runner import QueryRule
+from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from e2e.git_http_server import serving_git
 from e2e.http_server import serving
 from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.locks import lockfile
+from rocm_build.build import build
 from rocm_build.build.build import BuildHost, BuildHostRequest, PreparedWheelBuild
+from rocm_build.toolchain.target_types import RocmToolchainTarget
+from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.target_types import RocmWheelTarget
 
 WHEEL = Address("components/mini", target_name="wheel")
 DELAY = 8.0  # seconds, for each of the three downloads
@@ -68,11 +71,16 @@ def test_a_first_build_downloads_its_independent_inputs_at_once(tmp_path: Path) 
         dists=(lockfile.LockedDist("mini-dep", "1.0", wheel_sha, DEP),), left_out=(),
         regenerate="pants lock-build-requirements components/mini:wheel",
     )  # fmt: skip
-    runner = plugin_rule_runner(
-        QueryRule(WheelBuildSpec, [WheelRequest]),
-        QueryRule(BootstrapWheels, []),
-        QueryRule(BuildHost, [BuildHostRequest]),
-        QueryRule(PreparedWheelBuild, [WheelRequest]),
+    runner = RuleRunner(
+        rules=[
+            *build.rules(),
+            QueryRule(WheelBuildSpec, [WheelRequest]),
+            QueryRule(BootstrapWheels, []),
+            QueryRule(BuildHost, [BuildHostRequest]),
+            QueryRule(PreparedWheelBuild, [WheelRequest]),
+        ],
+        target_types=[RocmWheelTarget, UpstreamRepoTarget, UpstreamArchiveTarget, RocmToolchainTarget],
+        isolated_local_store=True,
         # PyPI traffic (the bootstrap wheels) passes an intercepting proxy (pants.toml's `ca_certs_path`).
         ca_certs_path="/etc/ssl/certs/ca-certificates.crt",
         bootstrap_args=[

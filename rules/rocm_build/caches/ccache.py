@@ -19,11 +19,14 @@ from pants.engine.fs import Digest
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.option.global_options import NamedCachesDirOption
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.subsystems import host_tools
 
 logger = logging.getLogger(__name__)
 
@@ -76,5 +79,6 @@ async def configure_ccache_remote(
     return remote
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

@@ -16,7 +16,7 @@ import pytest
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.caches import ccache
 from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CcacheRemote
 from rocm_build.sandbox_scripts import script_bytes
 
@@ -72,7 +72,11 @@ def closed_port() -> int:
 
 @pytest.fixture
 def rule_runner(tmp_path: Path) -> RuleRunner:
-    return plugin_rule_runner(QueryRule(CcacheRemote, []), bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"])
+    return RuleRunner(
+        rules=[*ccache.rules(), QueryRule(CcacheRemote, [])],
+        bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
+        isolated_local_store=True,
+    )
 
 
 def test_the_address_goes_to_a_private_file_in_a_named_cache_and_a_silent_server_is_a_warning(

@@ -21,6 +21,8 @@ from pants.engine.process import FallibleProcessResult, Process, ProcessResult
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, process_failed
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
@@ -28,6 +30,7 @@ from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTool
 from rocm_build.subsystems.sccache import Sccache
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.caches.ccache import settings_probe
+from rocm_build.subsystems import host_tools
 
 logger = logging.getLogger(__name__)
 
@@ -108,5 +111,6 @@ async def pack_dist_toolchain(request: DistToolchainRequest, tools: HostTools) -
     return DistToolchain(await Get(Digest, RemovePrefix(result.output_digest, TOOLCHAIN_DIR)))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

@@ -15,12 +15,16 @@ from typing import Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
 from rocm_build.checks.findings import ComponentStatus
 from rocm_build.checks.preflight import QuickCheck, TreeCheck
+from rocm_build.checks import preflight
+from rocm_build.wheel import chain_order
 
 logger = logging.getLogger(__name__)
 
@@ -63,5 +67,6 @@ async def check_chain(request: ChainRequest) -> CheckedChain:
     return CheckedChain(chain)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *preflight.rules(), *chain_order.rules()])

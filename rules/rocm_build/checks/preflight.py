@@ -19,6 +19,8 @@ from typing import List
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.unions import UnionMembership, UnionRule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks import archive_pins, build_lock, gpu_targets, prebuilt_dependencies, recipe_files, recipe_pairing, tools, upstream_steps
 from rocm_build.checks.findings import EXPECTED_FAILURES, ComponentStatus, Findings, QuickCheckRequest, TreeCheckRequest, TreeUnderCheck, problem_text
@@ -28,6 +30,11 @@ from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel import chain_versions
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.locks import build_requirements
+from rocm_build.toolchain import interpreters
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.upstream import upstream_repo
+from rocm_build.wheel import build_spec
 
 # Every check, in the order they run and report: a module of this folder each. Add one as a
 # module and an entry here (docs/layout.md, "Add a check").
@@ -128,11 +135,17 @@ async def tree_check(request: TreeCheck, union_membership: UnionMembership) -> C
     return ComponentStatus(owner, tuple(problems), tuple(notes), summary=summary)
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         *(r for module in CHECK_MODULES for r in module.rules()),
         *chain_versions.rules(),
+        *build_requirements.rules(),
+        *interpreters.rules(),
+        *upstream_prebuilt.rules(),
+        *upstream_repo.rules(),
+        *build_spec.rules(),
         *(UnionRule(QuickCheckRequest, check) for check in QUICK_CHECKS),
         *(UnionRule(TreeCheckRequest, check) for check in TREE_CHECKS),
-    ]
+    ])

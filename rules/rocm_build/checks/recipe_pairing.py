@@ -17,6 +17,8 @@ from packaging.version import InvalidVersion
 from pants.engine.fs import Digest, DigestContents
 from pants.util.logging import LogLevel
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import TreeCheckRequest, Findings
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
@@ -27,6 +29,8 @@ from rocm_build.upstream.recipe_values import RecipeValue, recipe_value, split_s
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest
 from rocm_build.upstream.upstream_repo import UpstreamSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec
+from rocm_build.upstream import fetch, source_tree
+from rocm_build.upstream import prebuilt as upstream_prebuilt
 
 
 @dataclass(frozen=True)
@@ -128,11 +132,12 @@ class PairingCheck(TreeCheckRequest):
 
 @rule(desc="Checking a rocm_wheel's pins against its recipe", level=LogLevel.DEBUG)
 async def check_pairing(request: PairingCheck) -> Findings:
-    spec = request.spec
     """Tree check: the recipe and the pin agree (what pairs them, above)."""
+    spec = request.spec
     pairing = await Get(RecipePairing, ComponentPairingRequest(spec))
     return Findings(tuple(pairing.problems), tuple(pairing.notes))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *fetch.rules(), *upstream_prebuilt.rules(), *source_tree.rules()])

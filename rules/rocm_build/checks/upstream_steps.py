@@ -35,6 +35,8 @@ from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestSubset, 
 from pants.engine.process import FallibleProcessResult, Process
 from pants.util.logging import LogLevel
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import TreeCheckRequest, EXPECTED_FAILURES, Findings, problem_text
 from rocm_build.install.requires_check import requires_findings
@@ -48,6 +50,8 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.rust.cargo_lock import CRATES_IO
 from rocm_build.wheel.chain_versions import module_name
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes
+from rocm_build.build import build as wheel_build
+from rocm_build.wheel import build_process
 
 HOOK_OUT = "out/preflight.json"
 TAIL_LINES = 4
@@ -271,9 +275,9 @@ class UpstreamStepsCheck(TreeCheckRequest):
 
 @rule(desc="Running a rocm_wheel upstream's own cheap steps", level=LogLevel.DEBUG)
 async def check_upstream_steps(request: UpstreamStepsCheck) -> Findings:
+    """The upstream's own cheap steps: its tree scanned for downloads and the torch/triton it
+    names, then its metadata hook run in the build's sandbox."""
     spec, tree = request.spec, request.tree
-    """The upstream's own cheap steps (upstream_steps.py): its tree scanned for downloads and
-    the torch/triton it names, then its metadata hook run in the build's sandbox."""
     where = tree.where
     try:
         scan = json.loads((await Get(TreeScan, TreeScanRequest(tree.upstream.source, spec.owner))).result)
@@ -300,5 +304,6 @@ async def check_upstream_steps(request: UpstreamStepsCheck) -> Findings:
     return Findings((*problems, *found), (*notes, *more_notes))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *wheel_build.rules(), *build_process.rules()])

@@ -8,13 +8,11 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 from pants.util.frozendict import FrozenDict
 
-from rocm_build import register
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
@@ -22,6 +20,11 @@ from rocm_build.rust.cargo import cargo_config
 from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, release, version_findings
 from rocm_build.checks.upstream_steps import download_findings, hook_findings
 from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
+from rocm_build.toolchain.target_types import RocmToolchainTarget
+from rocm_build.upstream import tree_scan, upstream_repo
+from rocm_build.upstream.target_types import PatchSetTarget, UpstreamRepoTarget
+from rocm_build.wheel import build_spec, chain_versions
+from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.wheel.version_env import pin_version
 
 KERNELS_CMAKE = """\
@@ -119,16 +122,19 @@ PATCH = """\
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
+    # What the steps' findings are read from (the findings themselves are plain functions of it).
     return RuleRunner(
         rules=[
-            *register.rules(),
-            *system_binaries.rules(),
+            *upstream_repo.rules(),
+            *tree_scan.rules(),
+            *build_spec.rules(),
+            *chain_versions.rules(),
             QueryRule(ResolvedUpstream, [UpstreamRequest]),
             QueryRule(TreeScan, [TreeScanRequest]),
             QueryRule(WheelBuildSpec, [WheelRequest]),
             QueryRule(ChainVersions, [ChainVersionsRequest]),
         ],
-        target_types=register.target_types(),
+        target_types=[RocmWheelTarget, UpstreamRepoTarget, PatchSetTarget, RocmToolchainTarget],
         isolated_local_store=True,
     )
 

@@ -15,9 +15,13 @@ from pants.core.goals.check import CheckRequest, CheckResult, CheckResults
 from pants.engine.rules import collect_rules, rule
 from pants.engine.target import FieldSet
 from pants.engine.unions import UnionRule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.goals.preflight_report import chain_specs, component_report
 from rocm_build.wheel.target_types import WheelSourceField, WheelToolchainField
+from rocm_build.checks import preflight
+from rocm_build.wheel import chain_order
 
 TOOL = "rocm-preflight"
 
@@ -47,5 +51,14 @@ async def rocm_preflight(request: RocmPreflightRequest) -> CheckResults:
     return CheckResults([result], checker_name=TOOL)
 
 
+@memoized
 def rules():
-    return [*collect_rules(), UnionRule(CheckRequest, RocmPreflightRequest)]
+    return FrozenOrderedSet(
+        [
+            *collect_rules(),
+            UnionRule(CheckRequest,
+            RocmPreflightRequest),
+            *preflight.rules(),
+            *chain_order.rules(),
+        ]
+    )

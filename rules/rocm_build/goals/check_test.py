@@ -1,4 +1,7 @@
-"""`pants check` runs the preflight of `rocm-plan --check`: the same report, the same verdict."""
+"""`pants check` runs the preflight of `rocm-plan --check`: the same report, the same verdict.
+
+One of the two test modules on the whole plugin (with plan_test.py): it runs `check` and `rocm-plan`
+as a user does, so what it proves includes register.py's wiring, not only the goals' own rules."""
 
 from __future__ import annotations
 
@@ -14,12 +17,12 @@ from pants.testutil.rule_runner import RuleRunner
 from rocm_build.goals.check import RocmPreflightFieldSet, RocmPreflightRequest
 from rocm_build.goals.plan import RocmPlan
 from rocm_build.testutil.git_fixtures import pins_toml
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.testutil.plugin_rules import whole_plugin_rule_runner
 
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = plugin_rule_runner(
+    runner = whole_plugin_rule_runner(
         *check.rules(), *distdir.rules(), *environments.rules(), QueryRule(CheckResults, [RocmPreflightRequest])
     )
     runner.write_files(

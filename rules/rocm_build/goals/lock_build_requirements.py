@@ -12,10 +12,13 @@ from pants.engine.fs import CreateDigest, Digest, FileContent, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.rules import Get, collect_rules, goal_rule
 from pants.engine.target import Targets
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.goals.lockfiles import BUILD, RocmLock, RocmLockRequest, resolve_name
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelBuildRequirementsField
+from rocm_build.goals import lockfiles
 
 
 class LockBuildRequirementsSubsystem(GoalSubsystem):
@@ -54,5 +57,6 @@ async def lock_build_requirements(console: Console, addresses: Addresses, worksp
     return LockBuildRequirements(exit_code=0)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *lockfiles.rules()])

@@ -13,12 +13,16 @@ from pants.engine.fs import CreateDigest, Digest, FileContent, Workspace
 from pants.engine.goal import Goal, GoalSubsystem
 from pants.engine.rules import Get, collect_rules, goal_rule
 from pants.engine.target import Targets
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.goals.lockfiles import RUN, RocmLock, RocmLockRequest, check_shared_runtime_lock, resolve_name
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
 from rocm_build.wheel.target_types import WheelRuntimeRequirementsField
 from rocm_build.wheel.target_types import RocmWheelTarget
+from rocm_build.goals import lockfiles
+from rocm_build.install import runtime_lock
 
 
 class LockRuntimeRequirementsSubsystem(GoalSubsystem):
@@ -62,5 +66,6 @@ async def lock_runtime_requirements(console: Console, addresses: Addresses, work
     return LockRuntimeRequirements(exit_code=0)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *lockfiles.rules(), *runtime_lock.rules()])

@@ -34,6 +34,8 @@ from pants.engine.fs import CreateDigest, Digest, DigestContents, FileContent, G
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import AllTargets
 from pants.engine.unions import UnionRule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install import runtime_lock
@@ -45,6 +47,9 @@ from rocm_build.locks import lockfile
 from rocm_build.wheel.build_lock import BuildLockRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelBuildRequirementsField
+from rocm_build.pants_environments import environment_rules
+from rocm_build.toolchain import interpreters
+from rocm_build.wheel import build_lock, build_spec
 
 BUILD = "build"  # a rocm_wheel's `build_requirements`: 3rdparty/build/
 RUN = "run"  # its `runtime_requirements`, with its chain's: 3rdparty/run/
@@ -202,10 +207,16 @@ async def generate_rocm_lockfile(request: GenerateRocmLockfile) -> GenerateLockf
     return GenerateLockfileResult(digest, request.resolve_name, lock.path, diff)
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         UnionRule(KnownUserResolveNamesRequest, KnownRocmLockNamesRequest),
         UnionRule(RequestedUserResolveNames, RequestedRocmLockNames),
         UnionRule(GenerateLockfile, GenerateRocmLockfile),
-    ]
+        *environment_rules.rules(),
+        *runtime_lock.rules(),
+        *interpreters.rules(),
+        *build_lock.rules(),
+        *build_spec.rules(),
+    ])

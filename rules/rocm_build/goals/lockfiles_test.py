@@ -14,6 +14,7 @@ from pants.engine.addresses import Address
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
+from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, lockfiles
 from rocm_build.goals.lock_build_requirements import LockBuildRequirements
 from rocm_build.goals.lock_runtime_requirements import LockRuntimeRequirements
 from rocm_build.goals.lockfiles import (
@@ -24,7 +25,9 @@ from rocm_build.goals.lockfiles import (
 )
 from rocm_build.install.chain_stubs import stub_wheel
 from rocm_build.testutil.git_fixtures import pins_toml
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.toolchain.target_types import RocmToolchainTarget
+from rocm_build.upstream.target_types import UpstreamRepoTarget
+from rocm_build.wheel.target_types import RocmWheelTarget
 
 BUILD = """\
 rocm_toolchain(name='llvm', provider='llvm', path='/nowhere')
@@ -40,10 +43,18 @@ rocm_wheel(name='c', source=':b-src', toolchain=':llvm', python='3.12', build_re
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = plugin_rule_runner(
-        *generate_lockfiles.rules(),
-        QueryRule(KnownUserResolveNames, [KnownRocmLockNamesRequest]),
-        QueryRule(UserGenerateLockfiles, [RequestedRocmLockNames]),
+    runner = RuleRunner(
+        # Our members of `generate-lockfiles`, the goal itself, and the two goals whose bytes it must write.
+        rules=[
+            *lockfiles.rules(),
+            *generate_lockfiles.rules(),
+            *lock_build_requirements.rules(),
+            *lock_runtime_requirements.rules(),
+            QueryRule(KnownUserResolveNames, [KnownRocmLockNamesRequest]),
+            QueryRule(UserGenerateLockfiles, [RequestedRocmLockNames]),
+        ],
+        target_types=[RocmWheelTarget, UpstreamRepoTarget, RocmToolchainTarget],
+        isolated_local_store=True,
         # The engine downloads the build venv's pip (PyPI, through this machine's proxy).
         ca_certs_path="/etc/ssl/certs/ca-certificates.crt",  # as pants.toml says
     )

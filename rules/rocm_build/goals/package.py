@@ -13,6 +13,8 @@ from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, Package
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.unions import UnionRule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.box_check import CHECK_STEP, box_check_files
@@ -23,6 +25,10 @@ from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.build.build import BuiltRocmWheel, is_prebuilt
 from rocm_build.wheel.build_spec import WheelRequest, dist_dir
 from rocm_build.checks.chain import ChainRequest, CheckedChain
+from rocm_build.build import build as wheel_build
+from rocm_build.checks import chain as chain_check
+from rocm_build.install import load_check, runtime_set
+from rocm_build.wheel import chain_order
 
 logger = logging.getLogger(__name__)
 
@@ -159,5 +165,14 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     return BuiltPackage(await Get(Digest, MergeDigests(outputs)), tuple(artifacts))
 
 
+@memoized
 def rules():
-    return [*collect_rules(), UnionRule(PackageFieldSet, RocmWheelFieldSet)]
+    return FrozenOrderedSet([
+        *collect_rules(),
+        UnionRule(PackageFieldSet, RocmWheelFieldSet),
+        *wheel_build.rules(),
+        *chain_check.rules(),
+        *load_check.rules(),
+        *runtime_set.rules(),
+        *chain_order.rules(),
+    ])

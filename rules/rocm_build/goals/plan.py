@@ -25,6 +25,8 @@ from pants.option.global_options import GlobalOptions
 from pants.option.option_types import BoolOption
 from pants.util.logging import LogLevel
 from pants.util.strutil import softwrap
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
@@ -40,6 +42,14 @@ from rocm_build.wheel.rebuild import Inputs, changes, last_build_info, verdict
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainLabelField, ToolchainProviderField
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
+from rocm_build.checks import preflight
+from rocm_build.install import load_check, runtime_set
+from rocm_build.locks import build_requirements
+from rocm_build.toolchain import container, interpreters
+from rocm_build.toolchain import isolation as toolchain_isolation
+from rocm_build.upstream import archives as upstream_archives
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.wheel import build_process, chain_order
 
 UNRESOLVED = "<known when built>"
 
@@ -233,5 +243,19 @@ async def rocm_plan(
     return RocmPlan(exit_code=0)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *preflight.rules(),
+        *load_check.rules(),
+        *runtime_set.rules(),
+        *build_requirements.rules(),
+        *container.rules(),
+        *interpreters.rules(),
+        *toolchain_isolation.rules(),
+        *upstream_archives.rules(),
+        *upstream_prebuilt.rules(),
+        *build_process.rules(),
+        *chain_order.rules(),
+    ])

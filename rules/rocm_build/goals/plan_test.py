@@ -1,14 +1,17 @@
-"""`rocm-plan` prints the process the build runs, without fetching or building anything."""
+"""`rocm-plan` prints the process the build runs, without fetching or building anything.
+
+One of the two test modules on the whole plugin (with check_test.py): it runs `rocm-plan` as a
+user does, over a chain of two wheels, so what it proves includes register.py's wiring."""
 
 from __future__ import annotations
 
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.testutil.plugin_rules import whole_plugin_rule_runner
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.goals.plan import RocmPlan
 
 
 def test_plan_shows_chain_lock_archive_and_the_build_process() -> None:
-    rule_runner = plugin_rule_runner()
+    rule_runner = whole_plugin_rule_runner()
     rule_runner.write_files(
         {
             # Unreachable URLs: the plan must not fetch anything.

@@ -27,6 +27,8 @@ from pants.engine.target import Targets
 from pants.option.option_types import StrOption
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.wheel.build_process import WheelBuildRequest
 from rocm_build.wheel.build_spec import WheelRequest
@@ -36,6 +38,10 @@ from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.build.build import BuiltRocmWheel, PreparedWheelBuild
 from rocm_build.build.build_output import BuildOutput, BuiltPayload, FinishedWheel, WheelWithBuildInfo
+from rocm_build.build import build as wheel_build
+from rocm_build.build import build_output
+from rocm_build.subsystems import host_tools
+from rocm_build.wheel import build_process
 
 
 class VerifyReproducibleSubsystem(GoalSubsystem):
@@ -148,5 +154,14 @@ async def verify_reproducible(console: Console, addresses: Addresses, options: V
     return VerifyReproducible(exit_code=0 if all(c.identical for c in checks) else 1)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet(
+        [
+            *collect_rules(),
+            *wheel_build.rules(),
+            *build_output.rules(),
+            *host_tools.rules(),
+            *build_process.rules(),
+        ]
+    )

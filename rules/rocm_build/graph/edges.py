@@ -44,6 +44,8 @@ from pants.engine.target import (
 )
 from pants.engine.unions import UnionRule
 from pants.option.global_options import GlobalOptions
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build import script_modules
 
@@ -71,6 +73,7 @@ from rocm_build.wheel.target_types import (
     WheelSourceField,
     WheelToolchainField,
 )
+from rocm_build.upstream import sources
 
 logger = logging.getLogger(__name__)
 
@@ -346,12 +349,14 @@ async def infer_containerfile(request: InferContainerfile) -> InferredDependenci
     return InferredDependencies(await Get(Addresses, InputFilesRequest(fs.address.spec, paths)))
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         UnionRule(InferDependenciesRequest, InferWheelInputs),
         UnionRule(InferDependenciesRequest, InferUpstreamPin),
         UnionRule(InferDependenciesRequest, InferPrebuiltPin),
         UnionRule(InferDependenciesRequest, InferArchivePin),
         UnionRule(InferDependenciesRequest, InferContainerfile),
-    ]
+        *sources.rules(),
+    ])

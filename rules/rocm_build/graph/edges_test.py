@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 from pants.core.target_types import FilesGeneratorTarget, FileTarget
-from pants.core.util_rules import system_binaries
 from pants.engine.addresses import Address, Addresses
 from pants.engine.internals.parametrize import Parametrize
 from pants.engine.internals.scheduler import ExecutionError
@@ -16,22 +15,36 @@ from pants.engine.rules import QueryRule
 from pants.engine.target import DependenciesRequest, Targets, WrappedTarget, WrappedTargetRequest
 from pants.testutil.rule_runner import RuleRunner
 
-from rocm_build import register
+from rocm_build import declared
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
+from rocm_build.graph import edges
 from rocm_build.graph.edges import inside, nearest_owner, script_owners
 from rocm_build.testutil.git_fixtures import pins_toml
-from rocm_build.wheel.target_types import WheelDependenciesField
+from rocm_build.toolchain.target_types import RocmToolchainTarget
+from rocm_build.upstream import prebuilt_wheels
+from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
+from rocm_build.upstream.target_types import PrebuiltWheelTarget, UpstreamRepoTarget
+from rocm_build.wheel.target_types import RocmWheelTarget, WheelDependenciesField
 
 GIT = {"url": "file:///nowhere", "track": "main", "commit": "a" * 40}
 
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    # The plugin's rules and target types, and Pants' `files`, which own the input files.
+    # The graph's rules, the generator of `prebuilt_wheels`, and Pants' `files`, which own the input files.
     runner = RuleRunner(
-        rules=[*register.rules(), *system_binaries.rules(), QueryRule(Addresses, [DependenciesRequest]),
-               QueryRule(Targets, [DependenciesRequest]), QueryRule(DeclaredDependencies, [DeclaredDependenciesRequest])],
-        target_types=[*register.target_types(), FilesGeneratorTarget, FileTarget],
+        rules=[
+            *edges.rules(),
+            *declared.rules(),
+            *prebuilt_wheels.rules(),
+            QueryRule(Addresses, [DependenciesRequest]),
+            QueryRule(Targets, [DependenciesRequest]),
+            QueryRule(DeclaredDependencies, [DeclaredDependenciesRequest]),
+        ],
+        target_types=[
+            RocmWheelTarget, UpstreamRepoTarget, RocmToolchainTarget, PrebuiltWheelsTarget, PrebuiltWheelTarget,
+            FilesGeneratorTarget, FileTarget,
+        ],
         objects={"parametrize": Parametrize},
         isolated_local_store=True,
     )  # fmt: skip

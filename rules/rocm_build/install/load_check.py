@@ -27,6 +27,8 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
@@ -37,6 +39,7 @@ from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.audits.gpu_audit import GpuCode, kpack_mismatches
 from rocm_build.audits.portable import AuditwheelPythonProcess
+from rocm_build.audits import gpu_audit, portable
 
 # elf_links.py and what it imports (kpack.py reads the split device code, amdgpu_elf.py the arch
 # of each code object).
@@ -215,5 +218,6 @@ async def wheels_of(digest: Digest) -> List[BuiltWheel]:
     return [BuiltWheel(d, e.path.rsplit("/", 1)[-1]) for e, d in zip(files, digests)]
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *gpu_audit.rules(), *portable.rules()])

@@ -39,6 +39,8 @@ from pants.engine.fs import (
 )
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.install.chain_stubs import chain_stubs, resolve_args
 from rocm_build.install.sdk_modules import index_requirements, sdk_requirements
@@ -57,6 +59,9 @@ from rocm_build.locks.build_requirements import (
 )
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
+from rocm_build.locks import build_requirements
+from rocm_build.toolchain import interpreters
+from rocm_build.wheel import build_spec, chain_order, chain_versions
 
 TITLE = "# rocm-pants run-time requirements lock. Generated: do not edit."
 # Where the build lock names the pin's commit: run-time requirements do not depend on it.
@@ -207,5 +212,13 @@ async def check_runtime_lock(request: RuntimeLockCheck) -> CheckedRuntimeLock:
     return CheckedRuntimeLock(owner, path, lock, await Get(Digest, RemovePrefix(house.digest, WHEELHOUSE_DIR)))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *build_requirements.rules(),
+        *interpreters.rules(),
+        *build_spec.rules(),
+        *chain_order.rules(),
+        *chain_versions.rules(),
+    ])

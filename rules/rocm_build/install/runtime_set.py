@@ -21,6 +21,8 @@ from pants.engine.addresses import Address
 from pants.engine.fs import Digest, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Target, WrappedTarget, WrappedTargetRequest
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.wheel.build_spec import ENV_NAME, WheelBuildSpec, WheelRequest
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
@@ -36,6 +38,8 @@ from rocm_build.install.sdk_modules import SDK_MODULES, project_name, sdk_requir
 from rocm_build.wheel.target_types import WheelRuntimeEnvField, WheelRuntimeRequirementsField
 from rocm_build.toolchain.target_types import ToolchainIndexUrlField, ToolchainProviderField, ToolchainVersionField
 from rocm_build.wheel.target_types import RocmWheelTarget
+from rocm_build.install import runtime_lock
+from rocm_build.wheel import build_spec
 
 ENV_SCRIPT = "env.sh"
 # Header lines a script can find: the commands that install the SDK's modules.
@@ -204,5 +208,6 @@ def with_runtime_lines(runtime: RuntimeSet, lines: List[str]) -> List[str]:
     return [*lines[:header], *header_lines(runtime), *lines[header:], *locked]
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *runtime_lock.rules(), *build_spec.rules()])

@@ -10,8 +10,7 @@ from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
-from rocm_build.install import runtime_lock
+from rocm_build.install import runtime_lock, runtime_set
 from rocm_build.errors import RocmBuildError
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.locks.lockfile import BuildLock, LockedDist, LockError
@@ -28,6 +27,9 @@ from rocm_build.install.runtime_set import (
     merged_env,
 )
 from rocm_build.install.sdk_modules import index_requirements, sdk_requirements
+from rocm_build.toolchain.target_types import RocmToolchainTarget
+from rocm_build.upstream.target_types import UpstreamRepoTarget
+from rocm_build.wheel.target_types import RocmWheelTarget
 
 TORCH = Address("components/torch", target_name="wheel")
 FA = Address("components/fa", target_name="wheel")
@@ -110,7 +112,11 @@ def test_run_time_lock_format_and_staleness() -> None:
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = plugin_rule_runner(QueryRule(RuntimeSet, [RuntimeSetRequest]))
+    runner = RuleRunner(
+        rules=[*runtime_set.rules(), QueryRule(RuntimeSet, [RuntimeSetRequest])],
+        target_types=[RocmWheelTarget, UpstreamRepoTarget, RocmToolchainTarget],
+        isolated_local_store=True,
+    )
     commit = {"url": "file:///nowhere", "track": "main", "commit": "a" * 40}
     runner.write_files(
         {

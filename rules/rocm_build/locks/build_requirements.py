@@ -28,6 +28,8 @@ from pants.engine.process import FallibleProcessResult, Process, ProcessCacheSco
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import GlobalOptions
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.locks import lockfile
 from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
@@ -37,6 +39,8 @@ from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.upstream.source_tree import SourceTree, source_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.subsystems import bootstrap_wheels, host_tools
+from rocm_build.upstream import source_tree
 
 LOCK_IN_SANDBOX = f"{SCRIPTS_DIR}/build.lock"
 WHEELHOUSE_DIR = "wheelhouse"
@@ -316,5 +320,12 @@ def explain_download_failure(request: WheelhouseRequest, settings: RocmBuildSubs
     )
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *RocmBuildSubsystem.rules()]
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *RocmBuildSubsystem.rules(),
+        *bootstrap_wheels.rules(),
+        *host_tools.rules(),
+        *source_tree.rules(),
+    ])

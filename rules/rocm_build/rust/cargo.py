@@ -19,6 +19,8 @@ from urllib.parse import parse_qsl
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.frozendict import FrozenDict
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.toolchain.container import BuildImage
 from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
@@ -28,6 +30,9 @@ from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.rust.cargo_crates import VendoredCrates, VendoredCratesRequest
 from rocm_build.rust.cargo_lock import CRATES_IO
 from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
+from rocm_build.rust import cargo_crates
+from rocm_build.toolchain import rust as rust_toolchain
+from rocm_build.upstream import tree_scan
 
 VENDORED = "vendored-sources"
 GIT_REFS = ("rev", "tag", "branch")
@@ -101,5 +106,6 @@ async def prepare_cargo_build(request: CargoBuildRequest) -> CargoBuild:
     return CargoBuild(inputs, rust, config, FrozenDict(info))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *cargo_crates.rules(), *rust_toolchain.rules(), *tree_scan.rules()])

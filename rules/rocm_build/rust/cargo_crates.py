@@ -28,6 +28,8 @@ from pants.engine.fs import (
     RemovePrefix,
 )
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.upstream.archives import FETCH_ARCHIVE, Unpacked, UnpackRequest, other_bytes
@@ -35,6 +37,8 @@ from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree, source_files
 from rocm_build.rust.cargo_lock import GitCrate, LockedCrates, RegistryCrate, read_lock
 from rocm_build.rust.crate_manifest import ManifestError, find_package, standalone_manifest, workspace_root
+from rocm_build.upstream import archives as upstream_archives
+from rocm_build.upstream import fetch, source_tree
 
 CHECKSUM_FILE = ".cargo-checksum.json"
 
@@ -144,5 +148,6 @@ async def vendor_crates(request: VendoredCratesRequest) -> VendoredCrates:
     return VendoredCrates(digest, request.lock, len(locked.registry), len(locked.git))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *upstream_archives.rules(), *fetch.rules(), *source_tree.rules()])

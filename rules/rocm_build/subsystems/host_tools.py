@@ -27,6 +27,9 @@ from pants.core.util_rules.system_binaries import (
 from pants.engine.process import Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.core.util_rules import system_binaries
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 
@@ -99,5 +102,6 @@ def link_process(tools: HostTools, cache_name: str, mount: str, target: str, des
     )
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *system_binaries.rules()])

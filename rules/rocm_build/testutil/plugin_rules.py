@@ -1,20 +1,23 @@
-"""A RuleRunner for the plugin's rules, as the tests that run them through Pants build it."""
+"""The whole plugin in a RuleRunner, as Pants loads it from register.py: for the few tests that
+run a goal as a user does (goals/check_test.py, goals/plan_test.py), where what is under test
+includes register.py's wiring (every module listed, every union member registered). Every
+other test builds its RuleRunner from its own module's `rules()` (rules_test.py proves each
+module's list is complete on its own)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from pants.core.util_rules import system_binaries
 from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import register
 
 
-def plugin_rule_runner(*rules: Any, **options: Any) -> RuleRunner:
-    """The plugin's rules and target types, the system binaries they look up, and `rules` (the
-    test's QueryRules and any rules of its own), on a store of its own; `options` go to RuleRunner."""
+def whole_plugin_rule_runner(*rules: Any, **options: Any) -> RuleRunner:
+    """The plugin's rules and target types and `rules` (the test's QueryRules and any Pants
+    goals it runs beside ours), on a store of its own; `options` go to RuleRunner."""
     return RuleRunner(
-        rules=[*register.rules(), *system_binaries.rules(), *rules],
+        rules=[*register.rules(), *rules],
         target_types=register.target_types(),
         isolated_local_store=True,
         **options,

@@ -27,11 +27,15 @@ from pants.engine.process import FallibleProcessResult, Process, ProcessCacheSco
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import DescriptionField
 from pants.util.logging import LogLevel
+from pants.core.util_rules import system_binaries
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.subsystems.host_tools import SYSTEM_DIRS
+from rocm_build.pants_environments import environment_rules
 
 # Where the sandbox is mounted in the container: the same fixed path as namespaced host
 # builds use (build_wheel.sh), so compilers see one path everywhere.
@@ -204,5 +208,6 @@ async def image_pythons(image: BuildImage) -> ImagePythons:
     return ImagePythons(tuple((r[0], r[1], r[2], r[3]) for r in rows if len(r) == 4))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *environment_rules.rules(), *system_binaries.rules()])

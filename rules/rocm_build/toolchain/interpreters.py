@@ -21,10 +21,16 @@ from pants.core.util_rules.system_binaries import BinaryPathRequest, BinaryPaths
 from pants.engine.process import Process, ProcessCacheScope, ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.core.subsystems import python_bootstrap
+from pants.core.util_rules import system_binaries
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.toolchain.container import BuildImage, ImagePythons
 from rocm_build.errors import RocmBuildError
 from rocm_build.subsystems.host_tools import HostTools, cache_suffix, link_process
+from rocm_build.subsystems import host_tools
+from rocm_build.toolchain import container
 
 PYTHON_LINK = ".python"  # in a sandbox: PYTHON_LINK/root -> the interpreter's prefix
 MINORS = range(14, 5, -1)  # python3.14 ... python3.6, newest first
@@ -159,5 +165,12 @@ async def find_build_python(request: BuildPythonRequest, bootstrap: PythonBootst
     )
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *python_bootstrap.rules(),
+        *system_binaries.rules(),
+        *host_tools.rules(),
+        *container.rules(),
+    ])

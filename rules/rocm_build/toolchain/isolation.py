@@ -13,10 +13,13 @@ from dataclasses import dataclass
 
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.subsystems import host_tools
 
 # build_wheel.sh: exit 44 when the namespace cannot be made.
 EXIT_NO_NAMESPACE = 44
@@ -94,5 +97,6 @@ def explain_build_failure(owner: str, timeout: int, exit_code: int, output: str,
     return f"{message}\nLast lines of the log:\n{indent(tail(output, 25))}\nFull log: {log_path}"
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

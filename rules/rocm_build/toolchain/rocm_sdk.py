@@ -21,6 +21,8 @@ from pants.engine.process import (
 )
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.toolchain.container import BuildImage, probe_process
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -35,6 +37,7 @@ from rocm_build.toolchain.target_types import (
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.subsystems.host_tools import HostTools, cache_suffix, link_process
+from rocm_build.subsystems import host_tools
 
 # Where builds see the toolchain, relative to their sandbox.
 SANDBOX_ROOT = ".rocm/root"
@@ -175,5 +178,6 @@ def locate_process(tools: HostTools, owner: str, args: tuple) -> Process:
     )
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

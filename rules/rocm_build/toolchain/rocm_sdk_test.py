@@ -7,15 +7,20 @@ from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.toolchain import rocm_sdk
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
+from rocm_build.toolchain.target_types import RocmToolchainTarget
 
 LLVM = Address("tc", target_name="llvm")
 
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return plugin_rule_runner(QueryRule(ResolvedToolchain, [ToolchainRequest]))
+    return RuleRunner(
+        rules=[*rocm_sdk.rules(), QueryRule(ResolvedToolchain, [ToolchainRequest])],
+        target_types=[RocmToolchainTarget],
+        isolated_local_store=True,
+    )
 
 
 def resolve(rule_runner: RuleRunner, path: str) -> ResolvedToolchain:

@@ -13,10 +13,13 @@ from typing import Optional
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.toolchain.container import BuildImage, probe_process
+from rocm_build.subsystems import host_tools
 
 BUILD_PATH = "/usr/bin:/bin"  # the system part of a build's PATH (build_process.py)
 # Debian 12's own cargo/rustc (1.63) predate edition 2024; bookworm-security has 1.96.
@@ -59,5 +62,6 @@ async def find_rust_toolchain(request: RustToolchainRequest, tools: HostTools) -
     return RustToolchain("; ".join(result.stdout.decode().strip().splitlines()))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

@@ -18,6 +18,8 @@ from pants.engine.fs import AddPrefix, Digest, DigestContents, DigestSubset, Mer
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
@@ -26,6 +28,8 @@ from rocm_build.target_types_rules import TargetRequest
 from rocm_build.upstream.archives import ArchiveRequest, UnpackedArchive
 from rocm_build.upstream.fetch import PACK_DIR, FetchedTree
 from rocm_build.upstream.source_tree import local_git_env
+from rocm_build.subsystems import host_tools
+from rocm_build.upstream import archives as upstream_archives
 
 UNPACKED = "archive"  # where the pack step finds the unpacked tree
 
@@ -81,5 +85,6 @@ async def pack_archive(request: ArchivePackRequest, tools: HostTools) -> Fetched
     return FetchedTree(pack, int(time_file[0].content))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules(), *upstream_archives.rules()])

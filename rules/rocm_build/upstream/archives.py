@@ -21,6 +21,8 @@ from pants.engine.fs import (
 )
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -40,6 +42,7 @@ from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.patching import OrderedPatches, PatchedDigest, PatchFile, PatchSetsRequest, TreePatchRequest
 from rocm_build.upstream.pins import SHA256
 from rocm_build.upstream.pins_file import load_pins
+from rocm_build.upstream import download, patching
 
 # Its exit codes say why a download failed; it unpacks into FETCH_ARCHIVE.OUT.
 FETCH_ARCHIVE = load_script("fetch_archive.py")
@@ -211,5 +214,6 @@ def explain_archive_failure(spec: ArchiveSpec, exit_code: int, said: str) -> str
     return f"upstream_archive {owner}: {url} (pinned by {spec.pinned_in}) {what}.\n{indent(tail(said, 8))}"
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *download.rules(), *patching.rules()])

@@ -16,8 +16,9 @@ from pants.engine.fs import Digest, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.upstream import archives
 from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
+from rocm_build.upstream.target_types import PatchSetTarget, UpstreamArchiveTarget
 
 ARCHIVE = Address("third_party", target_name="llvm")
 
@@ -52,7 +53,11 @@ def server(tmp_path: Path):
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return plugin_rule_runner(QueryRule(FetchedArchive, [ArchiveRequest]), QueryRule(DigestContents, [Digest]))
+    return RuleRunner(
+        rules=[*archives.rules(), QueryRule(FetchedArchive, [ArchiveRequest]), QueryRule(DigestContents, [Digest])],
+        target_types=[UpstreamArchiveTarget, PatchSetTarget],
+        isolated_local_store=True,
+    )
 
 
 def fetch(rule_runner: RuleRunner, url: str, sha256: str, mirrors: str = "[]") -> FetchedArchive:

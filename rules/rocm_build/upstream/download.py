@@ -18,10 +18,14 @@ from pants.engine.rules import Get, collect_rules, rule
 from pants.option.global_options import GlobalOptions
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream.mirrors import Mirrors
+from rocm_build.subsystems import host_tools
+from rocm_build.upstream import mirrors as upstream_mirrors
 
 DOWNLOAD_TIMEOUT_SECONDS = 3600
 
@@ -59,5 +63,6 @@ async def setup_download_process(request: DownloadProcess, tools: HostTools, glo
     )
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules(), *upstream_mirrors.rules()])

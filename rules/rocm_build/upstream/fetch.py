@@ -17,11 +17,15 @@ from pants.engine.fs import Digest, DigestContents, DigestSubset, PathGlobs
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.frozendict import FrozenDict
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import load_script
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.upstream.download import DownloadProcess
+from rocm_build.subsystems import host_tools
+from rocm_build.upstream import download
 
 TREE_DIR = "tree"
 # The fetched commits as one git pack (scripts/source_pack.py): objects.pack, objects.idx, repos.
@@ -130,5 +134,6 @@ def explain_refused_url(where: str, stderr: str) -> str:
     )
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules(), *download.rules()])

@@ -15,11 +15,14 @@ from typing import Dict, Tuple
 from pants.engine.fs import Digest
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.subsystems import host_tools
 
 MIRRORS_CACHE = "rocm_build_mirrors"
 MIRRORS_DIR = ".mirrors"
@@ -58,5 +61,6 @@ async def configure_mirrors(settings: RocmBuildSubsystem, tools: HostTools) -> M
     return Mirrors(tuple(sorted(table.items())))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

@@ -34,6 +34,8 @@ from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import HydratedSources, HydrateSourcesRequest, Targets
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
@@ -41,6 +43,8 @@ from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceT
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.upstream.target_types import PatchSetTarget, PatchSourcesField
+from rocm_build.subsystems import host_tools
+from rocm_build.upstream import source_tree
 
 SCRIPT_PATH = f"{SCRIPTS_DIR}/apply_patches.py"
 APPLY_PATCHES = load_script("apply_patches.py")
@@ -214,5 +218,6 @@ async def apply_patches_to_tree(request: TreePatchRequest, tools: HostTools) -> 
     return PatchedDigest(await Get(Digest, MergeDigests([rest, written])), applied.stdout.decode())
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules(), *source_tree.rules()])

@@ -23,6 +23,8 @@ from pants.engine.addresses import Address
 from pants.engine.fs import Digest, RemovePrefix
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.errors import RocmBuildError, indent, tail
@@ -37,6 +39,8 @@ from rocm_build.upstream.target_types import (
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
 from rocm_build.upstream.pins_file import load_pins
+from rocm_build import declared
+from rocm_build.upstream import download
 
 # Its exit codes say why a download failed; `fetch` writes the file into WHEEL_DIR/.
 SIMPLE_INDEX = load_script("simple_index.py")
@@ -263,5 +267,6 @@ def missing_device_wheels(owner: str, gpu_targets: Sequence[str], specs: Sequenc
     return problems
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *declared.rules(), *download.rules()])

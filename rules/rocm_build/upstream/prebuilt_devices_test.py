@@ -16,8 +16,11 @@ from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.toolchain.target_types import RocmToolchainTarget
+from rocm_build.upstream.target_types import PrebuiltWheelTarget, UpstreamRepoTarget
+from rocm_build.wheel import build_spec
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.testutil.git_fixtures import commit_files, git, init_repo, pins_toml
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec, missing_device_wheels
 from rocm_build.programs.prebuilt_update import requires_rocm
@@ -220,7 +223,11 @@ def test_requires_rocm_reads_requirements_and_markers_as_packaging_does() -> Non
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = plugin_rule_runner(QueryRule(WheelBuildSpec, [WheelRequest]), QueryRule(PrebuiltSpec, [PrebuiltRequest]))
+    runner = RuleRunner(
+        rules=[*build_spec.rules(), QueryRule(WheelBuildSpec, [WheelRequest]), QueryRule(PrebuiltSpec, [PrebuiltRequest])],
+        target_types=[RocmWheelTarget, UpstreamRepoTarget, PrebuiltWheelTarget, RocmToolchainTarget],
+        isolated_local_store=True,
+    )
     tables = {
         "therock-torch": {"project": "torch", "track": f"=={TORCH}"},
         "therock-torch-gfx1151": {"device_of": "therock-torch", "project": "amd-torch-device-gfx1151", "requires_devices": "amd-torch-device-gfx115x"},

@@ -10,11 +10,12 @@ import pytest
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
-from pants.testutil.rule_runner import QueryRule
+from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.upstream import prebuilt
 from rocm_build.upstream.pins import PrebuiltPin
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec
+from rocm_build.upstream.target_types import PrebuiltWheelTarget
 from rocm_build.programs.prebuilt_update import IndexFile, fits, newest, requires_rocm
 
 INDEX = "https://rocm.nightlies.amd.com/v2/gfx1151/"
@@ -81,7 +82,11 @@ def test_a_wheel_that_fails_its_own_record_is_refused_naming_target_pin_and_memb
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     index_url = f"http://127.0.0.1:{httpd.server_address[1]}/simple/"
-    rule_runner = plugin_rule_runner(QueryRule(FetchedPrebuilt, [PrebuiltRequest]), QueryRule(DigestContents, [Digest]))
+    rule_runner = RuleRunner(
+        rules=[*prebuilt.rules(), QueryRule(FetchedPrebuilt, [PrebuiltRequest]), QueryRule(DigestContents, [Digest])],
+        target_types=[PrebuiltWheelTarget],
+        isolated_local_store=True,
+    )
 
     def fetch(code: bytes) -> FetchedPrebuilt:
         with zipfile.ZipFile(served / FILE, "w") as zf:

@@ -19,11 +19,14 @@ from pants.engine.fs import Digest, DigestContents, MergeDigests
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.subsystems import host_tools
 
 PACK_ROOT = ".source-pack"  # where a checkout's sandbox has the pack (linked, immutable)
 
@@ -133,5 +136,6 @@ async def source_files(source: Optional[SourceTree], paths: Iterable[str], owner
     return {p: found.get(p) for p in paths}
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

@@ -11,12 +11,15 @@ from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import process_failed
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.upstream.source_tree import PACK_ROOT, SourceTree
+from rocm_build.subsystems import host_tools
 
 TOUCHED = ".touched"
 
@@ -56,5 +59,6 @@ async def scan_tree(request: TreeScanRequest, tools: HostTools) -> TreeScan:
     return TreeScan(result.stdout.decode())
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *host_tools.rules()])

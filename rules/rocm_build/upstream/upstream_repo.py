@@ -17,6 +17,9 @@ from pants.engine.fs import AddPrefix, Digest, RemovePrefix, Snapshot
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.engine.unions import UnionMembership, UnionRule
+from pants.core.util_rules import archive as pants_archive
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.upstream.patching import OrderedPatches, PatchedTree, PatchFile, PatchRequest, PatchSetsRequest
@@ -37,6 +40,8 @@ from rocm_build.upstream.target_types import (
     UpstreamRepoTarget,
 )
 from rocm_build.target_types_rules import TargetRequest, expect_target
+from rocm_build.upstream import archive_source, fetch, patching, source_tree
+from rocm_build.upstream import archives as upstream_archives
 
 
 @dataclass(frozen=True)
@@ -192,10 +197,17 @@ async def package_upstream_repo(field_set: UpstreamRepoFieldSet) -> BuiltPackage
     return BuiltPackage(archive, (BuiltPackageArtifact(output),))
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         UnionRule(PackageFieldSet, UpstreamRepoFieldSet),
         UnionRule(TreeSourceRequest, RepoSpecRequest),
         UnionRule(TreeSourceRequest, ArchiveSourceSpecRequest),
-    ]
+        *pants_archive.rules(),
+        *archive_source.rules(),
+        *upstream_archives.rules(),
+        *fetch.rules(),
+        *patching.rules(),
+        *source_tree.rules(),
+    ])

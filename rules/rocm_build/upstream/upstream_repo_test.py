@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 from pants.core.goals.package import BuiltPackage
-from pants.core.util_rules import archive
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents, DigestEntries, FileEntry, RemovePrefix
 from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.rules import rule
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.upstream.patching import with_parents
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree, source_files
+from rocm_build.upstream import upstream_repo
+from rocm_build.upstream.target_types import PatchSetTarget, UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRepoFieldSet, UpstreamRequest
 
 SETUP = "print('hello')\nARCHS = ['gfx90a']\n"
@@ -65,16 +65,20 @@ async def read_files(request: ReadFiles) -> FilesRead:  # source_files is a help
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return plugin_rule_runner(
-        *archive.rules(),
-        QueryRule(ResolvedUpstream, [UpstreamRequest]),
-        QueryRule(MergedTree, [MergedTreeRequest]),
-        QueryRule(BuiltPackage, [UpstreamRepoFieldSet]),
-        QueryRule(DigestContents, [RemovePrefix]),
-        QueryRule(DigestEntries, [Digest]),
-        QueryRule(DigestContents, [Digest]),
-        read_files,
-        QueryRule(FilesRead, [ReadFiles]),
+    return RuleRunner(
+        rules=[
+            *upstream_repo.rules(),
+            QueryRule(ResolvedUpstream, [UpstreamRequest]),
+            QueryRule(MergedTree, [MergedTreeRequest]),
+            QueryRule(BuiltPackage, [UpstreamRepoFieldSet]),
+            QueryRule(DigestContents, [RemovePrefix]),
+            QueryRule(DigestEntries, [Digest]),
+            QueryRule(DigestContents, [Digest]),
+            read_files,
+            QueryRule(FilesRead, [ReadFiles]),
+        ],
+        target_types=[UpstreamRepoTarget, UpstreamArchiveTarget, PatchSetTarget],
+        isolated_local_store=True,
     )
 
 

@@ -15,6 +15,8 @@ from typing import Dict, Optional
 from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
@@ -24,6 +26,10 @@ from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.locks import lockfile
 from rocm_build.locks.build_requirements import PipResolved, PipResolveRequest, regenerate_command, sha256_or_none
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.locks import build_requirements
+from rocm_build.toolchain import interpreters
+from rocm_build.upstream import source_tree, upstream_repo
+from rocm_build.wheel import build_spec
 
 REQUIREMENTS_IN = f"{TREE_DIR}/.rocm-build-requirements.in"
 
@@ -83,5 +89,13 @@ def _text(data: Optional[bytes]) -> Optional[str]:
     return None if data is None else data.decode()
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *build_requirements.rules(),
+        *interpreters.rules(),
+        *source_tree.rules(),
+        *upstream_repo.rules(),
+        *build_spec.rules(),
+    ])

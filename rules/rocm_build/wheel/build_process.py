@@ -20,6 +20,8 @@ from pants.engine.process import Process
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.locks.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR
 from rocm_build.toolchain.container import BuildImage
@@ -33,6 +35,9 @@ from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.wheel.build_spec import WheelBuildSpec, log_name
 from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools, cache_suffix
+from rocm_build.caches import sccache_dist
+from rocm_build.subsystems import host_tools
+from rocm_build.subsystems import sccache as sccache_subsystem
 
 LOG_CACHE = "rocm_build_logs"
 LOG_CACHE_DIR = ".logs"
@@ -305,5 +310,6 @@ def quote_env(env: Dict[str, str]) -> Tuple[str, ...]:
     return tuple(f"{k}={shlex.quote(v)}" for k, v in sorted(env.items()))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *sccache_dist.rules(), *host_tools.rules(), *sccache_subsystem.rules()])

@@ -15,9 +15,12 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.process import Process
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
-from rocm_build.testutil.plugin_rules import plugin_rule_runner
+from rocm_build.toolchain.target_types import RocmToolchainTarget
+from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
+from rocm_build.wheel import build_process, build_spec
 from rocm_build.wheel.build_process import WheelBuildRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.toolchain.container import BuildImage
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.toolchain.interpreters import BuildPython
@@ -28,11 +31,18 @@ WHEEL = Address("components/mini", target_name="wheel")
 
 @pytest.fixture
 def rule_runner(tmp_path) -> RuleRunner:
-    runner = plugin_rule_runner(
-        QueryRule(WheelBuildSpec, [WheelRequest]),
-        QueryRule(Process, [WheelBuildRequest]),
-        QueryRule(Digest, [CreateDigest]),
-        QueryRule(DigestContents, [Digest]),
+    runner = RuleRunner(
+        # The process, and the spec it is made from (the tests build the rest of its request).
+        rules=[
+            *build_process.rules(),
+            *build_spec.rules(),
+            QueryRule(WheelBuildSpec, [WheelRequest]),
+            QueryRule(Process, [WheelBuildRequest]),
+            QueryRule(Digest, [CreateDigest]),
+            QueryRule(DigestContents, [Digest]),
+        ],
+        target_types=[RocmWheelTarget, UpstreamRepoTarget, UpstreamArchiveTarget, RocmToolchainTarget],
+        isolated_local_store=True,
         # PyPI traffic here passes an intercepting proxy (pants.toml's `ca_certs_path`).
         ca_certs_path="/etc/ssl/certs/ca-certificates.crt",
         # Named caches of its own: the sccache test links a toolchain into one.

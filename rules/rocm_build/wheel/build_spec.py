@@ -18,6 +18,8 @@ from rocm_build.pants_environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.frozendict import FrozenDict
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.locks.build_requirements import LockedRequirementsRequest
@@ -59,6 +61,9 @@ from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainProviderField, ToolchainVersionField
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 from rocm_build.wheel.version_env import pin_version, version_values
+from rocm_build import declared
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.upstream import upstream_repo
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NOT_RUN = "not run:"  # a `downloads_covered` value: why this build never reaches the file's download
@@ -321,5 +326,6 @@ def log_name(address: Address) -> str:
     return address.spec.replace("/", ".").replace(":", "@").lstrip(".")
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *declared.rules(), *upstream_prebuilt.rules(), *upstream_repo.rules()])

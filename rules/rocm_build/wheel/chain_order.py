@@ -14,9 +14,12 @@ from typing import Dict, List, Tuple
 from pants.engine.addresses import Address
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.wheel import build_spec
 
 
 @dataclass(frozen=True)
@@ -75,5 +78,6 @@ def build_order(root: Address, specs: Dict[Address, WheelBuildSpec]) -> Tuple[Wh
     return tuple(order)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *build_spec.rules()])

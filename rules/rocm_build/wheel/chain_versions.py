@@ -15,11 +15,15 @@ from typing import Dict, List, Sequence, Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.kinds import KINDS, by_version_var
 from rocm_build.wheel.recipe_paths import named_paths
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.wheel import build_spec
 
 # Versions a chain's torch and triton come as: the dependency's kind, and the variable its
 # recipe may set the version with (kinds.py).
@@ -119,5 +123,6 @@ def version_findings(spec: WheelBuildSpec, where: str, scan: dict, chain: Sequen
     return problems
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *upstream_prebuilt.rules(), *build_spec.rules()])

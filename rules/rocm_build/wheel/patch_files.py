@@ -17,9 +17,12 @@ from typing import FrozenSet, List, Optional, Sequence, Tuple
 
 from pants.engine.fs import Digest, DigestEntries, FileEntry
 from pants.engine.rules import Get, collect_rules, rule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree
+from rocm_build.upstream import source_tree
 
 BUILD_INPUT_SUFFIXES = (
     ".c", ".cc", ".cpp", ".cxx", ".cu", ".cuh", ".hip", ".h", ".hh", ".hpp", ".inc", ".cmake", ".in", ".pyx",
@@ -81,5 +84,6 @@ def missing_patch_files(owner: str, wheel_name: str, patches: str, added: Sequen
     return problems
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *source_tree.rules()])
