@@ -6,9 +6,12 @@ from typing import List
 
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import QuickCheckRequest, EXPECTED_FAILURES, Findings, problem_text
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec, pin_problem
+from rocm_build.upstream import archives as upstream_archives
 
 
 class ArchivePinsCheck(QuickCheckRequest):
@@ -31,5 +34,9 @@ async def check_archive_pins(request: ArchivePinsCheck) -> Findings:
     return Findings(tuple(problems))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *upstream_archives.rules(),
+    ])

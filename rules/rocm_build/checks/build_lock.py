@@ -8,6 +8,8 @@ from typing import List, Optional
 
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import TreeCheckRequest, EXPECTED_FAILURES, Findings
 from rocm_build.locks.build_requirements import LockedRequirements, LockedRequirementsRequest
@@ -15,6 +17,8 @@ from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentReq
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, lock_request
+from rocm_build.locks import build_requirements
+from rocm_build.toolchain import container, interpreters, rocm_sdk
 
 
 class BuildLockCheck(TreeCheckRequest):
@@ -66,5 +70,12 @@ def _cmake_left_out(locked: LockedRequirements, system_cmake: Optional[str]) -> 
     return f"{locked.lock_path} left out pip's {left.split(' ')[0]}: builds use the system cmake ({system_cmake or 'missing'})"
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *build_requirements.rules(),
+        *container.rules(),
+        *rocm_sdk.rules(),
+        *interpreters.rules(),
+    ])

@@ -8,6 +8,8 @@ from typing import List
 
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import QuickCheckRequest, EXPECTED_FAILURES, Findings, problem_text
 from rocm_build.target_types_rules import expect_target
@@ -15,6 +17,7 @@ from rocm_build.toolchain.interpreters import parse_constraint
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainVersionField
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec, missing_device_wheels
 from rocm_build.upstream.wheel_tags import fits
+from rocm_build.upstream import prebuilt as upstream_prebuilt
 
 
 class PrebuiltDependenciesCheck(QuickCheckRequest):
@@ -50,5 +53,9 @@ async def check_prebuilt_dependencies(request: PrebuiltDependenciesCheck) -> Fin
     return Findings(tuple(missing_device_wheels(spec.owner, spec.gpu_targets, found) + problems))  # TheRock's split wheels
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *upstream_prebuilt.rules(),
+    ])

@@ -9,11 +9,14 @@ from typing import List
 
 from pants.engine.rules import collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import TreeCheckRequest, Findings
 from rocm_build.upstream.source_tree import source_files
 from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.wheel.recipe_paths import PROJECT_FILES, missing_paths, named_paths
+from rocm_build.upstream import source_tree
 
 PIP_INSTALLS_CMAKE = re.compile(r"\bpip3?\b.*\binstall\b.*(?<![\w.-])cmake(?![\w.-])")
 
@@ -54,5 +57,9 @@ def _pip_cmake_steps(spec: WheelBuildSpec) -> List[str]:
     ]
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *source_tree.rules(),
+    ])

@@ -7,12 +7,16 @@ from typing import List
 
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import QuickCheckRequest, EXPECTED_FAILURES, Findings, problem_text
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
+from rocm_build.toolchain import container, interpreters, rocm_sdk
+from rocm_build.toolchain import rust as rust_toolchain
 
 
 class ToolsCheck(QuickCheckRequest):
@@ -45,5 +49,12 @@ async def check_tools(request: ToolsCheck) -> Findings:
     return Findings(tuple(problems))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *container.rules(),
+        *rocm_sdk.rules(),
+        *interpreters.rules(),
+        *rust_toolchain.rules(),
+    ])

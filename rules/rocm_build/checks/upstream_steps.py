@@ -52,6 +52,9 @@ from rocm_build.wheel.chain_versions import module_name
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes
 from rocm_build.build import build as wheel_build
 from rocm_build.wheel import build_process
+from rocm_build.upstream import tree_scan
+from rocm_build.wheel import chain_versions
+from rocm_build.install import runtime_lock
 
 HOOK_OUT = "out/preflight.json"
 TAIL_LINES = 4
@@ -306,4 +309,11 @@ async def check_upstream_steps(request: UpstreamStepsCheck) -> Findings:
 
 @memoized
 def rules():
-    return FrozenOrderedSet([*collect_rules(), *wheel_build.rules(), *build_process.rules()])
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *wheel_build.rules(),
+        *build_process.rules(),
+        *tree_scan.rules(),
+        *chain_versions.rules(),
+        *runtime_lock.rules(),
+    ])

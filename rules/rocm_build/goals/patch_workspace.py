@@ -35,15 +35,19 @@ from pants.engine.rules import Get, MultiGet, collect_rules, goal_rule, rule
 from pants.engine.target import HydratedSources, HydrateSourcesRequest, Targets, WrappedTarget, WrappedTargetRequest
 from pants.option.option_types import BoolOption, StrOption
 from pants.util.strutil import softwrap
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.upstream import workspace_repo
 from rocm_build.upstream.fetch import PACK_DIR, FetchedTree
 from rocm_build.upstream.target_types import PatchSetsField, PatchSourcesField
-from rocm_build.upstream.upstream_repo import UpstreamRequest, UpstreamSpec
+from rocm_build.upstream.upstream_repo import UnpatchedUpstream, UpstreamRequest, UpstreamSpec
 from rocm_build.upstream.workspace_repo import PACK_NAME, PatchToApply, WorkspaceError
 from rocm_build.wheel.target_types import WheelSourceField
+from rocm_build.upstream import upstream_repo
+from rocm_build.subsystems import host_tools
 
 WORK_DIR = "work"
 ORIGIN = "the `patch-workspace` goal"
@@ -152,8 +156,14 @@ class WorkspacePack:
     repos: Tuple[Tuple[str, str], ...]  # (path, commit), the top one first
 
 
+@dataclass(frozen=True)
+class WorkspacePackRequest:
+    fetched: FetchedTree
+
+
 @rule(desc="Preparing the fetched source for a patch workspace")
-async def workspace_pack(fetched: FetchedTree) -> WorkspacePack:
+async def workspace_pack(request: WorkspacePackRequest) -> WorkspacePack:
+    fetched = request.fetched
     entries, repos = await MultiGet(
         Get(DigestEntries, Digest, fetched.pack),
         Get(DigestContents, DigestSubset(fetched.pack, PathGlobs([f"{PACK_DIR}/repos"]))),
@@ -248,7 +258,8 @@ async def patch_workspace(
         if not options.save:
             workspace_repo.refuse_existing(dest, source.owner, f"./pants patch-workspace --save {source.owner}")
             # The same fetch as the build's (cached), before anything is written.
-            pack = await Get(WorkspacePack, FetchedTree, await Get(FetchedTree, UpstreamRequest(addresses[0], ORIGIN)))
+            unpatched = await Get(UnpatchedUpstream, UpstreamRequest(addresses[0], ORIGIN))
+            pack = await Get(WorkspacePack, WorkspacePackRequest(unpatched.fetched))
             console.print_stdout(checkout(source, pack, dest, dest_rel, build_root.path, workspace))
             return PatchWorkspace(exit_code=0)
         named = None
@@ -270,5 +281,6 @@ async def patch_workspace(
     return PatchWorkspace(exit_code=0)
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([*collect_rules(), *upstream_repo.rules(), *host_tools.rules()])

@@ -133,13 +133,21 @@ async def upstream_archive_spec(request: ArchiveSourceSpecRequest) -> UpstreamSp
     )
 
 
+@dataclass(frozen=True)
+class UnpatchedUpstream:
+    """Any tree kind's source, unpatched, as a pack: the fetched commit, or the packed archive.
+    (Its own type, not a FetchedTree: a rule whose request is in scope and that also returned a
+    FetchedTree would make each Get of one below it ambiguous.)"""
+
+    fetched: FetchedTree
+
+
 @rule
-async def fetch_upstream_source(request: UpstreamRequest) -> FetchedTree:
-    """Any tree kind's source, unpatched, as a pack: the fetched commit, or the packed archive."""
+async def fetch_upstream_source(request: UpstreamRequest) -> UnpatchedUpstream:
     spec = await Get(UpstreamSpec, UpstreamRequest, request)
     if spec.is_archive:
-        return await Get(FetchedTree, ArchivePackRequest(request.address, request.description_of_origin))
-    return await Get(
+        return UnpatchedUpstream(await Get(FetchedTree, ArchivePackRequest(request.address, request.description_of_origin)))
+    fetched = await Get(
         FetchedTree,
         FetchRequest(
             url=spec.pin.url,
@@ -150,11 +158,13 @@ async def fetch_upstream_source(request: UpstreamRequest) -> FetchedTree:
             owner=spec.address.spec,
         ),
     )
+    return UnpatchedUpstream(fetched)
 
 
 @rule
 async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
-    spec, fetched = await MultiGet(Get(UpstreamSpec, UpstreamRequest, request), Get(FetchedTree, UpstreamRequest, request))
+    spec, unpatched = await MultiGet(Get(UpstreamSpec, UpstreamRequest, request), Get(UnpatchedUpstream, UpstreamRequest, request))
+    fetched = unpatched.fetched
     owner = spec.address.spec
     patched = await Get(
         PatchedTree,

@@ -15,10 +15,13 @@ from pants.core.goals.test import TestRequest, TestResult, TestSubsystem
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import SourcesField
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTest, WorkloadTestRun, WorkloadTestSubsystem
 from rocm_build.workloads.source import WorkloadSource
 from rocm_build.workloads.target_types import ExpectedChoicesField, WorkloadField, WorkloadModulesField
+from rocm_build.workloads import sandbox
 
 
 class UpstreamChoicesTestSubsystem(WorkloadTestSubsystem):
@@ -54,5 +57,10 @@ async def run_choices_test(batch: UpstreamChoicesTestRequest.Batch, test: TestSu
     return run.test_result(field_set, test)
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *UpstreamChoicesTestRequest.rules()]
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *UpstreamChoicesTestRequest.rules(),
+        *sandbox.rules(),
+    ])

@@ -29,9 +29,12 @@ from pants.engine.target import (
     SourcesPathsRequest,
 )
 from pants.engine.unions import UnionRule
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.graph.edges import InputFilesRequest, PluginInputs
 from rocm_build.workloads.target_types import WorkloadField, WorkloadModulesField, WorkloadSourceField
+from rocm_build.graph import edges
 
 
 @dataclass(frozen=True)
@@ -61,8 +64,10 @@ async def infer_workload_edges(request: InferWorkloadEdges, plugin: PluginInputs
     return InferredDependencies([*named, *(a for a in owners if a != test), *plugin.addresses])
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *collect_rules(),
         UnionRule(InferDependenciesRequest, InferWorkloadEdges),
-    ]
+        *edges.rules(),
+    ])

@@ -13,10 +13,13 @@ from typing import Any, Dict
 from pants.core.goals.test import TestRequest, TestResult, TestSubsystem
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.workloads.sandbox import WorkloadKind, WorkloadTestFieldSet, WorkloadTest, WorkloadTestRun, WorkloadTestSubsystem
 from rocm_build.workloads.source import WorkloadSource
 from rocm_build.workloads.target_types import ExpectedFailuresField, FailOnSpillsField, WorkloadField
+from rocm_build.workloads import sandbox
 
 
 class TritonKernelTestSubsystem(WorkloadTestSubsystem):
@@ -49,5 +52,10 @@ async def run_kernel_test(batch: TritonKernelTestRequest.Batch, test: TestSubsys
     return run.test_result(field_set, test)
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *TritonKernelTestRequest.rules()]
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *TritonKernelTestRequest.rules(),
+        *sandbox.rules(),
+    ])

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from rocm_build.workloads import choices, dependency_inference, kernels, sandbox, source, venv
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
+
+from rocm_build.workloads import choices, dependency_inference, kernels
 from rocm_build.workloads.target_types import TritonKernelTestTarget, UpstreamChoicesTestTarget
 
 
@@ -10,12 +13,10 @@ def target_types():
     return [TritonKernelTestTarget, UpstreamChoicesTestTarget]
 
 
+@memoized
 def rules():
-    return [
+    return FrozenOrderedSet([
         *dependency_inference.rules(),
-        *venv.rules(),
-        *source.rules(),
-        *sandbox.rules(),
         *kernels.rules(),
         *choices.rules(),
-    ]
+    ])

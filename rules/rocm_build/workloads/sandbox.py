@@ -24,6 +24,8 @@ from pants.engine.target import SourcesField
 from pants.option.option_types import SkipOption
 from pants.option.subsystem import Subsystem
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
@@ -41,6 +43,10 @@ from rocm_build.workloads.target_types import (
     WorkloadSourceField,
 )
 from rocm_build.workloads.venv import VenvWheels, VenvWheelsRequest
+from rocm_build.toolchain import interpreters, isolation
+from rocm_build import declared
+from rocm_build.subsystems import host_tools
+from rocm_build.workloads import source, venv
 
 EXPECTED = "expected.json"
 # What every workload runs on: the sandbox (kernel_venv.sh) and the compile-only driver.
@@ -172,5 +178,15 @@ async def run_workload_test(request: WorkloadTest) -> WorkloadTestRun:
     return WorkloadTestRun(result, await Get(Snapshot, Digest, result.output_digest))
 
 
+@memoized
 def rules():
-    return [*collect_rules(), *source_files.rules()]
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *source_files.rules(),
+        *interpreters.rules(),
+        *declared.rules(),
+        *host_tools.rules(),
+        *isolation.rules(),
+        *venv.rules(),
+        *source.rules(),
+    ])

@@ -14,6 +14,8 @@ from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.fs import EMPTY_DIGEST, Digest, RemovePrefix
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.upstream.fetch import TREE_DIR
@@ -22,6 +24,8 @@ from rocm_build.upstream.sources import SourceDescription, SourceRequest
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.workloads.target_types import WorkloadSourceField
+from rocm_build.upstream import source_tree, sources, upstream_repo
+from rocm_build.wheel import source_kind
 
 
 @dataclass(frozen=True)
@@ -64,5 +68,12 @@ async def workload_source(request: WorkloadSourceRequest) -> WorkloadSource:
     return WorkloadSource(EMPTY_DIGEST, (), (address,))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *upstream_repo.rules(),
+        *source_tree.rules(),
+        *sources.rules(),
+        *source_kind.rules(),
+    ])

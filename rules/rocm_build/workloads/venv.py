@@ -19,6 +19,8 @@ from pants.engine.fs import Digest, MergeDigests
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import Dependencies, DependenciesRequest, Targets
 from pants.util.logging import LogLevel
+from pants.util.memo import memoized
+from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.target_types_rules import TargetRequest
@@ -27,6 +29,9 @@ from rocm_build.upstream.target_types import PrebuiltWheelTarget
 from rocm_build.build.build import BuiltRocmWheel
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget
+from rocm_build.build import build as wheel_build
+from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build import declared
 
 
 class VenvWheelsRequest(TargetRequest):
@@ -68,5 +73,11 @@ async def venv_wheels(request: VenvWheelsRequest) -> VenvWheels:
     return VenvWheels(await Get(Digest, MergeDigests([*files, *(g.digest for g in gathered)])))
 
 
+@memoized
 def rules():
-    return collect_rules()
+    return FrozenOrderedSet([
+        *collect_rules(),
+        *wheel_build.rules(),
+        *upstream_prebuilt.rules(),
+        *declared.rules(),
+    ])
