@@ -52,11 +52,14 @@ def server(tmp_path: Path):
 
 
 @pytest.fixture
-def rule_runner() -> RuleRunner:
+def rule_runner(tmp_path) -> RuleRunner:
     return RuleRunner(
         rules=[*archives.rules(), QueryRule(FetchedArchive, [ArchiveRequest]), QueryRule(DigestContents, [Digest])],
         target_types=[UpstreamArchiveTarget, PatchSetTarget],
         isolated_local_store=True,
+        # Named caches of its own: the mirror table lives in one (upstream/mirrors.py), and every
+        # other test that fetches at the same time writes its own table (none) into the shared one.
+        bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
     )
 
 
