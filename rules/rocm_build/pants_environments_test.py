@@ -22,9 +22,11 @@ NEW_MODULES = {
 
 
 def test_before_pants_2_28_the_names_come_from_util_rules_environments() -> None:
-    assert sorted(pants_environments.__all__) == sorted(n for names in NEW_MODULES.values() for n in names)
-    for name in pants_environments.__all__:
+    names = [n for names in NEW_MODULES.values() for n in names]
+    assert sorted(pants_environments.__all__) == sorted([*names, "environment_rules"])
+    for name in names:
         assert getattr(pants_environments, name) is getattr(environments, name)
+    assert pants_environments.environment_rules is environments  # the module whose rules() resolve them
 
 
 def test_from_pants_2_28_the_names_come_from_the_new_modules(monkeypatch) -> None:
@@ -42,7 +44,8 @@ def test_from_pants_2_28_the_names_come_from_the_new_modules(monkeypatch) -> Non
         monkeypatch.setitem(sys.modules, module_name, module)
     try:
         reloaded = importlib.reload(pants_environments)
-        assert {name: getattr(reloaded, name) for name in reloaded.__all__} == stand_ins
+        assert {name: getattr(reloaded, name) for name in reloaded.__all__ if name != "environment_rules"} == stand_ins
+        assert reloaded.environment_rules is sys.modules["pants.core.environments.rules"]
     finally:
         monkeypatch.undo()
         importlib.reload(pants_environments)

@@ -112,9 +112,6 @@ def rules():
         # The checks before any build (checks/): `package` runs them first, `pants check` reports them
         *preflight.rules(),
         *chain.rules(),
-        # The build itself (build/)
-        *build.rules(),
-        *build_output.rules(),
         # Workload tests (workloads/): Triton kernels compiled for each gpu target
         # (triton_kernel_test), upstreams' run-time choices on each (upstream_choices_test)
         *workloads.rules(),

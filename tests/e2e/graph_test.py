@@ -134,11 +134,12 @@ def test_a_wheel_built_from_an_archive_depends_on_both_its_locks_and_only_the_wh
         ("components/archives/flash-attention-sdist.toml", "# moved\n",
          ["components/flash_attention:choices", "components/flash_attention:kernels", "components/flash_attention:sdist",
           "components/flash_attention:wheel-from-sdist"]),
-        # The locks of a wheel built from an archive: it, and the kernel test of what it builds.
+        # The locks of a wheel built from an archive: it, the kernel test of what it builds, and the
+        # choices test that imports that test's workload.
         ("3rdparty/build/py3.11/flash-attention-sdist.lock", "# touched\n",
-         ["components/flash_attention:kernels", "components/flash_attention:wheel-from-sdist"]),
+         ["components/flash_attention:choices", "components/flash_attention:kernels", "components/flash_attention:wheel-from-sdist"]),
         ("3rdparty/run/py3.11/flash-attention-sdist.wheel-from-sdist.lock", "# touched\n",
-         ["components/flash_attention:kernels", "components/flash_attention:wheel-from-sdist"]),
+         ["components/flash_attention:choices", "components/flash_attention:kernels", "components/flash_attention:wheel-from-sdist"]),
     ],
     ids=["patch", "pin", "prebuilt pin", "build lock", "run-time lock", "vllm workload module", "flash-attention workload module",
          "real patch", "real pin", "archive pin", "archive wheel's build lock", "archive wheel's run-time lock"],

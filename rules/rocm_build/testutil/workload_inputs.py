@@ -9,11 +9,13 @@ from __future__ import annotations
 from typing import Any, Iterable, Type
 
 from pants.core.target_types import GenericTarget
+from pants.core.util_rules import source_files
 from pants.core.util_rules.system_binaries import BashBinary, BinaryPath
 from pants.engine.addresses import Address
 from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, FileContent
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
-from pants.engine.target import Target
+from pants.engine.target import InferDependenciesRequest, Target
+from pants.engine.unions import UnionRule
 from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import declared
@@ -34,6 +36,7 @@ from rocm_build.build.build import BuiltRocmWheel
 from rocm_build.wheel import source_kind
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget
+from rocm_build.workloads import choices, dependency_inference, kernels, sandbox, source, venv
 from rocm_build.workloads import register as workloads
 
 PYTHON = BuildPython("/usr/bin/python3.11", "CPython", "3.11.2", "/usr")
@@ -91,7 +94,14 @@ def workload_rule_runner(*queries: Any, target_types: Iterable[Type[Target]] = (
     the target types a test's BUILD files write, and `target_types`."""
     return RuleRunner(
         rules=[
-            *workloads.rules(),
+            # workloads/' own rules, not their rules() (which bring the real ones of what the
+            # stand-ins below stand for: two sources of one product).
+            *(r for m in (dependency_inference, venv, source, sandbox, kernels, choices) for r in collect_rules(vars(m))),
+            UnionRule(InferDependenciesRequest, dependency_inference.InferWorkloadEdges),
+            *kernels.TritonKernelTestRequest.rules(),
+            *choices.UpstreamChoicesTestRequest.rules(),
+            *source_files.rules(),
+            edges.find_plugin_inputs,
             *collect_rules(),
             *declared.rules(),
             *sources.rules(),  # what kind of source a target is: the real rules, from its fields
