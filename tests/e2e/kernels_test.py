@@ -232,7 +232,11 @@ def test_a_patch_that_no_longer_applies_to_the_sdist_fails_the_kernel_test_namin
     assert (
         f"components/flash_attention:sdist: {FA_PATCH}: edit 1 on flash_attn/flash_attn_triton_amd/utils.py: pattern "
     ) in out, out[-4000:]
-    assert "matched 0 time(s), expected exactly 1. Upstream changed here" in out
+    assert (
+        "matched 0 time(s), expected exactly 1. No patch before it changes flash_attn/flash_attn_triton_amd/utils.py: "
+        "the pinned file changed here"
+    ) in out, out[-4000:]
+    assert "./pants patch-workspace components/flash_attention:sdist" in out
     # It failed before any venv or compile.
     assert "Compiling the Triton kernels of components/flash_attention:kernels" not in out
 
