@@ -1,6 +1,7 @@
 """What the plugin uses of Pants that newer Pants moved or removed, counted from the source.
 
-Usage: python pants_api_report.py [ROOT]   (ROOT: the repository; prints Markdown)
+Usage: python pants_api_report.py [--write] [ROOT]   (ROOT: the repository; prints Markdown,
+or with --write puts it between the markers of ROOT/docs/pants-versions.md)
 
 - `Get` and `MultiGet` call sites (warned about in Pants 2.30/2.31, removed in 2.32 with the
   `migrate-call-by-name` goal), each `Get` classified as one that goal rewrites or one to migrate
@@ -209,5 +210,26 @@ def report(root: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+PAGE = "docs/pants-versions.md"
+START, END = "<!-- pants-api-report -->\n", "<!-- /pants-api-report -->"
+
+
+def shown_on_page(page: str) -> str:
+    """The report as the page carries it (between its markers)."""
+    return page[page.index(START) + len(START) : page.index(END)]
+
+
+def write_page(root: Path) -> None:
+    path = root / PAGE
+    page = path.read_text()
+    path.write_text(page.replace(shown_on_page(page), report(root), 1))
+
+
 if __name__ == "__main__":
-    sys.stdout.write(report(Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()))
+    args = sys.argv[1:]
+    write = "--write" in args
+    root = Path(next((a for a in args if a != "--write"), ".")).resolve()
+    if write:
+        write_page(root)
+    else:
+        sys.stdout.write(report(root))
