@@ -29,6 +29,7 @@ from rocm_build.graph import edges
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.locks import build_requirements
 from rocm_build.pants_environments import DockerEnvironmentTarget
+from rocm_build.prepare import inputs as build_inputs
 from rocm_build.rust import cargo, cargo_crates
 from rocm_build.subsystems import bootstrap_wheels, host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
@@ -106,12 +107,15 @@ def rules():
         *runtime_lock.rules(),
         *runtime_set.rules(),
         *load_check.rules(),
-        # The build itself (build/), above the checks: they run an upstream's own steps in a build's set-up
-        *build.rules(),
-        *build_output.rules(),
+        # A build's inputs resolved into its Process (prepare/): the build's, and the preflight's,
+        # which runs an upstream's own steps in a build's set-up
+        *build_inputs.rules(),
         # The checks before any build (checks/): `package` runs them first, `pants check` reports them
         *preflight.rules(),
         *chain.rules(),
+        # The build itself (build/), gated by its chain's checks, and the wheel it writes read back
+        *build.rules(),
+        *build_output.rules(),
         # Workload tests (workloads/): Triton kernels compiled for each gpu target
         # (triton_kernel_test), upstreams' run-time choices on each (upstream_choices_test)
         *workloads.rules(),

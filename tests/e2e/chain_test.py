@@ -91,7 +91,8 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
         # The SDK's prebuilt wheels (tests/mini/sdk) go to dist/ with the chain, as they are.
         assert sorted(set(ws.dist_wheels(prebuilt=True)) - set(wheels)) == ["tests.mini.sdk.core", "tests.mini.sdk.gfx1151"]
         for wheel in wheels.values():
-            assert "+llvm19gfx1151-" in wheel.name
+            # The version says which build it is: the digest of its inputs after the label.
+            assert re.search(r"\+llvm19gfx1151\.k[0-9a-f]{8}-", wheel.name), wheel.name
             # The arch comes from the code object's ELF header, not from anything we wrote.
             assert set(code_object_archs(wheel).values()) == {"gfx1151"}, wheel
             log = (wheel.parent / f"{wheel.name}.build.log").read_text()
@@ -164,7 +165,7 @@ def test_other_checkout_hits_the_cache_and_second_gpu_target(shared) -> None:
         b.write(build, b.read(build).replace('gpu_targets=["gfx1151"]', 'gpu_targets=["gfx1151", "gfx1100"]'))
         two = require_success(b.package("tests/mini/aotriton:wheel"), "build for two gpu targets")
         assert two.built == ["tests/mini/aotriton:wheel"]
-        (wheel,) = b.path("dist/tests.mini.aotriton").glob("*+llvm19gfx1100.gfx1151-*.whl")
+        (wheel,) = b.path("dist/tests.mini.aotriton").glob("*+llvm19gfx1100.gfx1151.k*-*.whl")
         assert sorted(code_object_archs(wheel).values()) == ["gfx1100", "gfx1151"]
     finally:
         a.stop()

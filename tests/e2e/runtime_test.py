@@ -61,7 +61,7 @@ def test_2_the_install_set_installs_with_require_hashes_and_carries_its_environm
     ]
     # The set's check of the box beside requirements.txt, for the chain's gpu targets; this
     # machine has no GPU, so it says so and how to fix it, exit 1.
-    assert requirements.splitlines()[1].startswith("# before installing, check this machine: python3 check_box.py")
+    assert requirements.splitlines()[1].startswith("# first, check this machine: python3 check_box.py")
     assert json.loads((install / "install_set.json").read_text()) == {"target": VLLM, "gpu_targets": ["gfx1151"]}
     box = subprocess.run([python311(), "check_box.py"], cwd=install, capture_output=True, text=True)
     assert (box.returncode, box.stdout.splitlines()[0]) == (1, (

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import struct
 import zipfile
 from pathlib import Path
@@ -43,3 +44,14 @@ def requires_dist(wheel: Path) -> List[str]:
 
 def version(wheel: Path) -> str:
     return wheel.name.split("-")[1]
+
+
+# The digest of a built wheel's inputs that its version ends with (`1.0.0+llvm19gfx1151.k1a2b3c4d`:
+# build_process.version_key), after its local label.
+VERSION_KEY = re.compile(r"(\+[0-9A-Za-z.]+?)\.k[0-9a-f]{8}(?![0-9A-Za-z])")
+
+
+def unkeyed(text: str) -> str:
+    """`text` with that digest taken out of every wheel name and version, for messages that name
+    built wheels (the digest changes with any input; the tests check it where it matters)."""
+    return VERSION_KEY.sub(r"\1", text)

@@ -4,392 +4,93 @@ goal, goals/package.py, writes it to dist/)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import posixpath
 from dataclasses import dataclass, replace
-from typing import Optional, Sequence, Tuple
 
 from pants.engine.addresses import Address
-from pants.engine.fs import (
-    EMPTY_DIGEST,
-    AddPrefix,
-    CreateDigest,
-    Digest,
-    DigestEntries,
-    FileEntry,
-    MergeDigests,
-    RemovePrefix,
-)
+from pants.engine.fs import EMPTY_DIGEST, CreateDigest, Digest, DigestEntries, FileEntry
+from pants.engine.internals.session import RunId
 from pants.engine.process import FallibleProcessResult, Process
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.engine.unions import UnionRule
 from pants.option.global_options import NamedCachesDirOption
 from pants.util.logging import LogLevel
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
-from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.build.build_output import BuildOutput, BuiltPayload, FinishedWheel, WheelWithBuildInfo
-from rocm_build.wheel.build_process import (
-    ARCHIVES_DIR,
-    LOG_CACHE,
-    TREE_CHANGES,
-    PreflightBuild,
-    PreflightWheelRequest,
-    WheelBuildRequest,
-    local_version_label,
+from rocm_build.prepare.inputs import (
+    BuiltRocmWheel,
+    DependencyWheels,
+    DependencyWheelsRequest,
+    PreparedWheelBuild,
+    WheelInputsRequest,
+    usable_dependencies,
 )
-from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request, log_name
-from rocm_build.locks.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
+from rocm_build.wheel.build_process import LOG_CACHE, WheelBuildRequest
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, log_name
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.audits.portable import PlatformPolicy
-from rocm_build.rust.cargo import CargoBuild, CargoBuildRequest
 from rocm_build.caches.ccache import CcacheRemote
-from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
+from rocm_build.checks.chain import ChainRequest, CheckedChain
+from rocm_build.checks import chain as chain_check
 from rocm_build.errors import RocmBuildError
 from rocm_build.audits.gpu_audit import GpuCode, audit_problems, with_gpu_code
 from rocm_build.wheel.patch_files import PatchAddedFiles, PatchAddedFilesRequest, missing_patch_files
-from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
-from rocm_build.toolchain.isolation import NetworkIsolation, explain_build_failure
+from rocm_build.toolchain.isolation import explain_build_failure
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
-from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
-from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
-from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
-from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.audits import gpu_audit, portable
 from rocm_build.build import build_output
 from rocm_build.caches import ccache
-from rocm_build.locks import build_requirements
-from rocm_build.rust import cargo as rust_cargo
-from rocm_build.subsystems import bootstrap_wheels
-from rocm_build.toolchain import container, interpreters, rocm_sdk
-from rocm_build.toolchain import isolation as toolchain_isolation
-from rocm_build.upstream import archives as upstream_archives
-from rocm_build.upstream import prebuilt as upstream_prebuilt
-from rocm_build.upstream import source_tree, upstream_repo
-from rocm_build.wheel import build_process, build_spec, patch_files
+from rocm_build.wheel import patch_files
+from rocm_build.prepare import inputs as build_inputs
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class BuiltRocmWheel:
+class ChainWheelRequest:
+    """The build of `address` as part of the chain of `chain_root`, whose checks (checks/chain.py)
+    gate it: the build awaits them before it asks for any input of its own.
+
+    Why it matters with pantsd: after an input moved, Pants cleans a rule's earlier
+    dependencies all at once (speculatively) and cancels the rest when one of them changed. A
+    build asked for beside the checks (by `package`, or below a dependency's build) would start
+    while they run, be killed when they finish and start again: a build's set-up paid twice per
+    edit. Awaited first, the checks run alone and the build starts once, after them."""
+
     address: Address
-    # None when an optional build failed or was skipped; `error` then says why.
-    wheel_name: Optional[str]
-    wheel_sha256: str
-    wheel: Digest  # the wheel file alone, at the digest root, with rocm_build_info.json
-    log: Digest  # `<wheel or target>.build.log` at the digest root
-    build_info: str  # JSON
-    # What the build wrote: the same wheel without its build info and without the exact
-    # requirements on its dependency wheels (both record inputs). Dependents build against
-    # it, so they are keyed by what this wheel ships, not by how it was made (early cutoff).
-    payload: Digest = EMPTY_DIGEST
-    payload_sha256: str = ""
-    error: Optional[str] = None
-    skipped: bool = False  # not built at all: upstream does not build its gpu targets
-    # This wheel and the wheels of its dependencies, for `package` to write to dist/.
-    closure: Tuple["BuiltRocmWheel", ...] = ()
+    chain_root: Address
 
 
 @dataclass(frozen=True)
-class PreparedWheelBuild:
-    request: WheelBuildRequest
-    build_info: str  # JSON: the request's inputs, down to the dependencies' sources
-    dependencies: Tuple[BuiltRocmWheel, ...]  # the ones that built (optional ones may not)
+class ChainDependencies(DependencyWheelsRequest):
+    """The dependencies of a build in the chain of `chain_root`: the rocm_wheels built, each
+    gated by the chain's checks (ChainWheelRequest), while the prebuilt wheels download."""
 
-
-def build_info_json(
-    spec: WheelBuildSpec,
-    upstream: ResolvedUpstream,
-    toolchain: ResolvedToolchain,
-    python: BuildPython,
-    label: str,
-    network: str,
-    environment: BuildEnvironment,
-    locked: Optional[LockedRequirements],
-    archives: Tuple[FetchedArchive, ...],
-    deps: Tuple[BuiltRocmWheel, ...],
-    cargo: Optional[CargoBuild] = None,
-) -> str:
-    return json.dumps(
-        {
-            "target": spec.owner,
-            "gpu_targets": list(spec.gpu_targets),
-            "label": label,
-            "source": {
-                "pin": upstream.pin_name,
-                "url": upstream.pin.url,
-                # An archive's identity is its sha256 (archive_source.py), a repository's its commit.
-                ("sha256" if isinstance(upstream.pin, ArchiveSourcePin) else "commit"): upstream.pin.commit,
-                "patches": [{"path": p.path, "sha256": p.sha256} for p in upstream.patches],
-            },
-            "toolchain": {"address": toolchain.address.spec, "identity": toolchain.identity},
-            "python": python.identity,
-            "env": dict(spec.env),
-            "network": network,
-            "environment": environment.to_json(),
-            "build_requirements": None
-            if locked is None
-            else {
-                "lock": locked.lock_path,
-                "sha256": locked.sha256,
-                "distributions": [f"{d.name}=={d.version}" for d in locked.lock.dists],
-            },
-            "archives": {
-                var: {"target": a.address.spec, "url": a.url, "sha256": a.sha256}
-                for (var, _), a in zip(spec.archives, archives)
-            },
-            **({"cargo_crates": dict(cargo.info)} if cargo else {}),
-            "source_date_epoch": upstream.commit_time,
-            "dependencies": [
-                {
-                    "target": d.address.spec,
-                    "wheel": d.wheel_name,
-                    # The bytes this wheel was built against: the dependency without its
-                    # build info.
-                    "payload_sha256": d.payload_sha256,
-                    "source": json.loads(d.build_info)["source"],
-                }
-                for d in deps
-            ],
-        },
-        indent=2,
-        sort_keys=True,
-    )
-
-
-def prebuilt_wheel(fetched: FetchedPrebuilt) -> BuiltRocmWheel:
-    """A prebuilt wheel where a built one would stand: its payload is the file as pinned."""
-    spec, pin = fetched.spec, fetched.spec.pin
-    source = {"prebuilt": spec.pin_name, "index_url": pin.index_url, "file": pin.file, "sha256": pin.sha256}
-    if pin.device_of:  # TheRock's device wheel of a host pin, pulled by the host's `extra`
-        source.update(device_of=pin.device_of, extra=pin.extra)
-    info = json.dumps({"target": spec.owner, "source": source, "requires_rocm": pin.requires_rocm}, indent=2, sort_keys=True)
-    built = BuiltRocmWheel(
-        spec.address, pin.file, pin.sha256, fetched.wheel, EMPTY_DIGEST, info, payload=fetched.wheel, payload_sha256=pin.sha256
-    )
-    return replace(built, closure=(built,))
-
-
-@dataclass(frozen=True)
-class DependencyWheelsRequest:
-    spec: WheelBuildSpec
-    with_built_dependencies: bool  # False for a preflight: nothing is built for it
-
-
-@dataclass(frozen=True)
-class DependencyWheels:
-    wheels: Tuple[BuiltRocmWheel, ...]  # the built ones that built (optional ones may not), then the prebuilt ones
+    chain_root: Address
 
 
 @rule(desc="Building the dependencies of a rocm_wheel", level=LogLevel.DEBUG)
-async def dependency_wheels(request: DependencyWheelsRequest) -> DependencyWheels:
-    spec, owner = request.spec, request.spec.owner
-    built = spec.dependencies if request.with_built_dependencies else ()
+async def chain_dependency_wheels(request: ChainDependencies) -> DependencyWheels:
+    spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     # Built and prebuilt together: the prebuilt wheels download while the others build.
     deps = await MultiGet(
         [
-            *(Get(BuiltRocmWheel, WheelRequest(a)) for a in built),
-            *(Get(FetchedPrebuilt, PrebuiltRequest(a, f"the `dependencies` field of {owner}")) for a in spec.prebuilt),
+            *(Get(BuiltRocmWheel, ChainWheelRequest(a, request.chain_root)) for a in spec.dependencies),
+            *(Get(FetchedPrebuilt, PrebuiltRequest(a, f"the `dependencies` field of {spec.owner}")) for a in spec.prebuilt),
         ]
     )
-    wheels = (*deps[: len(built)], *(prebuilt_wheel(p) for p in deps[len(built) :]))
-    for dep in wheels:
-        if dep.error:
-            why = dep.error if dep.skipped else "it failed to build."
-            logger.warning(f"{owner}: building without optional {dep.address.spec}: {why}")
-    return DependencyWheels(tuple(d for d in wheels if d.wheel_name))
-
-
-@dataclass(frozen=True)
-class BuildHostRequest:
-    spec: WheelBuildSpec
-
-
-@dataclass(frozen=True)
-class BuildHost:
-    """Where a build runs: its environment, its Python and toolchain there, and the Python of
-    this machine that downloads for it (the build Python's minor version)."""
-
-    environment: BuildEnvironment
-    python: BuildPython
-    host_python: BuildPython
-    toolchain: ResolvedToolchain
-
-
-@rule(desc="Resolving the environment, Python and toolchain of a rocm_wheel", level=LogLevel.DEBUG)
-async def resolve_build_host(request: BuildHostRequest) -> BuildHost:
-    spec, owner = request.spec, request.spec.owner
-    environment = await Get(BuildEnvironment, BuildEnvironmentRequest(spec.environment, owner))
-    image = environment.image  # the toolchain and Python are looked for in it
-    python, toolchain = await MultiGet(
-        Get(BuildPython, BuildPythonRequest(spec.python, owner, image)),
-        Get(ResolvedToolchain, ToolchainRequest(spec.toolchain, f"the `toolchain` field of {owner}", image, spec.gpu_targets)),
-    )
-    host_python = await Get(BuildPython, BuildPythonRequest(python.major_minor, owner)) if image else python
-    return BuildHost(environment, python, host_python, toolchain)
-
-
-@dataclass(frozen=True)
-class BuildLockWheelsRequest:
-    spec: WheelBuildSpec
-
-
-@rule(desc="Downloading the locked build requirements of a rocm_wheel", level=LogLevel.DEBUG)
-async def build_lock_wheels(request: BuildLockWheelsRequest) -> LockWheels:
-    """The lock's wheels as soon as the Python is known, not after the tree: LockedRequirements
-    (which needs the tree) finds them downloaded."""
-    spec = request.spec
-    if not spec.lock_path:
-        return LockWheels(EMPTY_DIGEST, EMPTY_DIGEST)
-    host = await Get(BuildHost, BuildHostRequest(spec))
-    return await Get(LockWheels, LockWheelsRequest(spec.owner, spec.lock_path, host.host_python))
-
-
-@dataclass(frozen=True)
-class TreeLayersRequest:
-    source: SourceTree
-    owner: str
-
-
-@dataclass(frozen=True)
-class TreeLayers:
-    """The tree as layers where it can be: the fetched pack, the same for every patch change,
-    is checked out by git, once per machine and stacked under the patched files
-    (build_wheel.sh), or for a container before it starts (in_container.sh). When a patch
-    deletes files, the merged tree is written by Pants."""
-
-    tree: Digest  # the merged tree, or the patched files under TREE_CHANGES
-    pack: Optional[Digest]  # the fetched pack, None with a merged tree
-
-
-@rule(desc="Layering a rocm_wheel's source tree", level=LogLevel.DEBUG)
-async def tree_layers(request: TreeLayersRequest) -> TreeLayers:
-    source = request.source
-    if source.removes_files:
-        return TreeLayers((await Get(MergedTree, MergedTreeRequest(source, request.owner))).digest, None)
-    changes, pack = await MultiGet(Get(Digest, RemovePrefix(source.changes, TREE_DIR)), Get(Digest, RemovePrefix(source.pack, PACK_DIR)))
-    return TreeLayers(await Get(Digest, AddPrefix(changes, TREE_CHANGES)), pack)
-
-
-@dataclass(frozen=True)
-class WheelInputsRequest:
-    address: Address
-    with_built_dependencies: bool  # False for a preflight
-
-
-@rule(desc="Resolving the inputs of a rocm_wheel", level=LogLevel.DEBUG)
-async def prepare_wheel_inputs(request: WheelInputsRequest, isolation: NetworkIsolation) -> PreparedWheelBuild:
-    spec = await Get(WheelBuildSpec, WheelRequest(request.address))
-    owner = spec.owner
-    # What needs nothing but the spec, together: on a first networked build the tree, the
-    # archives, the lock's wheels, the bootstrap wheels and the dependencies download (and
-    # build) at once. (`package` checked the toolchains before any of it: chain.py.)
-    host, upstream, bootstrap, _, deps, *archives = await MultiGet(
-        [
-            Get(BuildHost, BuildHostRequest(spec)),
-            Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {owner}")),
-            Get(BootstrapWheels),
-            Get(LockWheels, BuildLockWheelsRequest(spec)),  # for the lock's check below
-            Get(DependencyWheels, DependencyWheelsRequest(spec, request.with_built_dependencies)),
-            *(Get(FetchedArchive, ArchiveRequest(a, f"the `archives` field of {owner}")) for _, a in spec.archives),
-        ]
-    )
-    image, python, usable = host.environment.image, host.python, deps.wheels
-    # What needs the tree: its layers, its crates and the cargo config that keeps the build
-    # offline (cargo.py), and the lock's check against it (the lock's wheels are here already).
-    tree, *more = await MultiGet(
-        [
-            Get(TreeLayers, TreeLayersRequest(upstream.source, owner)),
-            *([Get(CargoBuild, CargoBuildRequest(spec, upstream.source, image))] if spec.rust else []),
-            *([Get(LockedRequirements, LockedRequirementsRequest, lock_request(spec, upstream, host.host_python))] if spec.lock_path else []),
-        ]
-    )
-    cargo = more.pop(0) if spec.rust else None
-    locked = more.pop(0) if spec.lock_path else None
-
-    # The build venv gets the dependencies, and the prebuilt wheels they were built on (a torch
-    # that links the SDK's library cannot be imported without the SDK's wheel). Not the rocm_wheels
-    # below them: a build depends on what its dependencies ship (early cutoff), and a prebuilt
-    # wheel changes only with its pin. Device wheels (GPU code split from a prebuilt host) are not
-    # compiled against: only in install sets.
-    below = {w.address: w for d in usable for w in (*(c for c in d.closure if is_prebuilt(c)), d)}.values()
-    dep_wheels = await Get(Digest, MergeDigests(d.payload for d in below if not is_device_wheel(d)))
-    deps_dir, bootstrap_dir, *archive_trees = await MultiGet(
-        [
-            Get(Digest, AddPrefix(dep_wheels, "deps")),
-            Get(Digest, AddPrefix(bootstrap.digest, "bootstrap")),
-            *(Get(Digest, AddPrefix(a.tree, f"{ARCHIVES_DIR}/{var}")) for (var, _), a in zip(spec.archives, archives)),
-        ]
-    )
-    inputs = await Get(
-        Digest,
-        MergeDigests(
-            [
-                tree.tree,
-                deps_dir,
-                bootstrap_dir,
-                *([locked.inputs] if locked else []),
-                *archive_trees,
-                *([cargo.inputs] if cargo else []),
-            ]
-        ),
-    )
-    label = local_version_label(host.toolchain, spec)
-    network = isolation.describe(in_image=bool(image))
-    info = build_info_json(spec, upstream, host.toolchain, python, label, network, host.environment, locked, archives, usable, cargo)
-    build = WheelBuildRequest(
-        spec, host.toolchain, python, isolation.isolated(bool(image)), image, label, upstream.commit_time, inputs,
-        source_pack=tree.pack,
-        venv_key=venv_key(python, bootstrap.digest, dep_wheels, locked),
-        rust=cargo.rust.identity if cargo else "",
-    )  # fmt: skip
-    if spec.kept_build_dir:
-        not_tree = [*archive_trees, *([cargo.inputs] if cargo else [])]
-        build = replace(build, kept_key=kept_build_dir_key(build, not_tree))
-    return PreparedWheelBuild(build, info, usable)
-
-
-def kept_build_dir_key(request: WheelBuildRequest, inputs_not_tree: Sequence[Digest]) -> str:
-    """The name of the component's kept build directory: everything in the build's key but the
-    tree (its pins' commits and our patches). The commit's time is in it: compilers write
-    SOURCE_DATE_EPOCH into __DATE__, which a unit that is not recompiled would keep."""
-    spec = request.spec
-    made_of = {
-        "target": spec.owner,
-        "recipe": [spec.steps, spec.wheel_command, spec.kept_build_dir, spec.lock_path or "", sorted(spec.env.items())],
-        "gpu_targets": spec.gpu_targets,
-        "toolchain": request.toolchain.identity,
-        "python": request.python.identity,
-        "image": request.image.image_id if request.image else "",
-        "label": request.label,
-        "network_isolation": request.network_isolation,
-        "venv": request.venv_key,  # the bootstrap and dependency wheels and the lock
-        "inputs": [d.fingerprint for d in inputs_not_tree],  # archives, crates
-        "rust": request.rust,
-        "source_date_epoch": request.source_date_epoch,
-    }
-    return hashlib.sha256(json.dumps(made_of, sort_keys=True).encode()).hexdigest()[:32]
-
-
-def venv_key(python: BuildPython, bootstrap: Digest, deps: Digest, locked: Optional[LockedRequirements]) -> str:
-    made_of = [python.identity, bootstrap.fingerprint, deps.fingerprint, locked.inputs.fingerprint if locked else ""]
-    return hashlib.sha256("\n".join(made_of).encode()).hexdigest()[:32]
+    built = len(spec.dependencies)
+    return usable_dependencies(spec.owner, deps[:built], deps[built:])
 
 
 @rule(desc="Resolving the inputs of a rocm_wheel build", level=LogLevel.DEBUG)
 async def prepare_wheel_build(request: WheelRequest) -> PreparedWheelBuild:
-    return await Get(PreparedWheelBuild, WheelInputsRequest(request.address, with_built_dependencies=True))
-
-
-@rule(desc="Resolving the inputs of a rocm_wheel preflight", level=LogLevel.DEBUG)
-async def prepare_preflight_build(request: PreflightWheelRequest) -> PreflightBuild:
-    prepared = await Get(PreparedWheelBuild, WheelInputsRequest(request.address, with_built_dependencies=False))
-    return PreflightBuild(prepared.request)
+    # As the build of the target as its chain's root asks for it (the same nodes).
+    return await Get(PreparedWheelBuild, WheelInputsRequest(request.address, ChainDependencies(request.address, request.address)))
 
 
 def failed(spec: WheelBuildSpec, build_info: str, message: str) -> BuiltRocmWheel:
@@ -400,17 +101,27 @@ def failed(spec: WheelBuildSpec, build_info: str, message: str) -> BuiltRocmWhee
     return BuiltRocmWheel(spec.address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, build_info, error=message)
 
 
+@rule(desc="Building rocm_wheel as the root of its chain", level=LogLevel.DEBUG)
+async def build_rocm_wheel_of_target(request: WheelRequest) -> BuiltRocmWheel:
+    """A target's wheel, gated by its own chain's checks (verify-reproducible, kernel tests)."""
+    return await Get(BuiltRocmWheel, ChainWheelRequest(request.address, request.address))
+
+
 @rule(desc="Building rocm_wheel", level=LogLevel.DEBUG)
 async def build_rocm_wheel(
-    request: WheelRequest, named_caches: NamedCachesDirOption, _ccache_remote: CcacheRemote
+    request: ChainWheelRequest, named_caches: NamedCachesDirOption, _ccache_remote: CcacheRemote
 ) -> BuiltRocmWheel:
     # (ccache's remote storage is configured for this session before any build starts.)
-    spec = await Get(WheelBuildSpec, WheelRequest, request)
+    # The chain's checks first, alone: nothing the build needs is asked for before they pass
+    # (see ChainWheelRequest). Their result names the chain only, so an edit that they pass
+    # leaves it the same, and Pants does not restart what waits on them.
+    await Get(CheckedChain, ChainRequest(request.chain_root))
+    spec = await Get(WheelBuildSpec, WheelRequest(request.address))
     unsupported = spec.unsupported_gpu_targets()
     if unsupported and spec.optional:
         # Nothing fetched or built: upstream would not make code for these targets.
         return BuiltRocmWheel(spec.address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, "{}", error=unsupported, skipped=True)
-    prepared = await Get(PreparedWheelBuild, WheelRequest, request)
+    prepared = await Get(PreparedWheelBuild, WheelInputsRequest(request.address, ChainDependencies(request.address, request.chain_root)))
     build_info = prepared.build_info
     process = await Get(Process, WheelBuildRequest, prepared.request)
     result = await Get(FallibleProcessResult, Process, process)
@@ -418,6 +129,9 @@ async def build_rocm_wheel(
         output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
         log_path = f"{named_caches.val}/{LOG_CACHE}/{log_name(spec.address)}.log"
         return failed(spec, build_info, explain_build_failure(spec.owner, spec.timeout, result.exit_code, output, log_path))
+    # Whether the process ran (in which Pants run), or a cache gave its result.
+    made_by = result.metadata
+    ran_in = made_by.source_run_id if made_by.source(RunId(made_by.source_run_id)) == made_by.Source.RAN else None
 
     out = await Get(BuiltPayload, BuildOutput(result.output_digest))
     # The manylinux policy (auditwheel) is read beside the GPU code, not after it: for a GB
@@ -446,38 +160,21 @@ async def build_rocm_wheel(
         build_info=finished.build_info,
         payload=out.payload,
         payload_sha256=out.sha256,
+        ran_in=ran_in,
     )
     return replace(built, closure=(*closure, built))
-
-
-def is_prebuilt(wheel: BuiltRocmWheel) -> bool:
-    return "prebuilt" in json.loads(wheel.build_info).get("source", {})
-
-
-def is_device_wheel(wheel: BuiltRocmWheel) -> bool:
-    return "device_of" in json.loads(wheel.build_info).get("source", {})
 
 
 @memoized
 def rules():
     return FrozenOrderedSet([
         *collect_rules(),
+        UnionRule(DependencyWheelsRequest, ChainDependencies),
+        *build_inputs.rules(),
         *gpu_audit.rules(),
         *portable.rules(),
         *build_output.rules(),
         *ccache.rules(),
-        *build_requirements.rules(),
-        *rust_cargo.rules(),
-        *bootstrap_wheels.rules(),
-        *container.rules(),
-        *interpreters.rules(),
-        *toolchain_isolation.rules(),
-        *rocm_sdk.rules(),
-        *upstream_archives.rules(),
-        *upstream_prebuilt.rules(),
-        *source_tree.rules(),
-        *upstream_repo.rules(),
-        *build_process.rules(),
-        *build_spec.rules(),
         *patch_files.rules(),
+        *chain_check.rules(),
     ])

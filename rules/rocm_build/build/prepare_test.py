@@ -22,7 +22,7 @@ from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.locks import lockfile
 from rocm_build.build import build
-from rocm_build.build.build import BuildHost, BuildHostRequest, PreparedWheelBuild
+from rocm_build.prepare.inputs import BuildHost, BuildHostRequest, PreparedWheelBuild
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest

@@ -21,6 +21,7 @@ from pants.option.global_options import NamedCachesDirOption
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
+from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
@@ -52,6 +53,8 @@ async def settings_probe(tools: HostTools, scripts: Tuple[str, ...], cache: str,
         append_only_caches={cache: cache_dir},
         description=description,
         cache_scope=ProcessCacheScope.PER_SESSION,
+        # Every run: its line only under -ldebug (a server that does not answer is a warning).
+        level=LogLevel.DEBUG,
     )
 
 

@@ -49,7 +49,7 @@ async def check_build_lock(request: BuildLockCheck) -> Findings:
         return Findings(tuple(problems), summary=summary, stop=True)  # the quick checks say why
     if not toolchain.system_cmake:
         problems.append(
-            f"{owner}: its requirements ask for cmake, which the lock leaves to the system (seed 000), "
+            f"{owner}: its requirements ask for cmake, which the lock leaves to the system (builds use the system's cmake), "
             "but there is no cmake in /usr/bin. Install it: apt-get install cmake (dnf install cmake)."
         )
     return Findings(tuple(problems), (_cmake_left_out(locked, toolchain.system_cmake),), summary)
@@ -58,7 +58,7 @@ async def check_build_lock(request: BuildLockCheck) -> Findings:
 def _pip_cmake_in_lock(spec: WheelBuildSpec, locked: LockedRequirements) -> List[str]:
     return [
         f"{spec.owner}: the lock {locked.lock_path} pins {d.name}=={d.version}, which would put pip's cmake "
-        f"on PATH (the build refuses it, seed 000). Regenerate the lock (it leaves cmake out): "
+        f"on PATH (the build refuses it: builds use the system's cmake). Regenerate the lock (it leaves cmake out): "
         f"pants lock-build-requirements {spec.owner}"
         for d in locked.lock.dists
         if d.name.lower() == "cmake"

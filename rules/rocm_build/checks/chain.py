@@ -18,7 +18,6 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.wheel.build_spec import WheelBuildSpec
 from rocm_build.errors import RocmBuildError
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
 from rocm_build.checks.findings import ComponentStatus
@@ -36,7 +35,12 @@ class ChainRequest:
 
 @dataclass(frozen=True)
 class CheckedChain:
-    specs: Tuple[WheelBuildSpec, ...]  # in build order, the root last
+    """The chain passed its checks. It names the chain and nothing else, so that an edit the
+    checks pass (a patch) leaves it equal: what waits on it (each build of the chain) is not
+    restarted by Pants when the checks run again (build/build.py, ChainWheelRequest)."""
+
+    root: Address
+    addresses: Tuple[Address, ...]  # in build order, the root last
 
 
 def raise_problems(root: Address, statuses: Tuple[ComponentStatus, ...]) -> None:
@@ -61,10 +65,12 @@ async def check_chain(request: ChainRequest) -> CheckedChain:
     # Then every pinned tree, fetched and patched: files the recipes name, locks, cmake.
     trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in chain)
     raise_problems(request.root, trees)
+    # Notes (which cmake builds use, ...) are the same each run: `pants check` and
+    # `rocm-plan --check` show them; here only under -ldebug.
     for status in trees:
         for note in status.notes:
-            logger.info(f"{status.owner}: {note}")
-    return CheckedChain(chain)
+            logger.debug(f"{status.owner}: {note}")
+    return CheckedChain(request.root, tuple(s.address for s in chain))
 
 
 @memoized

@@ -51,7 +51,7 @@ def _missing_files(spec: WheelBuildSpec, present: List[str], where: str) -> List
 def _pip_cmake_steps(spec: WheelBuildSpec) -> List[str]:
     return [
         f"{spec.owner}: build_command `{step}` pip-installs cmake, which would come before the system "
-        "cmake on PATH (the build refuses it, seed 000). Remove it: builds use the toolchain's cmake."
+        "cmake on PATH (the build refuses it: builds use the system's cmake, which belongs with the toolchain). Remove it."
         for step in spec.steps
         if PIP_INSTALLS_CMAKE.search(step)
     ]

@@ -50,7 +50,7 @@ from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.rust.cargo_lock import CRATES_IO
 from rocm_build.wheel.chain_versions import module_name
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes
-from rocm_build.build import build as wheel_build
+from rocm_build.prepare import inputs as build_inputs
 from rocm_build.wheel import build_process
 from rocm_build.upstream import tree_scan
 from rocm_build.wheel import chain_versions
@@ -311,7 +311,7 @@ async def check_upstream_steps(request: UpstreamStepsCheck) -> Findings:
 def rules():
     return FrozenOrderedSet([
         *collect_rules(),
-        *wheel_build.rules(),
+        *build_inputs.rules(),
         *build_process.rules(),
         *tree_scan.rules(),
         *chain_versions.rules(),

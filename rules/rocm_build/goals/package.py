@@ -6,15 +6,21 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-from dataclasses import dataclass
-from typing import Dict, Iterable, Sequence, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
 
+from pants.base.build_root import BuildRoot
 from pants.core.goals.package import BuiltPackage, BuiltPackageArtifact, PackageFieldSet
-from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests
+from pants.core.util_rules import distdir
+from pants.core.util_rules.distdir import DistDir
+from pants.engine.engine_aware import EngineAwareReturnType
+from pants.engine.fs import AddPrefix, CreateDigest, Digest, DigestEntries, FileContent, FileEntry, MergeDigests
+from pants.engine.internals.session import RunId
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.unions import UnionRule
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
+from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.install.box_check import CHECK_STEP, box_check_files
@@ -22,13 +28,29 @@ from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequ
 from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, check_runtime_set, env_script, with_runtime_lines
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
-from rocm_build.build.build import BuiltRocmWheel, is_prebuilt
-from rocm_build.wheel.build_spec import WheelRequest, dist_dir
+from rocm_build.build.build import ChainWheelRequest
+from rocm_build.prepare.inputs import BuiltRocmWheel, is_prebuilt
+from rocm_build.wheel.build_spec import dist_dir
+from rocm_build.wheel.rebuild import first_reason, last_build_info
 from rocm_build.checks.chain import ChainRequest, CheckedChain
 from rocm_build.build import build as wheel_build
 from rocm_build.checks import chain as chain_check
 from rocm_build.install import load_check, runtime_set
 from rocm_build.wheel import chain_order
+from rocm_build.goals.package_summary import (
+    BUILT,
+    PINNED,
+    UNCHANGED,
+    WheelOutcome,
+    expect_written,
+    holds_file,
+    holds_files,
+    holds_wheel,
+    pinned_reason,
+    previous_wheels,
+    status_of,
+    summary_lines,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +87,40 @@ class InstallSetRequest:
 @dataclass(frozen=True)
 class InstallSet:
     digest: Digest
+    loads: str  # what its check found (CheckedInstallSet.summary), for package's summary
+
+
+# The install step of requirements.txt's header: one command, which works in a new venv and in
+# one that holds an older set of the chain (each wheel rebuilt since has another version).
+INSTALL_STEP = (
+    "# then install, from this directory, into a new venv or over an older set in one (a wheel rebuilt since has a new "
+    "version, which pip installs in place of the old):",
+    "#   pip install --no-index --find-links wheels --require-hashes -r requirements.txt",
+)
+
+
+def prebuilt_steps(closure: Tuple[BuiltRocmWheel, ...], outside: Mapping[str, Tuple[str, ...]]) -> List[str]:
+    """A step before the install command for each prebuilt host wheel that requires a project
+    the set does not hold (TheRock's torch: rocm): it and what it requires, from its index. A
+    prebuilt wheel whose requirements are all in wheels/ (the mini SDK) needs none: it is
+    installed by hash with the rest. `outside`: the check's reading of each wheel's
+    requirements; a wheel it did not read (pure Python) is given its step, to be safe."""
+    sources = [(w, json.loads(w.build_info)["source"]) for w in closure]
+    extras = device_extras(source for _, source in sources)
+    steps = []
+    for w, source in sources:
+        if "prebuilt" not in source or "device_of" in source:
+            continue
+        needs = outside.get(w.wheel_name or "")
+        if needs == ():
+            continue
+        steps.append(
+            # What a prebuilt wheel itself requires (TheRock's torch: rocm[libraries]) is not
+            # part of the chain: it comes from the wheel's own index, installed first.
+            f"# then, the prebuilt {(w.wheel_name or '').split('-')[0]} and what it requires, from its index: pip install --index-url "
+            f"{source['index_url']} {shlex.quote(requirement(w, extras.get(source['prebuilt'], ())))}"
+        )
+    return steps
 
 
 @rule(desc="Writing and checking a rocm_wheel chain's install set")
@@ -76,50 +132,41 @@ async def install_set(request: InstallSetRequest) -> InstallSet:
     closure = request.closure
     sources = [(w, json.loads(w.build_info)["source"]) for w in closure]
     extras = device_extras(source for _, source in sources)
-    hosts = [(w, source) for w, source in sources if "prebuilt" in source and "device_of" not in source]
+    addresses = tuple(w.address for w in closure)
+    runtime = await Get(RuntimeSet, RuntimeSetRequest(addresses[-1].spec, addresses))
+    # The set's libraries, symbols and GPU code, as the box would load them (install/load_check.py),
+    # checked while its wheels are gathered: wheels/ (the chain's and the run-time lock's).
+    check = load_check_request(closure, await wheels_of(runtime.wheels), runtime.sdk_install)
+    checked, wheels = await MultiGet(
+        Get(CheckedInstallSet, InstallSetCheckRequest, check),
+        Get(Digest, MergeDigests([*(w.wheel for w in closure), runtime.wheels])),
+    )
+    checked.raise_problems()
+    for note in checked.notes:
+        logger.warning(f"{checked.owner}: {note}")
     lines = [
         "# The rocm_wheel chain of one `pants package`: every wheel by version and sha256.",
         CHECK_STEP,
-        "# pip install --no-index --find-links wheels --require-hashes -r requirements.txt  (from this directory)",
-        *(
-            # What a prebuilt wheel itself requires (TheRock's torch: rocm[libraries]) is not
-            # part of the chain: it comes from the wheel's own index, installed first.
-            f"# first, the prebuilt {w.wheel_name.split('-')[0]} and what it requires: pip install --index-url "
-            f"{source['index_url']} {shlex.quote(requirement(w, extras.get(source['prebuilt'], ())))}"
-            for w, source in hosts
-        ),
+        *prebuilt_steps(closure, checked.outside),
         *(
             f"{requirement(w, extras.get(source.get('prebuilt', ''), ()))} --hash=sha256:{w.wheel_sha256}"
             for w, source in sorted(sources, key=lambda pair: pair[0].wheel_name or "")
         ),
     ]
-    addresses = tuple(w.address for w in closure)
-    runtime = await Get(RuntimeSet, RuntimeSetRequest(addresses[-1].spec, addresses))
-    lines = with_runtime_lines(runtime, lines)
-    # The set's libraries, symbols and GPU code, as the box would load them (install/load_check.py),
-    # checked while the set is written: wheels/ (the chain's and the run-time lock's), the
-    # requirements and env.sh (the run-time environment).
-    check = load_check_request(closure, await wheels_of(runtime.wheels), runtime.sdk_install)
-    checked, wheels, files = await MultiGet(
-        Get(CheckedInstallSet, InstallSetCheckRequest, check),
-        Get(Digest, MergeDigests([*(w.wheel for w in closure), runtime.wheels])),
-        Get(
-            Digest,
-            CreateDigest(
-                [
-                    FileContent(INSTALL_REQUIREMENTS, "\n".join([*lines, ""]).encode()),
-                    FileContent(ENV_SCRIPT, env_script(runtime.env).encode()),
-                    # check_box.py and what it checks the box against (install/box_check.py)
-                    *box_check_files(closure[-1].address.spec, chain_gpu_targets(closure)),
-                ]
-            ),
+    lines = with_runtime_lines(runtime, lines, INSTALL_STEP)
+    files = await Get(
+        Digest,
+        CreateDigest(
+            [
+                FileContent(INSTALL_REQUIREMENTS, "\n".join([*lines, ""]).encode()),
+                FileContent(ENV_SCRIPT, env_script(runtime.env).encode()),
+                # check_box.py and what it checks the box against (install/box_check.py)
+                *box_check_files(closure[-1].address.spec, chain_gpu_targets(closure)),
+            ]
         ),
     )
-    checked.raise_problems()
-    logger.info(f"{checked.owner}: the install set loads: {checked.summary()}")
-    for note in checked.notes:
-        logger.warning(f"{checked.owner}: {note}")
-    return InstallSet(await Get(Digest, MergeDigests([await Get(Digest, AddPrefix(wheels, "wheels")), files])))
+    digest = await Get(Digest, MergeDigests([await Get(Digest, AddPrefix(wheels, "wheels")), files]))
+    return InstallSet(digest, checked.summary())
 
 
 def chain_gpu_targets(closure: Tuple[BuiltRocmWheel, ...]) -> Tuple[str, ...]:
@@ -135,18 +182,57 @@ def load_check_request(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Sequ
     return InstallSetCheckRequest(closure[-1].address.spec, (*chain, *locked), gpu_targets, addresses, sdk_install)
 
 
+@dataclass(frozen=True)
+class DistFolder:
+    """What `package` would write into one folder of dist/."""
+
+    relpath: str  # under dist/
+    digest: Digest  # its files, at the digest root
+    entries: Tuple[FileEntry, ...]
+    only: str = ""  # the one file of it to write (Pants removes it first), else the whole folder
+
+    @property
+    def cleared(self) -> str:
+        """What Pants removes before it writes this (the artifact's path)."""
+        return f"{self.relpath}/{self.only}" if self.only else self.relpath
+
+
+def file_entries(entries: DigestEntries) -> Tuple[FileEntry, ...]:
+    return tuple(e for e in entries if isinstance(e, FileEntry))
+
+
+@dataclass(frozen=True)
+class DistOutcomeRequest:
+    owner: str  # the target packaged
+    closure: Tuple[BuiltRocmWheel, ...]
+    folders: Tuple[DistFolder, ...]  # one per wheel of the closure, then the install set's
+    install: str  # the install set's folder
+    loads: str  # what the install set's check found
+
+
+@dataclass(frozen=True)
+class DistOutcome(EngineAwareReturnType):
+    written: Tuple[DistFolder, ...]  # the folders whose files dist/ does not hold already
+    summary: Tuple[str, ...]
+
+    def cacheable(self) -> bool:
+        # Made from dist/, which Pants does not watch: read again in each run. Its value is the
+        # same in two runs that find dist/ the same, so `package` is not run again for it.
+        return False
+
+
 @rule
 async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     # Toolchains, archives and locks of the whole chain are checked before any fetch or
-    # build starts.
+    # build starts (each build of the chain awaits them too: ChainWheelRequest).
     await Get(CheckedChain, ChainRequest(field_set.address))
     await check_runtime_set(field_set.address)  # runtime_env conflicts, run-time locks
-    built = await Get(BuiltRocmWheel, WheelRequest(field_set.address))
+    built = await Get(BuiltRocmWheel, ChainWheelRequest(field_set.address, field_set.address))
     if built.error:
         raise RocmBuildError(built.error)
     # The whole chain goes to dist/, each wheel with its build log, under its target's dir;
     # and, for the target packaged, the chain as one thing to install (see install_set),
-    # checked while the others are written.
+    # checked while the others are gathered.
     install = f"{dist_dir(field_set.address)}.install"
     *merged, install_digest = await MultiGet(
         [
@@ -154,15 +240,56 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
             Get(InstallSet, InstallSetRequest(built.closure)),
         ]
     )
-    outputs = await MultiGet(
-        [
-            *(Get(Digest, AddPrefix(m, dist_dir(w.address))) for m, w in zip(merged, built.closure)),
-            Get(Digest, AddPrefix(install_digest.digest, install)),
-        ]
-    )
-    artifacts = [BuiltPackageArtifact(f"{dist_dir(w.address)}/{w.wheel_name}") for w in built.closure]
-    artifacts.append(BuiltPackageArtifact(f"{install}/{INSTALL_REQUIREMENTS}"))
+    digests = [*merged, install_digest.digest]
+    entries = await MultiGet(Get(DigestEntries, Digest, d) for d in digests)
+    relpaths = [*(dist_dir(w.address) for w in built.closure), install]
+    folders = tuple(DistFolder(r, d, file_entries(e)) for r, d, e in zip(relpaths, digests, entries))
+    outcome = await Get(DistOutcome, DistOutcomeRequest(field_set.address.spec, built.closure, folders, install, install_digest.loads))
+    outputs = await MultiGet(Get(Digest, AddPrefix(f.digest, f.relpath)) for f in outcome.written)
+    artifacts = [BuiltPackageArtifact(f.cleared) for f in outcome.written]  # Pants clears each, then writes it
+    artifacts.append(BuiltPackageArtifact(None, outcome.summary))
     return BuiltPackage(await Get(Digest, MergeDigests(outputs)), tuple(artifacts))
+
+
+@rule(desc="Comparing a rocm_wheel chain with dist/", level=LogLevel.DEBUG)
+async def compare_with_dist(request: DistOutcomeRequest, dist: DistDir, build_root: BuildRoot, run_id: RunId) -> DistOutcome:
+    """The folders to write (those whose files dist/ does not hold already) and the summary.
+    The run id tells a build that ran in this run from one a cache gave."""
+    root = build_root.pathlib_path / dist.relpath
+    *wheel_folders, install_folder = request.folders
+    outcomes, written = [], []
+    changed: List[str] = []
+    for w, folder in zip(request.closure, wheel_folders):
+        entry = next(e for e in folder.entries if e.path == w.wheel_name)
+        where = root / folder.relpath
+        same = holds_wheel(where, entry.path, entry.file_digest.fingerprint, entry.file_digest.serialized_bytes_length)
+        status = status_of(same, is_prebuilt(w), w.ran_in == run_id)
+        log = next((e for e in folder.entries if e.path != w.wheel_name), None)
+        if status == UNCHANGED and w.ran_in == run_id and log and not holds_file(where / log.path, log):
+            # Built in this run into the same bytes (Pants' cache off, say): the wheel is left
+            # as it is, the log of this build replaces the last one's.
+            status, reason = BUILT, "the same bytes as the wheel in dist/ (left as it is; its build log written)"
+            written.append(replace(folder, digest=w.log, entries=(log,), only=log.path))
+        elif status == UNCHANGED:
+            reason = ""
+        elif status == PINNED:
+            reason = pinned_reason(previous_wheels(where), entry.path)
+        else:
+            reason = first_reason(last_build_info(where), json.loads(w.build_info), changed)
+        if status != UNCHANGED and not same:
+            changed.append(w.address.spec)
+            written.append(folder)
+        outcomes.append(WheelOutcome(w.address.spec, entry.path, status, reason))
+    files = {e.path: (e.file_digest.fingerprint, e.file_digest.serialized_bytes_length) for e in install_folder.entries}
+    install_written = not holds_files(root / request.install, files)
+    if install_written:
+        written.append(install_folder)
+    for folder in written:
+        for e in folder.entries:  # (a folder written whole, or its one file)
+            expect_written(root / folder.relpath / e.path, e.file_digest.fingerprint, e.file_digest.serialized_bytes_length)
+    # What the set's check found is said when the set is new in dist/.
+    loads = request.loads if install_written else ""
+    return DistOutcome(tuple(written), summary_lines(request.owner, outcomes, f"{root.name}/{request.install}", install_written, loads))
 
 
 @memoized
@@ -170,6 +297,7 @@ def rules():
     return FrozenOrderedSet([
         *collect_rules(),
         UnionRule(PackageFieldSet, RocmWheelFieldSet),
+        *distdir.rules(),  # compare_with_dist reads dist/
         *wheel_build.rules(),
         *chain_check.rules(),
         *load_check.rules(),

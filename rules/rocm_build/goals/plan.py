@@ -190,6 +190,9 @@ async def describe_build(request: PlannedBuildRequest, isolation: NetworkIsolati
         "  patches" if spec.upstream.patches else "  patches   none",
         *(f"    {p.path}  sha256:{p.sha256[:16]}" for p in spec.upstream.patches),
         _gpu_line(spec),
+        # The digest covers the toolchain's identity and the dependency wheels' bytes.
+        f"  label     +{build.label}.k{UNRESOLVED} (the build writes +{build.label}; the wheel that ships adds the "
+        "digest of its inputs: `version_key` in its rocm_build_info.json)",
         f"  toolchain {spec.toolchain.spec} ({toolchain.provider})",
         f"  python    {python_line}",
         f"  environment {environment_line}",

@@ -34,6 +34,9 @@ def test_plan_shows_chain_lock_archive_and_the_build_process() -> None:
     assert "  archive   DATA <- components:data" in out
     assert "  lock      3rdparty/build/py3.11/b.lock MISSING (run `pants lock-build-requirements components:b`)" in out
     assert "  network   none (own network namespace)" in out
+    # The version's digest covers inputs known when built (the toolchain's identity, dependency wheels).
+    labels = [line for line in out.splitlines() if line.startswith("  label     +")]
+    assert len(labels) == 2 and all(".k<known when built> (the build writes +" in line for line in labels), labels
     assert "  rebuild   unknown: no wheel of it in dist/ to compare with (the build cache decides)" in out
     assert "  argv      /usr/bin/bash __rocm_build/build_wheel.sh" in out
     assert "    ROCM_PATH='$ROCM_BUILD_SANDBOX/.rocm/root'" in out

@@ -36,7 +36,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.subsystems.host_tools import HostTools
-from rocm_build.build.build import BuiltRocmWheel, PreparedWheelBuild
+from rocm_build.prepare.inputs import BuiltRocmWheel, PreparedWheelBuild
 from rocm_build.build.build_output import BuildOutput, BuiltPayload, FinishedWheel, WheelWithBuildInfo
 from rocm_build.build import build as wheel_build
 from rocm_build.build import build_output

@@ -15,7 +15,7 @@ from rocm_build.script_modules import script_bytes
 
 CHECK_SCRIPT = "check_box.py"
 SET_METADATA = "install_set.json"  # check_box.py reads it from its own directory
-CHECK_STEP = "# before installing, check this machine: python3 check_box.py  (exit 1: fix what it says first; docs/checks.md)"
+CHECK_STEP = "# first, check this machine: python3 check_box.py  (exit 1: fix what it says first; docs/checks.md)"
 
 
 def set_metadata(owner: str, gpu_targets: Sequence[str]) -> bytes:

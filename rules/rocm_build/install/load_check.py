@@ -31,7 +31,8 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, system_libraries
+from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, project, system_libraries
+from rocm_build.install.sdk_modules import project_name
 from rocm_build.install.kpack_check import kpack_facts, kpack_problems
 from rocm_build.upstream.target_types import SystemLibrariesField
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
@@ -87,11 +88,18 @@ class CheckedInstallSet:
     links: int
     symbols: int
     notes: Tuple[str, ...] = ()  # what the check could not read, said once (package logs it)
-    kernels: int = 0  # split kernels (library, kernel, target) looked up in the set's .kpack archives
+    kernels: int = 0  # GPU kernels host libraries keep in device wheels (.kpack), each found for every gpu target
+    # Wheel -> the projects its Requires-Dist names that no wheel of the set is: what `pip
+    # install --no-index` of the set needs from elsewhere (TheRock's torch: rocm). Only the
+    # wheels whose metadata was read (not the pure-Python ones).
+    outside: FrozenDict[str, Tuple[str, ...]] = FrozenDict()
 
     def summary(self) -> str:
-        split = f", {self.kernels} split kernel(s) found in .kpack archives" if self.kernels else ""
-        return f"{self.elves} ELF file(s): {self.links} needed libraries found, {self.symbols} undefined symbols defined{split}"
+        split = f"; the {self.kernels} GPU kernel(s) their libraries keep in device wheels (.kpack files) are there for each gpu target" if self.kernels else ""
+        return (
+            f"{self.elves} compiled file(s) (libraries, extensions, programs): the {self.links} libraries they load and "
+            f"the {self.symbols} functions and variables they import from them are all found{split}"
+        )
 
     def raise_problems(self) -> None:
         if self.problems:
@@ -206,8 +214,12 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
             f"{len(closure.left_to_sdk)} needed libraries are left to the SDK the set installs from its index "
             f"({request.sdk_install}), whose wheels are not pinned here to be read: {shown}{more}",
         )
-    kernels = sum(len(r.indexes) for r in refs) * len(request.gpu_targets)
-    return CheckedInstallSet(request.owner, tuple(problems), closure.elves, closure.links, closure.symbols, notes, kernels)
+    kernels = sum(len(r.indexes) for r in refs)
+    in_set = {project(w.wheel.wheel_name) for w in request.wheels}
+    outside = {found.wheel_name: tuple(sorted({project_name(p) for p in found.requires} - in_set)) for found in links}
+    return CheckedInstallSet(
+        request.owner, tuple(problems), closure.elves, closure.links, closure.symbols, notes, kernels, FrozenDict(outside)
+    )
 
 
 async def wheels_of(digest: Digest) -> List[BuiltWheel]:

@@ -121,11 +121,12 @@ def env_script(env: Sequence[Tuple[str, str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def header_lines(runtime: RuntimeSet) -> List[str]:
-    """requirements.txt's lines about the SDK's modules and env.sh."""
-    lines = []
-    if runtime.sdk_install:
-        lines.append(f"{SDK_FIRST}{runtime.sdk_install}")
+def header_lines(runtime: RuntimeSet, install: Sequence[str] = ()) -> List[str]:
+    """requirements.txt's steps around its install command (`install`, the lines that give it):
+    the SDK the chain was built with before it (TheRock's, from its index), the SDK's modules
+    and env.sh after it."""
+    lines = [f"{SDK_FIRST}{runtime.sdk_install}"] if runtime.sdk_install else []
+    lines += install
     for module, target, sdk_install in runtime.sdk:
         sdk = SDK_MODULES[module]
         where = f"With the SDK in this venv ({sdk_install}), install it:" if sdk_install else "Install it from the SDK in this venv:"
@@ -198,14 +199,15 @@ async def check_runtime_set(root: Address) -> None:
     await Get(RuntimeSet, RuntimeSetRequest(root.spec, chain.addresses))
 
 
-def with_runtime_lines(runtime: RuntimeSet, lines: List[str]) -> List[str]:
+def with_runtime_lines(runtime: RuntimeSet, lines: List[str], install: Sequence[str] = ()) -> List[str]:
     """An install set's requirements lines with the run-time ones added: the header's steps
-    after its comment lines, the locked requirements at the end."""
+    (with the install command `install` among them: header_lines) after its comment lines, the
+    locked requirements at the end."""
     header = 0
     while header < len(lines) and lines[header].startswith("#"):
         header += 1
     locked = [f"{d.name}=={d.version} --hash=sha256:{d.sha256}" for d in runtime.dists]
-    return [*lines[:header], *header_lines(runtime), *lines[header:], *locked]
+    return [*lines[:header], *header_lines(runtime, install), *lines[header:], *locked]
 
 
 @memoized

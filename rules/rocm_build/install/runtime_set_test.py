@@ -176,6 +176,10 @@ def test_sdk_module_alone_needs_no_lock(rule_runner: RuleRunner) -> None:
     assert runtime.sdk_install == sdk_install
     assert runtime.sdk == (("amdsmi", "components/fa:wheel", sdk_install),)
     assert header_lines(runtime)[0] == f"{SDK_FIRST}{sdk_install}"
+    # In the order they run: the SDK from its index, the set's install command, then the SDK's
+    # modules and env.sh.
+    lines = header_lines(runtime, ("# install: pip install ...",))
+    assert lines[1] == "# install: pip install ..." and lines[3].startswith(SDK_STEP) and lines[4].startswith("# then, before running Python")
     # Two releases of the SDK in one chain cannot be one install set.
     rule_runner.write_files(
         {

@@ -7,18 +7,24 @@ Usage:
   wheel_files.py add-info WHEEL OUT_DIR INFO [PLATFORM]
                                                adds `rocm_build_info.json` to the dist-info,
                                                and to METADATA a `Requires-Dist: name==version`
-                                               for each dependency wheel INFO lists; with
-                                               PLATFORM (a manylinux tag auditwheel found the
-                                               wheel consistent with), tags the wheel with it
+                                               for each dependency wheel INFO lists; the
+                                               version gets INFO's `version_key` label (`.kLABEL`:
+                                               which build this is); with PLATFORM (a manylinux
+                                               tag auditwheel found the wheel consistent with),
+                                               tags the wheel with it
 
 Both rewrite RECORD and write members in a fixed order with a fixed timestamp and
 normalized permissions, so the same contents give the same bytes on every machine. The
 build writes the labelled wheel (what dependents build against, so a rebuild with the same
 output changes nothing downstream); build info and the exact requirements on the dependency
-wheels, which record inputs, are added afterwards.
+wheels, which record inputs, are added afterwards, and so is the digest of those inputs in
+the version (`1.0.0+llvm19gfx1151.k1a2b3c4d`): dependents build against the wheel without it, so
+a dependency that comes out the same does not rebuild them, and a wheel that ships other bytes
+has another version, which `pip install` in a venv holding the old one installs.
 """
 
 import csv
+import io
 import json
 import os
 import re
@@ -104,9 +110,27 @@ def require_built_against(metadata, wheels):
     return b"\n".join([*kept, *pins.values()]) + (sep or b"\n") + body
 
 
+def with_local(version, segment):
+    """`version` with `segment` appended to its local label (PEP 440: `+a` then `.b`)."""
+    return f"{version}{'.' if '+' in version else '+'}{segment}"
+
+
+def renamed_record(line, old_info, new_info):
+    """A RECORD line of a dist-info member, under the renamed dist-info directory."""
+    row = next(csv.reader([line]))
+    row[0] = new_info + row[0][len(old_info):]
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow(row)
+    return out.getvalue()
+
+
+def set_version(metadata, version):
+    return re.sub(rb"(?m)^Version: .*$", f"Version: {version}".encode(), metadata, count=1)
+
+
 def label(src, out_dir, label, chunk_cache=None):
     name, version, rest = os.path.basename(src).split("-", 2)
-    new_version = f"{version}{'.' if '+' in version else '+'}{label}"
+    new_version = with_local(version, label)
     old_info, new_info = f"{name}-{version}.dist-info", f"{name}-{new_version}.dist-info"
     target = os.path.join(out_dir, f"{name}-{new_version}-{rest}")
     with zipfile.ZipFile(src) as wheel:
@@ -118,7 +142,7 @@ def label(src, out_dir, label, chunk_cache=None):
             if path.startswith(old_info + "/"):
                 path = new_info + path[len(old_info):]
                 if path == f"{new_info}/METADATA":
-                    content = re.sub(rb"(?m)^Version: .*$", f"Version: {new_version}".encode(), wheel.read(info), count=1)
+                    content = set_version(wheel.read(info), new_version)
             members.append((path, content, mode_of(info)))
         write_wheel(target, new_info, members, chunk_cache)
     print(f"labelled {os.path.basename(src)} -> {os.path.basename(target)}")
@@ -135,21 +159,28 @@ def retag(wheel_metadata, file_name, platform):
 def add_info(src, out_dir, info_path, platform=None):
     """The members but METADATA, WHEEL and RECORD are copied as they are stored: a GB wheel
     is not inflated and deflated again for a few lines of text."""
-    name, version, _ = os.path.basename(src).split("-", 2)
-    info_dir = f"{name}-{version}.dist-info"
-    target_name = os.path.basename(src)
+    name, version, rest = os.path.basename(src).split("-", 2)
+    old_info = f"{name}-{version}.dist-info"
     with open(info_path, "rb") as f:
         info = f.read()
-    built_against = [d["wheel"] for d in json.loads(info)["dependencies"]]
-    records = record_of(src, info_dir)
+    parsed = json.loads(info)
+    built_against = [d["wheel"] for d in parsed["dependencies"]]
+    key = parsed.get("version_key")
+    new_version = with_local(version, key["label"]) if key else version
+    info_dir = f"{name}-{new_version}.dist-info"
+    target_name = f"{name}-{new_version}-{rest}"
+    records = record_of(src, old_info)
     members = []
     with zipfile.ZipFile(src) as wheel:
         for path, entry in raw_entries(src).items():
             content = Raw(entry, records[path])
+            if path.startswith(old_info + "/"):
+                content = Raw(entry, renamed_record(records[path], old_info, info_dir))
+                path = info_dir + path[len(old_info):]
             if path == f"{info_dir}/METADATA":
-                content = require_built_against(wheel.read(path), built_against)
+                content = require_built_against(set_version(wheel.read(entry.info), new_version), built_against)
             if path == f"{info_dir}/WHEEL" and platform:
-                content, target_name = retag(wheel.read(path), target_name, platform)
+                content, target_name = retag(wheel.read(entry.info), target_name, platform)
             if path != f"{info_dir}/{BUILD_INFO}":
                 members.append((path, content, mode_of(entry.info)))
     members.append((f"{info_dir}/{BUILD_INFO}", info, 0o644))

@@ -53,13 +53,18 @@ def test_label_then_build_info(tmp_path: Path) -> None:
     assert contents["pkg/_C.so"] == MEMBERS["pkg/_C.so"]
 
     info = tmp_path / "info.json"
-    info.write_text(json.dumps({"dependencies": [{"wheel": "torch-2.9.0+rocm7gfx1151-cp311-cp311-linux_x86_64.whl"}]}))
+    dependency = "torch-2.9.0+rocm7gfx1151.k0badcafe-cp311-cp311-linux_x86_64.whl"
+    info.write_text(json.dumps({"dependencies": [{"wheel": dependency}], "version_key": {"label": "k1a2b3c4d"}}))
     wheel_files.add_info(str(labelled), str(tmp_path / "final"), str(info), "manylinux_2_28_x86_64")
-    final = tmp_path / "final" / "pkg-1.0+rocm7gfx1151-cp311-cp311-manylinux_2_28_x86_64.whl"
+    # The version says which build it is; the dist-info directory and RECORD follow it.
+    final = tmp_path / "final" / "pkg-1.0+rocm7gfx1151.k1a2b3c4d-cp311-cp311-manylinux_2_28_x86_64.whl"
     contents = records(final)
-    metadata = contents["pkg-1.0+rocm7gfx1151.dist-info/METADATA"]
-    assert b"Requires-Dist: torch==2.9.0+rocm7gfx1151" in metadata and b"torch>=2" not in metadata
-    assert contents["pkg-1.0+rocm7gfx1151.dist-info/rocm_build_info.json"] == info.read_bytes()
+    assert not [n for n in contents if n.startswith("pkg-1.0+rocm7gfx1151.dist-info/")]
+    metadata = contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/METADATA"]
+    assert metadata.splitlines()[2] == b"Version: 1.0+rocm7gfx1151.k1a2b3c4d"
+    assert b"Requires-Dist: torch==2.9.0+rocm7gfx1151.k0badcafe" in metadata and b"torch>=2" not in metadata
+    assert b"Tag: cp311-cp311-manylinux_2_28_x86_64" in contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/WHEEL"]
+    assert contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/rocm_build_info.json"] == info.read_bytes()
     # The package's members are the labelled wheel's stored bytes, not deflated again.
     before, after = wheel_zip.raw_entries(str(labelled)), wheel_zip.raw_entries(str(final))
     for name in ("pkg/__init__.py", "pkg/odd,name.py", "pkg/_C.so"):

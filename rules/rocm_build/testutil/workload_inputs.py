@@ -32,7 +32,7 @@ from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.target_types import PatchSetTarget, PrebuiltWheelTarget, UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
-from rocm_build.build.build import BuiltRocmWheel
+from rocm_build.prepare.inputs import BuiltRocmWheel
 from rocm_build.wheel import source_kind
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget

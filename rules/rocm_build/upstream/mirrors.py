@@ -17,6 +17,7 @@ from pants.engine.process import FallibleProcessResult, Process, ProcessCacheSco
 from pants.engine.rules import Get, collect_rules, rule
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
+from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
@@ -52,8 +53,10 @@ async def configure_mirrors(settings: RocmBuildSubsystem, tools: HostTools) -> M
             input_digest=await Get(Digest, script_files("mirrors.py", "git_urls.py")),
             append_only_caches={MIRRORS_CACHE: MIRRORS_DIR},
             description="Configuring mirrors",
-            # Once per session, in memory only: it writes a named cache.
+            # Once per session, in memory only: it writes a named cache. Its line only under
+            # -ldebug: it is the same every run (a bad table is an error).
             cache_scope=ProcessCacheScope.PER_SESSION,
+            level=LogLevel.DEBUG,
         ),
     )
     if result.exit_code != 0:

@@ -10,9 +10,10 @@ and the plan asks for the same `Process`, so the plan and the build cannot disag
 from __future__ import annotations
 
 import hashlib
+import json
 import shlex
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Dict, Mapping, Optional, Tuple
 
 from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, FileContent, MergeDigests
@@ -33,6 +34,7 @@ from rocm_build.subsystems.sccache import Sccache, SccacheBinary
 from rocm_build.caches.sccache_dist import FARM_CACHE, FARM_DIR, TOOLCHAIN_DIR, DistToolchain, DistToolchainRequest, SccacheFarm
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.wheel.build_spec import WheelBuildSpec, log_name
+from rocm_build.wheel.rebuild import READ_FROM_WHEEL, VERSION_KEY
 from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools, cache_suffix
 from rocm_build.caches import sccache_dist
@@ -64,9 +66,29 @@ SANDBOX = "$ROCM_BUILD_SANDBOX"
 
 
 def local_version_label(toolchain: ResolvedToolchain, spec: WheelBuildSpec) -> str:
-    """The wheel's local version label, e.g. `llvm19gfx1100.gfx1151`: the toolchain's label,
-    then the gpu targets."""
+    """The local version label the build gives its wheel, e.g. `llvm19gfx1100.gfx1151`: the
+    toolchain's label, then the gpu targets. The wheel that ships adds `version_key`'s."""
     return f"{toolchain.label}{'.'.join(spec.gpu_targets)}"
+
+
+VERSION_KEY_HOW = (
+    "the first 8 hex digits of the sha256 of the keys `covers` names of this file, as JSON with "
+    "sorted keys and no spaces (json.dumps(..., sort_keys=True, separators=(',', ':')))"
+)
+
+
+def version_key(build_info: Mapping[str, Any]) -> Dict[str, Any]:
+    """The last local segment of a shipped wheel's version (`1.0.0+llvm19gfx1151.k1a2b3c4d`):
+    a digest of every input its build info records (pins, patch digests, toolchain identity,
+    gpu targets, env, lock, archives, the dependency wheels by name and content). The same
+    inputs give the same version; another patch, another version, so `pip install` of the
+    install set in a venv holding the last build installs this one. It is added after the
+    build (wheel_files.py add-info): dependents build against the wheel without it, so a
+    dependency whose build comes out the same does not rebuild them (early cutoff)."""
+    covers = sorted(k for k in build_info if k not in (*READ_FROM_WHEEL, VERSION_KEY))
+    made_of = json.dumps({k: build_info[k] for k in covers}, sort_keys=True, separators=(",", ":"))
+    digest = hashlib.sha256(made_of.encode()).hexdigest()[:8]
+    return {"label": f"k{digest}", "digest": digest, "covers": covers, "how": VERSION_KEY_HOW}
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
 import os
@@ -18,7 +19,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.wheel import build_process, build_spec
-from rocm_build.wheel.build_process import WheelBuildRequest
+from rocm_build.wheel.build_process import WheelBuildRequest, version_key
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.toolchain.container import BuildImage
@@ -315,3 +316,23 @@ def test_dependencies_must_build_with_the_same_python(rule_runner: RuleRunner) -
     # The same Python spelled as a constraint is the same Python.
     spec = wheel_build(rule_runner, dependencies="['components/dep:wheel']", python="'CPython==3.12.*'")
     assert spec.dependencies == (Address("components/dep", target_name="wheel"),)
+
+
+def test_the_version_key_is_a_digest_of_the_recorded_inputs_only() -> None:
+    info = {
+        "label": "llvm19gfx1151",
+        "source": {"pin": "mini-vllm", "commit": "e8b6" * 10, "patches": [{"path": "p/0001.patch", "sha256": "aa" * 32}]},
+        "dependencies": [{"target": "t:wheel", "wheel": "t-1.0+llvm19gfx1151.k00000000-py3-none-any.whl", "payload_sha256": "bb" * 32}],
+        "gpu_targets": ["gfx1151"],
+    }
+    key = version_key(info)
+    assert key["label"] == f"k{key['digest']}" and len(key["digest"]) == 8
+    assert key["covers"] == ["dependencies", "gpu_targets", "label", "source"]
+    # What is read from the built wheel, and the key itself, are not inputs.
+    assert version_key({**info, "gpu_code": {"x": 1}, "platform": {"tag": "y"}, "version_key": key}) == key
+    # The recipe of the digest, as the build info says it, gives it back.
+    made_of = json.dumps({k: info[k] for k in key["covers"]}, sort_keys=True, separators=(",", ":"))
+    assert hashlib.sha256(made_of.encode()).hexdigest()[:8] == key["digest"]
+    # A patch changed: another version.
+    patched = {**info, "source": {**info["source"], "patches": [{"path": "p/0001.patch", "sha256": "cc" * 32}]}}
+    assert version_key(patched)["digest"] != key["digest"]

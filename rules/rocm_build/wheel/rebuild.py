@@ -17,6 +17,11 @@ from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 BUILD_INFO = "rocm_build_info.json"
+# What a build info says of the wheel itself, read from it after the build: made by the
+# inputs, not one of them (and not known before the build).
+READ_FROM_WHEEL = ("gpu_code", "platform")
+# The digest of the inputs in the wheel's version (build_process.version_key).
+VERSION_KEY = "version_key"
 
 
 @dataclass(frozen=True)
@@ -37,8 +42,9 @@ class Inputs:
 
 
 def last_build_info(dist_folder: Path) -> Optional[Dict[str, Any]]:
-    """The build info of the wheel `package` left in a target's dist/ folder, if any."""
-    for wheel in sorted(dist_folder.glob("*.whl")):
+    """The build info of the wheel `package` left in a target's dist/ folder, if any (the newest,
+    where an older `package` left more than one)."""
+    for wheel in sorted(dist_folder.glob("*.whl"), key=lambda w: (-w.stat().st_mtime_ns, w.name)):
         name_version = "-".join(wheel.name.split("-")[:2])
         try:
             with zipfile.ZipFile(wheel) as zf:
@@ -103,3 +109,43 @@ def verdict(own: List[str], rebuilding_deps: List[str], last: Optional[str]) -> 
     if last is None:
         return "unknown: no wheel of it in dist/ to compare with (the build cache decides)"
     return f"no: same inputs as the wheel in {last} (the toolchain's identity is compared at build time)"
+
+
+def inputs_of(info: Mapping[str, Any]) -> Inputs:
+    """What a wheel's build info records of the inputs `changes` compares (a wheel just built)."""
+    source = info.get("source", {})
+    return Inputs(
+        pin=source.get("pin", ""),
+        commit=source.get("commit") or source.get("sha256") or "",
+        patches={p["path"]: p["sha256"] for p in source.get("patches", [])},
+        lock_sha256=(info.get("build_requirements") or {}).get("sha256"),
+        python=info.get("python", ""),
+        toolchain=info.get("toolchain", {}).get("address", ""),
+        env=dict(info.get("env", {})),
+        gpu_targets=list(info.get("gpu_targets", [])),
+        archives={var: a.get("sha256") for var, a in info.get("archives", {}).items()},
+        image=(info.get("environment") or {}).get("image_id", ""),
+        prebuilt={d["target"]: d.get("payload_sha256", "") for d in info.get("dependencies", []) if "prebuilt" in d.get("source", {})},
+    )
+
+
+
+
+def first_reason(previous: Optional[Mapping[str, Any]], now: Mapping[str, Any], changed: Sequence[str]) -> str:
+    """Why a wheel differs from the one in dist/, in `rocm-plan`'s words: its first change of
+    input, else the first of its dependencies (`changed`: the targets whose wheels changed),
+    else what else its build info says differs (the toolchain's identity, say)."""
+    if previous is None:
+        return "no wheel of it in dist/ before"
+    own = changes(dict(previous), inputs_of(now))
+    if own:
+        return own[0]
+    deps = [d["target"] for d in now.get("dependencies", []) if d.get("target") in changed]
+    if deps:
+        return f"its dependency {deps[0]} changed"
+    toolchain_before, toolchain_now = previous.get("toolchain", {}).get("identity"), now.get("toolchain", {}).get("identity")
+    if toolchain_before != toolchain_now:
+        return f"toolchain identity {toolchain_before!r} -> {toolchain_now!r}"
+    inputs = lambda info: {k: v for k, v in info.items() if k not in (*READ_FROM_WHEEL, VERSION_KEY)}  # noqa: E731
+    keys = changed_keys(inputs(previous), inputs(now))
+    return f"its build info differs in {', '.join(keys)}" if keys else "the same inputs, other bytes (not reproducible?)"

@@ -164,7 +164,8 @@ class WheelBuildRequirementsField(StringSequenceField):
         `pants lock-build-requirements <this target>` resolves them once and pins every
         distribution by sha256; the build installs exactly the lock, from a wheelhouse that a
         separate cached process downloads, with `--no-index --require-hashes`. `cmake` is
-        left out of locks: builds use the toolchain's system cmake (seed 000).
+        left out of locks: builds use the system's cmake (/usr/bin/cmake), which belongs with the
+        toolchain, never one from pip.
         """
     )
 

@@ -26,7 +26,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.target_types_rules import TargetRequest
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
 from rocm_build.upstream.target_types import PrebuiltWheelTarget
-from rocm_build.build.build import BuiltRocmWheel
+from rocm_build.prepare.inputs import BuiltRocmWheel
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.build import build as wheel_build

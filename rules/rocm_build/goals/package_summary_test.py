@@ -1,0 +1,126 @@
+"""What `package` leaves as it is in dist/ and what it says, on real files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+from pants.engine.fs import FileDigest, FileEntry
+
+from rocm_build.goals.package_summary import (
+    BUILT,
+    CACHED,
+    PINNED,
+    UNCHANGED,
+    WheelOutcome,
+    expect_written,
+    holds_file,
+    holds_files,
+    holds_wheel,
+    pinned_reason,
+    status_of,
+    summary_lines,
+)
+from rocm_build.wheel.rebuild import first_reason, inputs_of
+
+WHEEL = "mini_vllm-1.0.0+llvm19gfx1151.k1a2b3c4d-cp311-cp311-linux_x86_64.whl"
+
+
+def sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_a_folder_holds_a_wheel_only_byte_for_byte_and_alone(tmp_path: Path) -> None:
+    data = b"wheel bytes"
+    assert not holds_wheel(tmp_path, WHEEL, sha(data), len(data))
+    (tmp_path / WHEEL).write_bytes(data)
+    (tmp_path / f"{WHEEL}.build.log").write_text("any log")  # the log of the build that made it
+    assert holds_wheel(tmp_path, WHEEL, sha(data), len(data))
+    # Same size, other bytes; then the bytes again but beside an older version.
+    (tmp_path / WHEEL).write_bytes(b"wheel BYTES")
+    assert not holds_wheel(tmp_path, WHEEL, sha(data), len(data))
+    (tmp_path / WHEEL).write_bytes(data)
+    (tmp_path / WHEEL.replace("k1a2b3c4d", "k00000000")).write_bytes(b"old")
+    assert not holds_wheel(tmp_path, WHEEL, sha(data), len(data))
+
+
+def test_a_file_holds_a_digest_entry(tmp_path: Path) -> None:
+    log = tmp_path / f"{WHEEL}.build.log"
+    entry = FileEntry(log.name, FileDigest(sha(b"log of this build\n"), len(b"log of this build\n")))
+    assert not holds_file(log, entry)
+    log.write_bytes(b"log of that build\n")  # the same size, another build
+    assert not holds_file(log, entry)
+    log.write_bytes(b"log of this build\n")
+    assert holds_file(log, entry)
+
+
+def test_an_install_set_is_the_same_when_it_holds_exactly_its_files(tmp_path: Path) -> None:
+    files = {"requirements.txt": b"x==1\n", f"wheels/{WHEEL}": b"wheel"}
+    expected = {rel: (sha(data), len(data)) for rel, data in files.items()}
+    assert not holds_files(tmp_path / "set", expected)
+    for rel, data in files.items():
+        (tmp_path / "set" / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "set" / rel).write_bytes(data)
+    assert holds_files(tmp_path / "set", expected)
+    # Hashed once while the file is unchanged; a rewrite (new time) is read again.
+    (tmp_path / "set/requirements.txt").write_bytes(b"x==2\n")
+    assert not holds_files(tmp_path / "set", expected)
+    (tmp_path / "set/requirements.txt").write_bytes(b"x==1\n")
+    os.utime(tmp_path / "set/requirements.txt", ns=(1, 1))
+    assert holds_files(tmp_path / "set", expected)
+    (tmp_path / "set/wheels/stale.whl").write_bytes(b"old")  # a file the set no longer has
+    assert not holds_files(tmp_path / "set", expected)
+
+
+def test_statuses_and_the_summary() -> None:
+    assert [status_of(True, False, True), status_of(False, True, False), status_of(False, False, True), status_of(False, False, False)] == [
+        UNCHANGED, PINNED, BUILT, CACHED,
+    ]  # fmt: skip
+    assert pinned_reason([], "sdk-1.whl") == "not in dist/ before"
+    outcomes = [
+        WheelOutcome("tests/mini/torch:wheel", "mini_torch-1.whl", UNCHANGED),
+        WheelOutcome("tests/mini/vllm:wheel", WHEEL, BUILT, "patch p/0001.patch changed (aaa -> bbb)"),
+    ]
+    assert summary_lines("tests/mini/vllm:wheel", outcomes, "dist/tests.mini.vllm.install", True, "7 compiled file(s)") == (
+        "tests/mini/vllm:wheel: 2 wheel(s) in its chain: 1 built, 1 unchanged in dist/ (left as they are)",
+        "  unchanged  mini_torch-1.whl (tests/mini/torch:wheel)",
+        f"  built      {WHEEL} (tests/mini/vllm:wheel): patch p/0001.patch changed (aaa -> bbb)",
+        "  install set dist/tests.mini.vllm.install/: written (its files changed)",
+        "tests/mini/vllm:wheel: the install set loads: 7 compiled file(s)",
+    )
+
+
+def test_the_first_reason_is_rocm_plans() -> None:
+    info = {
+        "source": {"pin": "mini-vllm", "commit": "a" * 40, "patches": [{"path": "p/0001.patch", "sha256": "1" * 64}]},
+        "toolchain": {"address": "tests/mini:llvm", "identity": "clang 19.1.7"},
+        "python": "CPython 3.11.7",
+        "gpu_targets": ["gfx1151"],
+        "dependencies": [
+            {"target": "tests/mini/torch:wheel", "payload_sha256": "2" * 64, "source": {"pin": "mini-torch"}},
+            {"target": "tests/mini/sdk:core", "payload_sha256": "3" * 64, "source": {"prebuilt": "mini-sdk"}},
+        ],
+    }
+    assert inputs_of(info).prebuilt == {"tests/mini/sdk:core": "3" * 64}
+    assert first_reason(None, info, []) == "no wheel of it in dist/ before"
+    patched = {**info, "source": {**info["source"], "patches": [{"path": "p/0001.patch", "sha256": "4" * 64}]}}
+    assert first_reason(info, patched, []) == f"patch p/0001.patch changed ({'1' * 12} -> {'4' * 12})"
+    assert first_reason(info, info, ["tests/mini/torch:wheel"]) == "its dependency tests/mini/torch:wheel changed"
+    other_clang = {**info, "toolchain": {**info["toolchain"], "identity": "clang 19.1.8"}}
+    assert first_reason(info, other_clang, []) == "toolchain identity 'clang 19.1.7' -> 'clang 19.1.8'"
+    # What is read from the wheel after the build is no reason.
+    assert first_reason(info, {**info, "platform": {"tag": "x"}}, []) == "the same inputs, other bytes (not reproducible?)"
+
+
+def test_a_file_package_is_about_to_write_is_known_without_reading_it(tmp_path: Path) -> None:
+    # `package` decided to write it with this digest; Pants writes it after. The next run's
+    # comparison takes the digest as said (here a made-up one: the file is not read).
+    path = tmp_path / "set" / "requirements.txt"
+    expect_written(path, "f" * 64, 5)
+    path.parent.mkdir()
+    path.write_bytes(b"x==1\n")
+    assert holds_files(tmp_path / "set", {"requirements.txt": ("f" * 64, 5)})
+    # Only once, and only for the file written after the decision: a rewrite is read.
+    path.write_bytes(b"x==2\n")
+    assert not holds_files(tmp_path / "set", {"requirements.txt": ("f" * 64, 5)})
