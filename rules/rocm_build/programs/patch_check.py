@@ -1,4 +1,4 @@
-"""A pin's patches (patches/<pin>/) against a checked-out tree, with the script the build
+"""A pin's patches (patches/<pin>/, or --patches-dir) against a checked-out tree, with the script the build
 applies them with (scripts/apply_patches.py): update-pins moves a pin only if they still
 apply at its new commit (with upstream/workspace_repo.py's `patches_apply`, which
 patch-workspace applies them with too)."""
@@ -37,15 +37,24 @@ def keep_patchable(
     """The moves to make, and whether some were held back: a move whose patches fail at its
     new commit is reported, and dropped unless `force`."""
     failures = []
+    unchecked = []
     for move in moves:
         patches = patch_files(patches_dir, move.name)
         if not patches:
+            unchecked.append(move.name)
             continue
         tree = os.path.join(work, f"check-{move.name}")
         checkout(move.name, pins[move.name].url, move.new, tree)
         problem = patches_apply(python3(), tree, patches)
         if problem:
             failures.append((move, problem))
+    if unchecked:
+        # Patches belong to targets (upstream_repo's `patches`), which this program cannot read:
+        # it looks in DIR/<pin>/ only, so a pin whose patch set lives elsewhere is said, not skipped.
+        print(
+            f"no patches checked for {', '.join(sorted(unchecked))}: no {patches_dir}/<pin>/ with patches; a patch set "
+            "elsewhere (a target's `patches`) is checked after the move by `pants check <target>`", file=sys.stderr,
+        )  # fmt: skip
     for move, problem in failures:
         print(f"[{move.name}] patches do not apply to {move.new}:\n  {problem}", file=sys.stderr)
     if not failures or force:

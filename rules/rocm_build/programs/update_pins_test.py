@@ -117,12 +117,16 @@ def test_moves_tracked_and_derived_pins_keeping_comments(world, capsys) -> None:
     before = pins.read_text()
     assert run(tmp_path, pins, "--check") == 1
     assert pins.read_text() == before
+    capsys.readouterr()
     assert run(tmp_path, pins) == 0
     after = pins.read_text()
     assert after == before.replace(torch_1, torch_2).replace(aot_1, aot_2)
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
     assert f"torch: {torch_1[:12]} -> {torch_2[:12]} (main moved)" in out
     assert f"aotriton: {aot_1[:12]} -> {aot_2[:12]} (torch:cmake/External/aotriton.cmake at torch" in out
+    # torch's patches were checked at its new commit; aotriton has no patches/aotriton/: said, not skipped.
+    assert f"no patches checked for aotriton: no {tmp_path / 'patches'}/<pin>/ with patches; a patch set elsewhere" in err, err
+    assert "torch" not in err.split("no patches checked for ")[1].split(":")[0]
     assert run(tmp_path, pins, "--check") == 0
 
 
