@@ -9,7 +9,7 @@ content. A new nightly is only ever taken by `pants run rules:update-pins`.
 TheRock's torch and torchvision come split: a host wheel and a device wheel per gpu target
 (and family), each a `prebuilt_wheel` whose pin names its host (`device_of`) and whose
 `dependencies` name the host's and family's targets. `PrebuiltClosure` walks them for a
-consumer and checks that graph; the consumer compiles against the hosts only (build/build.py), its
+consumer and checks that graph; the consumer compiles against the hosts only (prepare/inputs.py), its
 install set carries all of them.
 """
 

@@ -129,7 +129,7 @@ class PreflightWheelRequest:
 
 @dataclass(frozen=True)
 class PreflightBuild:
-    request: WheelBuildRequest  # made by build/build.py, as for the build
+    request: WheelBuildRequest  # made by prepare/inputs.py, as for the build
 
 
 def sandbox_env(request: WheelBuildRequest) -> Dict[str, str]:
