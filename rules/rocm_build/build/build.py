@@ -28,7 +28,7 @@ from rocm_build.prepare.inputs import (
     WheelInputsRequest,
     usable_dependencies,
 )
-from rocm_build.wheel.build_process import LOG_CACHE, WheelBuildRequest
+from rocm_build.wheel.build_process import LOG_CACHE, WheelBuildRequest, with_version_key
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, log_name
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.audits.portable import PlatformPolicy
@@ -129,7 +129,7 @@ async def build_rocm_wheel(
         output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
         log_path = f"{named_caches.val}/{LOG_CACHE}/{log_name(spec.address)}.log"
         return failed(spec, build_info, explain_build_failure(spec.owner, spec.timeout, result.exit_code, output, log_path))
-    # Whether the process ran (in which Pants run), or a cache gave its result.
+    # `package` says `built` of a wheel whose process ran in this run, `cached` of one a cache gave.
     made_by = result.metadata
     ran_in = made_by.source_run_id if made_by.source(RunId(made_by.source_run_id)) == made_by.Source.RAN else None
 
@@ -145,7 +145,8 @@ async def build_rocm_wheel(
     problems = (*audit_problems(spec, out.wheel_name, code), *missing_patch_files(spec.owner, out.wheel_name, patch_sets, added.paths, code.members))
     if problems:
         return failed(spec, build_info, "\n".join(problems))
-    build_info = with_gpu_code(build_info, spec, code)
+    # Which build this is, in the version of the wheel that ships: its inputs and its bytes.
+    build_info = with_version_key(with_gpu_code(build_info, spec, code), out.sha256)
     finished = await Get(FinishedWheel, WheelWithBuildInfo(out.payload, out.wheel_name, build_info))
     # The log is named after the wheel as it ships (its platform tag may have changed).
     (log_entry,) = await Get(DigestEntries, Digest, out.log)

@@ -147,13 +147,13 @@ async def install_set(request: InstallSetRequest) -> InstallSet:
     lines = [
         "# The rocm_wheel chain of one `pants package`: every wheel by version and sha256.",
         CHECK_STEP,
-        *prebuilt_steps(closure, checked.outside),
         *(
             f"{requirement(w, extras.get(source.get('prebuilt', ''), ()))} --hash=sha256:{w.wheel_sha256}"
             for w, source in sorted(sources, key=lambda pair: pair[0].wheel_name or "")
         ),
     ]
-    lines = with_runtime_lines(runtime, lines, INSTALL_STEP)
+    # The steps in order: the box, the SDK (from the run-time set), prebuilt wheels that need their own index, the set.
+    lines = with_runtime_lines(runtime, lines, (*prebuilt_steps(closure, checked.outside), *INSTALL_STEP))
     files = await Get(
         Digest,
         CreateDigest(
@@ -230,9 +230,10 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     built = await Get(BuiltRocmWheel, ChainWheelRequest(field_set.address, field_set.address))
     if built.error:
         raise RocmBuildError(built.error)
-    # The whole chain goes to dist/, each wheel with its build log, under its target's dir;
+    # The whole chain belongs in dist/, each wheel with its build log, under its target's dir;
     # and, for the target packaged, the chain as one thing to install (see install_set),
-    # checked while the others are gathered.
+    # checked while the others are gathered. Only the folders dist/ does not hold already are
+    # written (compare_with_dist).
     install = f"{dist_dir(field_set.address)}.install"
     *merged, install_digest = await MultiGet(
         [

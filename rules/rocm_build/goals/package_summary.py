@@ -25,9 +25,12 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 
 from pants.engine.fs import FileEntry
 
-# (path, size, mtime in ns, inode) -> sha256 of the file: pantsd keeps it between runs, so an
-# unchanged GB wheel in dist/ is hashed once, not on every `package`.
-_HASHES: Dict[Tuple[str, int, int, int], str] = {}
+# (path, size, mtime, ctime in ns, inode) -> sha256 of the file: pantsd keeps it between runs,
+# so an unchanged GB wheel in dist/ is hashed once, not on every `package`. A file changed
+# within a timestamp tick of its last hashing could keep all five: a file whose mtime is
+# younger than _RACY_NS is hashed, not remembered (git's "racy clean" rule).
+_HASHES: Dict[Tuple[str, int, int, int, int], str] = {}
+_RACY_NS = 2_000_000_000
 # path -> (size, sha256, when `package` decided to write it, ns): what Pants is about to write
 # (it writes what the package rule returns). The next run finds the file unchanged without
 # reading it: it must, quickly, since Pants compares that run's result with this one's while
@@ -45,17 +48,21 @@ def expect_written(path: Path, sha256: str, size: int) -> None:
 
 def file_sha256(path: Path) -> str:
     st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ino)
+    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+    if key in _HASHES:
+        return _HASHES[key]
     pending = _WRITING.pop(str(path), None)
-    if key not in _HASHES and pending and pending[0] == st.st_size and st.st_mtime_ns >= pending[2] - _MTIME_MARGIN_NS:
-        _HASHES[key] = pending[1]
-    if key not in _HASHES:
+    if pending and pending[0] == st.st_size and st.st_mtime_ns >= pending[2] - _MTIME_MARGIN_NS:
+        found = pending[1]
+    else:
         digest = hashlib.sha256()
         with open(path, "rb") as f:
             for block in iter(lambda: f.read(1 << 20), b""):
                 digest.update(block)
-        _HASHES[key] = digest.hexdigest()
-    return _HASHES[key]
+        found = digest.hexdigest()
+    if time.time_ns() - st.st_mtime_ns >= _RACY_NS:
+        _HASHES[key] = found
+    return found
 
 
 def holds_wheel(folder: Path, wheel_name: str, sha256: str, size: int) -> bool:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from pants.engine.fs import FileDigest, FileEntry
 
+from rocm_build.goals import package_summary
 from rocm_build.goals.package_summary import (
     BUILT,
     CACHED,
@@ -15,6 +16,7 @@ from rocm_build.goals.package_summary import (
     UNCHANGED,
     WheelOutcome,
     expect_written,
+    file_sha256,
     holds_file,
     holds_files,
     holds_wheel,
@@ -124,3 +126,15 @@ def test_a_file_package_is_about_to_write_is_known_without_reading_it(tmp_path: 
     # Only once, and only for the file written after the decision: a rewrite is read.
     path.write_bytes(b"x==2\n")
     assert not holds_files(tmp_path / "set", {"requirements.txt": ("f" * 64, 5)})
+
+
+def test_a_file_younger_than_a_timestamp_tick_is_hashed_not_remembered(tmp_path: Path) -> None:
+    # A rewrite within the filesystem's timestamp tick keeps size, times and inode: a hash
+    # remembered for a fresh file could outlive its bytes. An old file's hash is remembered.
+    path = tmp_path / WHEEL
+    path.write_bytes(b"fresh")
+    assert file_sha256(path) == sha(b"fresh")
+    assert [k for k in package_summary._HASHES if k[0] == str(path)] == []
+    os.utime(path, ns=(1, 1))
+    assert file_sha256(path) == sha(b"fresh")
+    assert [k[0] for k in package_summary._HASHES if k[0] == str(path)] == [str(path)]

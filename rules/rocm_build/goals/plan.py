@@ -182,6 +182,7 @@ async def describe_build(request: PlannedBuildRequest, isolation: NetworkIsolati
         archives={var: a.sha256 for (var, _), a in zip(spec.archives, archives)},
         image=image.image_id if image else "",
         prebuilt={a.spec: p.pin.sha256 for a, p in zip(spec.prebuilt, prebuilt)},
+        recipe=spec.recipe(),
     )
     pin = spec.upstream.pin
     before = [
@@ -190,9 +191,10 @@ async def describe_build(request: PlannedBuildRequest, isolation: NetworkIsolati
         "  patches" if spec.upstream.patches else "  patches   none",
         *(f"    {p.path}  sha256:{p.sha256[:16]}" for p in spec.upstream.patches),
         _gpu_line(spec),
-        # The digest covers the toolchain's identity and the dependency wheels' bytes.
+        # The digest covers what is known only when built: the toolchain's identity, the
+        # dependency wheels' bytes, the wheel's own.
         f"  label     +{build.label}.k{UNRESOLVED} (the build writes +{build.label}; the wheel that ships adds the "
-        "digest of its inputs: `version_key` in its rocm_build_info.json)",
+        "digest of its inputs and bytes: `version_key` in its rocm_build_info.json)",
         f"  toolchain {spec.toolchain.spec} ({toolchain.provider})",
         f"  python    {python_line}",
         f"  environment {environment_line}",

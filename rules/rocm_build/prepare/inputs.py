@@ -37,10 +37,8 @@ from rocm_build.wheel.build_process import (
     PreflightWheelRequest,
     WheelBuildRequest,
     local_version_label,
-    version_key,
 )
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request
-from rocm_build.wheel.rebuild import VERSION_KEY
 from rocm_build.locks.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
 from rocm_build.rust.cargo import CargoBuild, CargoBuildRequest
 from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
@@ -120,6 +118,7 @@ def build_info_json(
             ("sha256" if isinstance(upstream.pin, ArchiveSourcePin) else "commit"): upstream.pin.commit,
             "patches": [{"path": p.path, "sha256": p.sha256} for p in upstream.patches],
         },
+        "recipe": spec.recipe(),
         "toolchain": {"address": toolchain.address.spec, "identity": toolchain.identity},
         "python": python.identity,
         "env": dict(spec.env),
@@ -150,8 +149,6 @@ def build_info_json(
             for d in deps
         ],
     }
-    # Which build this is, in the version of the wheel that ships (build_process.version_key).
-    info[VERSION_KEY] = version_key(info)
     return json.dumps(info, indent=2, sort_keys=True)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import posixpath
 import re
 from dataclasses import dataclass
-from typing import Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, Optional, Sequence, Tuple
 
 from rocm_build.pants_environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
@@ -104,6 +104,10 @@ class WheelBuildSpec:
     kind: str = "generic"  # which component: torch, triton, vllm, ... (env.py)
     cargo_lock: str = ""  # the tree's Cargo.lock whose crates are fetched (cargo_crates.py)
     kept_build_dir: str = ""  # the tree's build directory kept between builds ("": not kept)
+
+    def recipe(self) -> Dict[str, Any]:
+        """What the target says the build runs, as its build info records it."""
+        return {"steps": list(self.steps), "wheel_command": self.wheel_command, "kept_build_dir": self.kept_build_dir}
 
     @property
     def owner(self) -> str:

@@ -18,8 +18,10 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence
 
 BUILD_INFO = "rocm_build_info.json"
 # What a build info says of the wheel itself, read from it after the build: made by the
-# inputs, not one of them (and not known before the build).
-READ_FROM_WHEEL = ("gpu_code", "platform")
+# inputs, not one of them (and not known before the build). `payload_sha256`: the bytes the
+# build wrote, before the build info was added.
+PAYLOAD = "payload_sha256"
+READ_FROM_WHEEL = ("gpu_code", "platform", PAYLOAD)
 # The digest of the inputs in the wheel's version (build_process.version_key).
 VERSION_KEY = "version_key"
 
@@ -39,6 +41,7 @@ class Inputs:
     archives: Dict[str, str]  # env var -> sha256
     image: str = ""  # the build image's id; "" when the build runs on this machine
     prebuilt: Dict[str, str] = field(default_factory=dict)  # prebuilt_wheel target -> pinned sha256
+    recipe: Dict[str, Any] = field(default_factory=dict)  # WheelBuildSpec.recipe(): build steps, wheel command, kept dir
 
 
 def last_build_info(dist_folder: Path) -> Optional[Dict[str, Any]]:
@@ -63,8 +66,9 @@ def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
     """What differs between the last build's inputs and these, for people; empty: nothing."""
     found: List[str] = []
     source = previous.get("source", {})
-    if source.get("commit") != now.commit:
-        found.append(f"pin `{now.pin}` moved {str(source.get('commit'))[:12]} -> {now.commit[:12]}")
+    commit = source.get("commit") or source.get("sha256")  # an archive's identity is its sha256
+    if commit != now.commit:
+        found.append(f"pin `{now.pin}` moved {str(commit)[:12]} -> {now.commit[:12]}")
     before = {p["path"]: p["sha256"] for p in source.get("patches", [])}
     for path in sorted(set(before) | set(now.patches)):
         if path not in now.patches:
@@ -94,6 +98,8 @@ def changes(previous: Dict[str, Any], now: Inputs) -> List[str]:
         found.append(f"gpu targets {', '.join(previous.get('gpu_targets', []))} -> {', '.join(now.gpu_targets)}")
     archives_before = {var: a.get("sha256") for var, a in previous.get("archives", {}).items()}
     found += [f"archive {var} changed" for var in changed_keys(archives_before, now.archives)]
+    if "recipe" in previous:  # (wheels built before the recipe was recorded say nothing of it)
+        found += [f"recipe's {key} changed" for key in changed_keys(previous["recipe"], now.recipe)]
     return found
 
 
@@ -126,9 +132,8 @@ def inputs_of(info: Mapping[str, Any]) -> Inputs:
         archives={var: a.get("sha256") for var, a in info.get("archives", {}).items()},
         image=(info.get("environment") or {}).get("image_id", ""),
         prebuilt={d["target"]: d.get("payload_sha256", "") for d in info.get("dependencies", []) if "prebuilt" in d.get("source", {})},
+        recipe=dict(info.get("recipe", {})),
     )
-
-
 
 
 def first_reason(previous: Optional[Mapping[str, Any]], now: Mapping[str, Any], changed: Sequence[str]) -> str:

@@ -1,7 +1,7 @@
 import json
 import zipfile
 
-from rocm_build.wheel.rebuild import Inputs, changes, last_build_info, verdict
+from rocm_build.wheel.rebuild import Inputs, changes, first_reason, inputs_of, last_build_info, verdict
 
 INFO = {
     "source": {"pin": "vllm", "commit": "a" * 40, "patches": [{"path": "patches/vllm/0001.patch", "sha256": "1" * 64}]},
@@ -35,6 +35,20 @@ def test_nothing_changed_and_each_kind_of_change() -> None:
         "gpu targets gfx1151 -> gfx1100, gfx1151",
         "archive LLVM_SYSPATH changed",
     ]
+
+
+def test_a_recipe_change_and_an_archive_pin_are_said() -> None:
+    recipe = {"steps": ["make"], "wheel_command": "pip wheel .", "kept_build_dir": ""}
+    before = {**INFO, "recipe": recipe}
+    edited = {**before, "recipe": {**recipe, "steps": ["make -j2"]}}
+    assert changes(before, inputs_of(edited)) == ["recipe's steps changed"]
+    # A wheel built before the recipe was recorded: nothing said of it.
+    assert changes(INFO, inputs_of(edited)) == []
+    # An archive-built wheel records its pin's sha256, not a commit.
+    sdist = {**before, "source": {"pin": "vllm-sdist", "sha256": "c" * 64, "patches": []}}
+    assert first_reason(sdist, sdist, []) == "the same inputs, other bytes (not reproducible?)"
+    moved = {**sdist, "source": {**sdist["source"], "sha256": "d" * 64}}
+    assert first_reason(sdist, moved, []) == f"pin `vllm-sdist` moved {'c' * 12} -> {'d' * 12}"
 
 
 def test_verdicts() -> None:
