@@ -90,7 +90,7 @@ async def chain_dependency_wheels(request: ChainDependencies) -> DependencyWheel
 @rule(desc="Resolving the inputs of a rocm_wheel build", level=LogLevel.DEBUG)
 async def prepare_wheel_build(request: WheelRequest) -> PreparedWheelBuild:
     # As the build of the target as its chain's root asks for it (the same nodes).
-    return await Get(PreparedWheelBuild, WheelInputsRequest(request.address, ChainDependencies(request.address, request.address)))
+    return await Get(PreparedWheelBuild, WheelInputsRequest(ChainDependencies(request.address, request.address)))
 
 
 def failed(spec: WheelBuildSpec, build_info: str, message: str) -> BuiltRocmWheel:
@@ -121,7 +121,7 @@ async def build_rocm_wheel(
     if unsupported and spec.optional:
         # Nothing fetched or built: upstream would not make code for these targets.
         return BuiltRocmWheel(spec.address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, "{}", error=unsupported, skipped=True)
-    prepared = await Get(PreparedWheelBuild, WheelInputsRequest(request.address, ChainDependencies(request.address, request.chain_root)))
+    prepared = await Get(PreparedWheelBuild, WheelInputsRequest(ChainDependencies(request.address, request.chain_root)))
     build_info = prepared.build_info
     process = await Get(Process, WheelBuildRequest, prepared.request)
     result = await Get(FallibleProcessResult, Process, process)

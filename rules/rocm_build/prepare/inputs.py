@@ -276,8 +276,14 @@ async def tree_layers(request: TreeLayersRequest) -> TreeLayers:
 
 @dataclass(frozen=True)
 class WheelInputsRequest:
-    address: Address
-    dependencies: DependencyWheelsRequest  # a member for `address`: the preflight's or the build's
+    """The inputs of the build of `dependencies.address`, with the dependency wheels as the
+    member says: the preflight's (prebuilt only) or the build's (built too)."""
+
+    dependencies: DependencyWheelsRequest
+
+    @property
+    def address(self) -> Address:
+        return self.dependencies.address
 
 
 @rule(desc="Resolving the inputs of a rocm_wheel", level=LogLevel.DEBUG)
@@ -381,7 +387,7 @@ def venv_key(python: BuildPython, bootstrap: Digest, deps: Digest, locked: Optio
 
 @rule(desc="Resolving the inputs of a rocm_wheel preflight", level=LogLevel.DEBUG)
 async def prepare_preflight_build(request: PreflightWheelRequest) -> PreflightBuild:
-    prepared = await Get(PreparedWheelBuild, WheelInputsRequest(request.address, PrebuiltDependencies(request.address)))
+    prepared = await Get(PreparedWheelBuild, WheelInputsRequest(PrebuiltDependencies(request.address)))
     return PreflightBuild(prepared.request)
 
 
@@ -391,7 +397,6 @@ def is_prebuilt(wheel: BuiltRocmWheel) -> bool:
 
 def is_device_wheel(wheel: BuiltRocmWheel) -> bool:
     return "device_of" in json.loads(wheel.build_info).get("source", {})
-
 
 
 @memoized
