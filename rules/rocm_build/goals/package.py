@@ -99,14 +99,15 @@ INSTALL_STEP = (
 )
 
 
-def prebuilt_steps(closure: Tuple[BuiltRocmWheel, ...], outside: Mapping[str, Tuple[str, ...]]) -> List[str]:
+def prebuilt_steps(
+    sources: Sequence[Tuple[BuiltRocmWheel, Dict[str, str]]], extras: Mapping[str, Tuple[str, ...]], outside: Mapping[str, Tuple[str, ...]]
+) -> List[str]:
     """A step before the install command for each prebuilt host wheel that requires a project
     the set does not hold (TheRock's torch: rocm): it and what it requires, from its index. A
     prebuilt wheel whose requirements are all in wheels/ (the mini SDK) needs none: it is
     installed by hash with the rest. `outside`: the check's reading of each wheel's
-    requirements; a wheel it did not read (pure Python) is given its step, to be safe."""
-    sources = [(w, json.loads(w.build_info)["source"]) for w in closure]
-    extras = device_extras(source for _, source in sources)
+    requirements; a wheel it did not read (pure Python) is given its step, to be safe.
+    `sources`: each wheel with its build info's source; `extras`: device_extras of them."""
     steps = []
     for w, source in sources:
         if "prebuilt" not in source or "device_of" in source:
@@ -153,7 +154,7 @@ async def install_set(request: InstallSetRequest) -> InstallSet:
         ),
     ]
     # The steps in order: the box, the SDK (from the run-time set), prebuilt wheels that need their own index, the set.
-    lines = with_runtime_lines(runtime, lines, (*prebuilt_steps(closure, checked.outside), *INSTALL_STEP))
+    lines = with_runtime_lines(runtime, lines, (*prebuilt_steps(sources, extras, checked.outside), *INSTALL_STEP))
     files = await Get(
         Digest,
         CreateDigest(
@@ -206,7 +207,6 @@ class DistOutcomeRequest:
     owner: str  # the target packaged
     closure: Tuple[BuiltRocmWheel, ...]
     folders: Tuple[DistFolder, ...]  # one per wheel of the closure, then the install set's
-    install: str  # the install set's folder
     loads: str  # what the install set's check found
 
 
@@ -245,7 +245,7 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     entries = await MultiGet(Get(DigestEntries, Digest, d) for d in digests)
     relpaths = [*(dist_dir(w.address) for w in built.closure), install]
     folders = tuple(DistFolder(r, d, file_entries(e)) for r, d, e in zip(relpaths, digests, entries))
-    outcome = await Get(DistOutcome, DistOutcomeRequest(field_set.address.spec, built.closure, folders, install, install_digest.loads))
+    outcome = await Get(DistOutcome, DistOutcomeRequest(field_set.address.spec, built.closure, folders, install_digest.loads))
     outputs = await MultiGet(Get(Digest, AddPrefix(f.digest, f.relpath)) for f in outcome.written)
     artifacts = [BuiltPackageArtifact(f.cleared) for f in outcome.written]  # Pants clears each, then writes it
     artifacts.append(BuiltPackageArtifact(None, outcome.summary))
@@ -282,7 +282,7 @@ async def compare_with_dist(request: DistOutcomeRequest, dist: DistDir, build_ro
             written.append(folder)
         outcomes.append(WheelOutcome(w.address.spec, entry.path, status, reason))
     files = {e.path: (e.file_digest.fingerprint, e.file_digest.serialized_bytes_length) for e in install_folder.entries}
-    install_written = not holds_files(root / request.install, files)
+    install_written = not holds_files(root / install_folder.relpath, files)
     if install_written:
         written.append(install_folder)
     for folder in written:
@@ -290,7 +290,7 @@ async def compare_with_dist(request: DistOutcomeRequest, dist: DistDir, build_ro
             expect_written(root / folder.relpath / e.path, e.file_digest.fingerprint, e.file_digest.serialized_bytes_length)
     # What the set's check found is said when the set is new in dist/.
     loads = request.loads if install_written else ""
-    return DistOutcome(tuple(written), summary_lines(request.owner, outcomes, f"{root.name}/{request.install}", install_written, loads))
+    return DistOutcome(tuple(written), summary_lines(request.owner, outcomes, f"{root.name}/{install_folder.relpath}", install_written, loads))
 
 
 @memoized
