@@ -184,10 +184,13 @@ def e2e_tests(files: List[str]) -> List[str]:
         ("patches/vllm/0001-hip-archs-gfx1151.edit.toml",
          ["components/vllm:src", "components/vllm:wheel", "components/vllm:wheel-on-therock"],
          ["components/vllm:choices", "components/vllm:kernels", *e2e_tests(READ_COMPONENTS)]),
-        # A moved pin: the git upstream and its wheels; no test reads that pin (the tests read the sdist).
+        # A moved pin: the git upstream and its wheels, the end-to-end files that copy components/,
+        # and the two plugin tests that read the pins as the docs name them; not their siblings.
         ("components/pins/vllm.toml",
          ["components/vllm:src", "components/vllm:wheel", "components/vllm:wheel-on-therock"],
-         e2e_tests(READ_COMPONENTS)),
+         ["rules/rocm_build/programs:docs_check", "rules/rocm_build/programs/docs_check_test.py:docs_check",
+          "rules/rocm_build/upstream:recipe_values", "rules/rocm_build/upstream/recipe_values_test.py:recipe_values",
+          *e2e_tests(READ_COMPONENTS)]),
     ],
     ids=["real patch", "real pin"],
 )  # fmt: skip
