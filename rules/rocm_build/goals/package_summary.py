@@ -10,7 +10,7 @@ summary naming each wheel of the chain: built in this run, taken from Pants' cac
 wheel new in dist/, or unchanged, with the first reason `rocm-plan` would give
 (wheel/rebuild.py), after Pants' own `Wrote dist/...` lines. Pants writes every file a package
 returns, so an unchanged folder is written again with the same bytes (its files' times change;
-a no-op of the miniature chain rewrites ~2 MB, of flash-attention's recipe ~400 MB).
+a no-op of flash-attention's recipe rewrites ~770 MB in 1.2-1.7 s: docs/layout.md).
 """
 
 from __future__ import annotations
