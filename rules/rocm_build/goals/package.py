@@ -36,7 +36,15 @@ from rocm_build.build import build as wheel_build
 from rocm_build.checks import chain as chain_check
 from rocm_build.install import load_check, runtime_set
 from rocm_build.wheel import chain_order
-from rocm_build.goals.package_summary import DistWheel, changed_folders, expect_written, summary_lines, wheel_outcomes
+from rocm_build.goals.package_summary import (
+    DistWheel,
+    changed_folders,
+    expect_written,
+    summary_lines,
+    unwritable,
+    unwritable_message,
+    wheel_outcomes,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -263,6 +271,9 @@ async def compare_with_dist(request: DistOutcomeRequest, dist: DistDir, build_ro
     wheels = [dist_wheel(w, by_relpath[dist_dir(w.address)], run_id) for w in request.closure]
     outcomes = wheel_outcomes(root, wheels)
     changed = changed_folders(root, {f.relpath: f.files() for f in request.folders})
+    blocked = unwritable(root, changed, [f.relpath for f in request.folders if f.relpath not in changed])
+    if blocked:
+        raise RocmBuildError(unwritable_message(root, blocked))
     for folder in request.folders:  # Pants writes every file of the package, changed or not
         for e in folder.entries:
             expect_written(root / folder.relpath / e.path, e.file_digest.fingerprint, e.file_digest.serialized_bytes_length)

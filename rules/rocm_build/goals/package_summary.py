@@ -158,6 +158,41 @@ def wheel_outcomes(root: Path, wheels: Sequence[DistWheel]) -> List[WheelOutcome
     return outcomes
 
 
+def unwritable(root: Path, cleared: Sequence[str], rewritten: Sequence[str]) -> List[Path]:
+    """What would stop Pants from writing the package into dist/ (at `root`), found before it
+    clears anything, so a failure leaves dist/ as it was: in a folder it clears (`cleared`), a
+    directory whose entries cannot be removed; in one it writes over (`rewritten`), a directory or
+    file that cannot be written; for a folder not there yet, the nearest directory above it."""
+    found: List[Path] = []
+    for relpath in (*cleared, *rewritten):
+        path = root / relpath
+        if not os.path.lexists(path):
+            above = next(p for p in (path, *path.parents) if p.exists())
+            found.extend([above] if not os.access(above, os.W_OK | os.X_OK) else [])
+            continue
+        if relpath in cleared and not os.access(path.parent, os.W_OK | os.X_OK):
+            found.append(path.parent)
+        if path.is_symlink() or not path.is_dir():
+            continue  # Pants removes a link or a file where the folder goes
+        for top, dirs, names in os.walk(path):
+            if not os.access(top, os.W_OK | os.X_OK):
+                found.append(Path(top))
+            if relpath in rewritten:
+                found.extend(Path(top, n) for n in names if not os.path.islink(Path(top, n)) and not os.access(Path(top, n), os.W_OK))
+    return found
+
+
+def unwritable_message(root: Path, found: Sequence[Path]) -> str:
+    """One line: the first path that stops the write, how many more, and the fix."""
+    first = found[0].relative_to(root.parent) if root.parent in found[0].parents else found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return (
+        f"Cannot write the package into {root.name}/: {first}{more} is not writable by this user (left by `sudo`, or "
+        f"immutable); nothing in {root.name}/ was changed. Fix: `sudo chown -R \"$USER\" {root.name}/` (or remove {first}), "
+        f"then package again."
+    )
+
+
 def changed_folders(root: Path, folders: Mapping[str, Mapping[str, Tuple[str, int]]]) -> List[str]:
     """The folders (relative path -> its files' sha256 and size) whose files dist/ does not hold
     exactly: those Pants clears before it writes them, each named once."""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 from pants.engine.fs import FileDigest, FileEntry
@@ -24,6 +26,8 @@ from rocm_build.goals.package_summary import (
     pinned_reason,
     status_of,
     summary_lines,
+    unwritable,
+    unwritable_message,
     wheel_outcomes,
 )
 from rocm_build.wheel.rebuild import first_reason, inputs_of
@@ -181,3 +185,38 @@ def test_a_file_younger_than_a_timestamp_tick_is_hashed_not_remembered(tmp_path:
     os.utime(path, ns=(1, 1))
     assert file_sha256(path) == sha(b"fresh")
     assert [k[0] for k in package_summary._HASHES if k[0] == str(path)] == [str(path)]
+
+
+@contextmanager
+def immutable(path: Path):
+    """`chattr +i`: what a `wheels/` left by sudo is to this user, also to root (who runs CI)."""
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_folder_that_cannot_be_cleared_or_written_is_found_before_anything_is_cleared(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    (dist / "tests.mini.vllm.install/wheels").mkdir(parents=True)
+    (dist / "tests.mini.vllm.install/wheels/old.whl").write_bytes(b"old")
+    (dist / "tests.mini.vllm.install/requirements.txt").write_text("x==1\n")
+    (dist / "tests.mini.torch").mkdir()
+    (dist / "tests.mini.torch/torch.whl").write_bytes(b"torch")
+    assert unwritable(dist, ["tests.mini.vllm.install", "tests.mini.new"], ["tests.mini.torch"]) == []
+    with immutable(dist / "tests.mini.vllm.install/wheels"):
+        found = unwritable(dist, ["tests.mini.vllm.install"], ["tests.mini.torch"])
+        assert found == [dist / "tests.mini.vllm.install/wheels"]
+        assert unwritable_message(dist, found) == (
+            "Cannot write the package into dist/: dist/tests.mini.vllm.install/wheels is not writable by this user "
+            "(left by `sudo`, or immutable); nothing in dist/ was changed. Fix: `sudo chown -R \"$USER\" dist/` "
+            "(or remove dist/tests.mini.vllm.install/wheels), then package again."
+        )
+    # A file written over in place (a folder that did not change); a folder not there yet.
+    with immutable(dist / "tests.mini.torch/torch.whl"):
+        assert unwritable(dist, [], ["tests.mini.torch"]) == [dist / "tests.mini.torch/torch.whl"]
+    with immutable(dist):
+        assert unwritable(dist, ["tests.mini.new"], []) == [dist]
+    # Nothing was removed by looking.
+    assert (dist / "tests.mini.vllm.install/wheels/old.whl").read_bytes() == b"old"
