@@ -138,8 +138,9 @@ CASES = [
     # A patch made against the pinned file where the patch before it changed the lines: that one is named.
     ("patch not on top of the one before", {"tests/mini/patches/vllm/0002-also.patch": lambda _: NOT_ON_TOP_PATCH}, VLLM,
      ["tests/mini/vllm:src: tests/mini/patches/vllm/0002-also.patch: the hunk at mini_vllm/__init__.py line 1 does not match "
-      "mini_vllm/__init__.py as tests/mini/patches/vllm/0001-report-gfx1151.patch leaves it. It applies on top of "
-      "tests/mini/patches/vllm/0001-report-gfx1151.patch, and it matches the pinned file: an earlier patch changed there",
+      "mini_vllm/__init__.py as tests/mini/patches/vllm/0001-report-gfx1151.patch leaves it, but it does match the "
+      "pinned file: it was made without tests/mini/patches/vllm/0001-report-gfx1151.patch, which the build applies before it. "
+      "Remake this patch on top of it.",
       "`./pants patch-workspace tests/mini/vllm:src`"]),
     ("empty patch", {"tests/mini/patches/vllm/0002-empty.patch": lambda _: ""}, VLLM,
      ["tests/mini/patches/vllm/0002-empty.patch: the patch file is empty; delete it or regenerate it"]),

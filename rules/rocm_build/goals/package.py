@@ -100,8 +100,12 @@ def prebuilt_steps(
     the set does not hold (TheRock's torch: rocm): it and what it requires, from its index. A
     prebuilt wheel whose requirements are all in wheels/ (the mini SDK) needs none: it is
     installed by hash with the rest. `outside`: the check's reading of each wheel's
-    requirements; a wheel it did not read (pure Python) is given its step, to be safe.
-    `sources`: each wheel with its build info's source; `extras`: device_extras of them."""
+    requirements on the set's interpreter (every wheel, pure-Python ones too: their
+    requirements are read from METADATA as a platform wheel's are); a wheel it did not read is
+    given its step, to be safe. A project the set lacks is in the `outside` of the wheel that
+    requires it, so a wheel that needs only set wheels gets no step even when one of those
+    does: that one's own step brings it. `sources`: each wheel with its build info's source;
+    `extras`: device_extras of them."""
     steps = []
     for w, source in sources:
         if "prebuilt" not in source or "device_of" in source:
