@@ -68,8 +68,9 @@ def test_the_base_holds_the_submodules_files_on_top_of_the_pinned_commit(tmp_pat
     assert git(dest, "log", "-1", "--format=%B") == f"0001-deep.patch\n\n{HEADER}"
     (dest / "setup.py").write_text("print('gfx1151')\n")
     git(dest, "commit", "-qam", f"Say gfx1151\n\n{HEADER}")
-    [(name, text)] = workspace_repo.new_patches(dest, workspace_repo.next_number(["0001-deep.patch", "BUILD"]))
+    [(name, data)] = workspace_repo.new_patches(dest, workspace_repo.next_number(["0001-deep.patch", "BUILD"])).files
     assert name == "0002-Say-gfx1151.patch"
+    text = data.decode()
     assert text.startswith(f"Say gfx1151\n\n{HEADER}\n\ndiff --git a/setup.py b/setup.py\n") and "+print('gfx1151')" in text
 
 
