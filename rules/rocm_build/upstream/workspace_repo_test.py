@@ -103,3 +103,28 @@ def test_names_and_messages() -> None:
     assert commit_message("p/0001-x.edit.toml", edit) == "0001-x.edit.toml\n\nWhy: a\nUpstream: b\nDrop when: c"
     assert commit_message("p/0002-y.patch", f"Subject\n\n{HEADER}\n\n--- a/f\n+++ b/f\n") == f"Subject\n\n{HEADER}"
     assert commit_message("p/0003-z.patch", "--- a/f\n+++ b/f\n") == "0003-z.patch (no header)"
+
+
+def test_no_number_past_9999() -> None:
+    # `10000-x.patch` sorts before `9999-y.patch`: the build would apply it first.
+    assert workspace_repo.next_number(["9998-a.patch"]) == 9999
+    with pytest.raises(WorkspaceError) as e:
+        workspace_repo.next_number(["0001-a.patch", "9999-b.patch", "BUILD"], "tests/mini/patches/vllm:gfx1151")
+    assert str(e.value) == (
+        "tests/mini/patches/vllm:gfx1151 has a file numbered 9999; a next one (10000-...) would sort before it (patches "
+        "apply in file-name order). Renumber the set's files from 0001 (`git mv`), then save again"
+    )
+
+
+def test_two_new_commits_after_9998_are_refused_before_anything_is_made(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "work")
+    commit_files(repo, {"a": "1\n"})
+    git(repo, "tag", workspace_repo.SAVED_TAG)
+    commit_files(repo, {"a": "2\n"}, f"One\n\n{HEADER}")
+    commit_files(repo, {"a": "3\n"}, f"Two\n\n{HEADER}")
+    with pytest.raises(WorkspaceError) as e:
+        workspace_repo.new_patches(repo, 9999)
+    assert str(e.value) == (
+        "2 new commit(s) after patch number 9998 would pass 9999 and sort before the set's first files (patches apply "
+        "in file-name order); renumber the set's files from 0001 (`git mv`), then save again"
+    )
