@@ -28,7 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from rocm_build.isolated_git import isolated_env, run_git
 from rocm_build.script_modules import script_bytes
-from rocm_build.upstream.patch_headers import KEYS, header_fields, header_of, missing_keys
+from rocm_build.upstream.patch_headers import BOM, KEYS, header_fields, header_of, missing_keys
 
 BASE_TAG = "rocm-pants/pinned"
 SAVED_TAG = "rocm-pants/saved"
@@ -258,7 +258,9 @@ def commit_problem(commit: str, subject: str, message: str) -> Optional[str]:
             f"commit {commit[:12]} ({subject!r}) has no {keys} in its message; every patch says "
             f"{', '.join(f'`{k}:`' for k in KEYS)} in its header, which is the commit's message"
         )
-    if header_of("message.patch", message).strip() != message.strip():
+    # The whole message is the header when no line of it starts a diff (compared line by line:
+    # a CRLF message is not a diff).
+    if header_of("message.patch", message) != "\n".join((message[1:] if message.startswith(BOM) else message).splitlines()):
         return (
             f"commit {commit[:12]} ({subject!r}) has a line in its message that `git apply` would read as the "
             "start of a diff (`diff --git`, `--- ` then `+++ `, `Index: `); reword it"

@@ -128,3 +128,16 @@ def test_two_new_commits_after_9998_are_refused_before_anything_is_made(tmp_path
         "2 new commit(s) after patch number 9998 would pass 9999 and sort before the set's first files (patches apply "
         "in file-name order); renumber the set's files from 0001 (`git mv`), then save again"
     )
+
+
+def test_a_crlf_or_bom_message_is_a_header_not_a_diff() -> None:
+    # Found by tests/fuzz/fuzz_patch_headers.py's round trip: a message from an editor that
+    # writes CRLF (or a BOM) was refused as holding "a line `git apply` would read as a diff".
+    crlf = "Subject\r\n\r\nWhy: a\r\nUpstream: none\r\nDrop when: c\r\n"
+    assert workspace_repo.commit_problem("0" * 40, "Subject", crlf) is None
+    assert workspace_repo.commit_problem("0" * 40, "Subject", "\ufeff" + crlf) is None
+    said = workspace_repo.commit_problem("0" * 40, "Subject", crlf + "--- a/f\r\n+++ b/f\r\n")
+    assert said == (
+        "commit 000000000000 ('Subject') has a line in its message that `git apply` would read as the start of a diff "
+        "(`diff --git`, `--- ` then `+++ `, `Index: `); reword it"
+    )
