@@ -31,8 +31,9 @@ def ws(tmp_path_factory):
     workspace.stop()
 
 
-def patch_files(ws: Workspace) -> Dict[str, str]:
-    return {str(p.relative_to(ws.root)): p.read_text() for p in ws.path(PATCHES).rglob("*") if p.is_file()}
+def patch_files(ws: Workspace) -> Dict[str, bytes]:
+    # Bytes: a saved patch may hold a Latin-1 file's diff.
+    return {str(p.relative_to(ws.root)): p.read_bytes() for p in ws.path(PATCHES).rglob("*") if p.is_file()}
 
 
 def seconds_after(stderr: str, line: str) -> float:
