@@ -31,8 +31,9 @@ def ws(tmp_path_factory):
     workspace.stop()
 
 
-def patch_files(ws: Workspace) -> Dict[str, str]:
-    return {str(p.relative_to(ws.root)): p.read_text() for p in ws.path(PATCHES).rglob("*") if p.is_file()}
+def patch_files(ws: Workspace) -> Dict[str, bytes]:
+    # Bytes: a saved patch may hold a Latin-1 file's diff.
+    return {str(p.relative_to(ws.root)): p.read_bytes() for p in ws.path(PATCHES).rglob("*") if p.is_file()}
 
 
 def seconds_after(stderr: str, line: str) -> float:
@@ -155,3 +156,52 @@ def test_a_target_with_two_patch_sets_saves_into_the_one_named(ws: Workspace) ->
         assert f"wrote {PATCHES}/extra/0001-Say-gfx1151-in-the-README.patch" in saved.stdout, saved.stdout
     finally:
         ws.write("tests/mini/vllm/BUILD", build)
+
+
+def test_odd_input_through_the_goal(ws: Workspace, tmp_path) -> None:
+    # Issue 65 through the goal itself (the unit tests run the same code by pin name): a CRLF and
+    # a Latin-1 file are saved byte for byte, and a fresh checkout of the saved set has the
+    # workspace's tree; a rewritten saved history and a link at work/<pin> are refused.
+    work = ws.path("work/mini-vllm")
+    if work.exists():  # the test before saved into a patch set the target no longer lists: start afresh
+        work.rename(tmp_path / "earlier-workspace")
+    require_success(ws.pants("patch-workspace", VLLM_SRC), "a checkout")
+    (work / "win.txt").write_bytes(b"one\r\ntwo\r\n")
+    (work / "latin1.txt").write_bytes(b"caf\xe9\n")
+    git(work, "add", "win.txt", "latin1.txt")
+    git(work, "commit", "-qm", f"Odd bytes\n\n{HEADER}")
+    saved = require_success(ws.pants("patch-workspace", "--save", VLLM_SRC), "the save of odd bytes")
+    (written,) = [line[len("wrote ") :] for line in saved.stdout.splitlines() if line.startswith("wrote ")]
+    data = ws.path(written).read_bytes()
+    assert b"+one\r\n+two\r\n" in data and b"+caf\xe9\n" in data, data
+    assert git(work, "rev-parse", "rocm-pants/saved") == git(work, "rev-parse", "HEAD")
+
+    # The saved set checked out again is the workspace: the same tree.
+    committed = git(work, "rev-parse", "HEAD^{tree}")
+    work.rename(tmp_path / "old-workspace")
+    require_success(ws.pants("patch-workspace", VLLM_SRC), "a checkout of the saved set")
+    assert git(work, "rev-parse", "HEAD^{tree}") == committed
+
+    # A saved commit rewritten: refused, nothing written, the marker where it was.
+    marker = git(work, "rev-parse", "rocm-pants/saved")
+    git(work, "commit", "-q", "--amend", "-m", f"Odd bytes, reworded\n\n{HEADER}")
+    before = patch_files(ws)
+    refused = ws.pants("patch-workspace", "--save", VLLM_SRC)
+    assert refused.returncode == 1
+    assert (f"patch-workspace {VLLM_SRC}: work/mini-vllm: rocm-pants/saved ({marker[:12]}) is not an ancestor of HEAD: "
+            "commits already saved as patch files were rewritten") in refused.stderr, refused.stderr  # fmt: skip
+    assert patch_files(ws) == before and git(work, "rev-parse", "rocm-pants/saved") == marker
+
+    # A link at work/<pin> is not followed.
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    work.rename(tmp_path / "rewritten-workspace")
+    work.symlink_to(elsewhere)
+    try:
+        linked = ws.pants("patch-workspace", VLLM_SRC)
+    finally:
+        work.unlink()
+    assert linked.returncode == 1
+    assert (f"patch-workspace {VLLM_SRC}: work/mini-vllm is a symbolic link (to {elsewhere}); the patch workspace is made "
+            "only inside the repository, so it does not follow one: remove the link (`rm work/mini-vllm`), then run it again") in linked.stderr, linked.stderr  # fmt: skip
+    assert list(elsewhere.iterdir()) == []

@@ -51,7 +51,7 @@ def test_a_patch_edit_builds_once_says_so_and_installs_over_the_old_set(tmp_path
         shown = run_in_set(ws.path(INSTALL), venv, SHOW)
         assert (shown.returncode, shown.stdout) == (0, "gfx1151\n"), shown.stderr
         old_version = next(ws.path("dist/tests.mini.vllm").glob("*.whl")).name.split("-")[1]
-        assert re.fullmatch(r"1\.0\.0\+llvm19gfx1151\.k[0-9a-f]{8}", old_version), old_version
+        assert re.fullmatch(r"1\.0\.0\+llvm19gfx1151\.k[0-9a-f]{16}", old_version), old_version
 
         # Nothing changed: nothing built, no folder of dist/ named or changed.
         before = dist_files(ws)
@@ -85,7 +85,7 @@ def test_a_patch_edit_builds_once_says_so_and_installs_over_the_old_set(tmp_path
         assert edit.built == [VLLM]
         said = summary(edit.stderr)
         assert "in its chain: 1 built, 5 unchanged in dist/" in said, said
-        assert re.search(rf"^  built      mini_vllm-1\.0\.0\+llvm19gfx1151\.k[0-9a-f]{{8}}-\S+ \({re.escape(VLLM)}\): patch {PATCH} changed \(", said, re.M), said
+        assert re.search(rf"^  built      mini_vllm-1\.0\.0\+llvm19gfx1151\.k[0-9a-f]{{16}}-\S+ \({re.escape(VLLM)}\): patch {PATCH} changed \(", said, re.M), said
         assert len(re.findall(r"^  unchanged  ", said, re.M)) == 5, said
         # Its folder and the install set's are named and new; every other wheel's files are as they were.
         assert sorted(re.findall(r"Wrote (dist/\S+)", edit.stderr)) == ["dist/tests.mini.vllm", INSTALL], edit.stderr[-3000:]

@@ -144,7 +144,7 @@ def test_2_update_pins_resolves_track_against_the_index(ws, index) -> None:
     sha = hashlib.sha256((files / torch).read_bytes()).hexdigest()
     # Only the prebuilt table changed: the newest 1.x for CPython 3.11, with its sha256.
     assert after.split(f"[prebuilt.{PIN}]")[0] == before.split(f"[prebuilt.{PIN}]")[0]
-    # (The version of a built wheel ends with the digest of its inputs: .k<8 hex digits>.)
+    # (The version of a built wheel ends with the digest of its inputs: .k<16 hex digits>.)
     assert prebuilt_table(index[0], version=torch.split("-")[1], file=torch, sha256=sha).strip() in after
     assert not list(ws.path(PINS_DIR).glob(".*.tmp"))
 

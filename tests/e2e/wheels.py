@@ -46,9 +46,9 @@ def version(wheel: Path) -> str:
     return wheel.name.split("-")[1]
 
 
-# The digest of a built wheel's inputs that its version ends with (`1.0.0+llvm19gfx1151.k1a2b3c4d`:
+# The digest of a built wheel's inputs that its version ends with (`1.0.0+llvm19gfx1151.k1a2b3c4d5e6f7a8b`:
 # build_process.version_key), after its local label.
-VERSION_KEY = re.compile(r"(\+[0-9A-Za-z.]+?)\.k[0-9a-f]{8}(?![0-9A-Za-z])")
+VERSION_KEY = re.compile(r"(\+[0-9A-Za-z.]+?)\.k[0-9a-f]{16}(?![0-9A-Za-z])")
 
 
 def unkeyed(text: str) -> str:

@@ -1,6 +1,8 @@
-"""Fuzz target: the pins files (pins.toml with its [prebuilt.*] tables, archives.toml) and the
-in-place rewrites update-pins makes. Intended errors: PinsError only, whose message names the
-file; and a rewrite must keep the file parsing to the same pins with the new value."""
+"""Fuzz target: the pins files (pins.toml with its [prebuilt.*] tables, archives.toml), from
+their bytes (pins_dir.py), and the in-place rewrites update-pins makes. Intended errors:
+PinsError only, whose message names the file; every pin read has a name of the one pattern
+(PIN_NAME: a path's last part); and a rewrite must keep the file parsing to the same pins with
+the new value."""
 
 from __future__ import annotations
 
@@ -8,12 +10,13 @@ import sys
 
 import toml.decoder
 
-from rocm_build.upstream import archive_pins, pins, pins_text
+from rocm_build.upstream import archive_pins, pins, pins_dir, pins_text
 from rocm_build.upstream.archive_pins import parse_archive_pins
-from rocm_build.upstream.pins import PinsError, parse_pins, parse_prebuilt_pins
+from rocm_build.upstream.pins import PIN_NAME, PinsError, parse_pins, parse_prebuilt_pins
+from rocm_build.upstream.pins_dir import PinsFiles
 from rocm_build.upstream.pins_text import set_commit_in_text, set_fields_in_text
 
-INSTRUMENTED = [pins, pins_text, archive_pins, pins.GIT_URLS, toml.decoder]  # toml's: to reach valid TOML sooner
+INSTRUMENTED = [pins, pins_dir, pins_text, archive_pins, pins.GIT_URLS, toml.decoder]  # toml's: to reach valid TOML sooner
 
 PATH = "components/pins.toml"
 NEW_SHA = "1" * 40
@@ -30,16 +33,18 @@ SEEDS = [
     b'strip_prefix = "llvm-3c709802-ubuntu-x64"\nderived_from = "triton:cmake/llvm-hash.txt"\n'
     b'url_template = "https://example.org/llvm-{hash8}-ubuntu-x64.tar.gz"\nstrip_prefix_template = "llvm-{hash8}-ubuntu-x64"\n',
     b'[torch]\ncomit = "cac8bcf"\nurl = "file:///x y"\n',
+    b'["../../x"]\nurl = "https://example.org/x.git"\ntrack = "main"\n# caf\xe9\n',
 ]
 
 
 def check_pins(text: str) -> None:
     try:
         pins = parse_pins(PATH, text)
-        parse_prebuilt_pins(PATH, text)
+        prebuilt = parse_prebuilt_pins(PATH, text)
     except PinsError as e:
         assert str(e).startswith(f"{PATH}: "), str(e)
         return
+    assert all(PIN_NAME.match(name) for name in [*pins, *prebuilt]), [*pins, *prebuilt]
     for name in pins:
         try:
             rewritten = set_commit_in_text(text, name, NEW_SHA)
@@ -60,6 +65,7 @@ def check_archives(text: str) -> None:
     except PinsError as e:
         assert str(e).startswith("components/archives.toml: "), str(e)
         return
+    assert all(PIN_NAME.match(name) for name in archives), list(archives)
     for name in archives:
         try:
             rewritten = set_fields_in_text(text, name, {"sha256": "b" * 64}, add_missing=True)
@@ -73,6 +79,16 @@ def check_archives(text: str) -> None:
 
 
 def test_one_input(data: bytes) -> None:
+    try:  # as the rules and update-pins read a file: its bytes; refused exactly when not UTF-8
+        PinsFiles.of("components/pins", [(PATH, data)])
+        refused = ""
+    except PinsError as e:
+        refused = str(e)
+    try:
+        data.decode("utf-8")
+        assert not refused, refused
+    except UnicodeDecodeError:
+        assert refused.startswith(f"{PATH}: not UTF-8 (byte ") and "\n" not in refused, refused
     text = data.decode("utf-8", errors="replace")
     check_pins(text)
     check_archives(text)

@@ -9,7 +9,7 @@ libFuzzer stops and writes the input as `crash-<sha1>` under the artifact prefix
 By hand (hours, with a corpus that grows across runs; crashes land in the artifact prefix):
     mkdir -p /tmp/fuzz/crashes
     pants run tests/fuzz/fuzz_pins.py -- -max_total_time=3600 -artifact_prefix=/tmp/fuzz/crashes/ /tmp/fuzz/pins
-(fuzz_index.py and fuzz_patches.py alike). A crash is an input that raised something other than
+(fuzz_index.py, fuzz_patches.py and fuzz_patch_headers.py alike). A crash is an input that raised something other than
 the parser's intended error: turn it into a test beside the harness, fix the parser.
 """
 

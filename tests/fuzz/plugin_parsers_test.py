@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from fuzz import fuzz_index, fuzz_pins
+from fuzz import fuzz_index, fuzz_patch_headers, fuzz_pins
 from fuzz.harness import fuzz_for
 from rocm_build.upstream.archive_pins import parse_archive_pins
 from rocm_build.upstream.pins import PinsError, parse_pins
@@ -19,6 +19,18 @@ def test_fuzz_pins_files() -> None:
     outcome = fuzz_for(fuzz_pins, SECONDS)
     assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
     assert "Done" in outcome.output, outcome.output[-2000:]  # it ran to its time limit
+
+
+def test_fuzz_patch_headers() -> None:
+    outcome = fuzz_for(fuzz_patch_headers, SECONDS)
+    assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
+    assert "Done" in outcome.output, outcome.output[-2000:]
+
+
+def test_the_patch_header_seeds_hold() -> None:
+    # Each seed through the checks the fuzzer makes (a CRLF header after a BOM among them).
+    for seed in fuzz_patch_headers.SEEDS:
+        fuzz_patch_headers.test_one_input(seed)
 
 
 def test_fuzz_package_index_client() -> None:

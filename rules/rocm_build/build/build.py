@@ -136,7 +136,7 @@ async def build_rocm_wheel(
     out = await Get(BuiltPayload, BuildOutput(result.output_digest))
     # The manylinux policy (auditwheel) is read beside the GPU code, not after it: for a GB
     # wheel each takes seconds. add_build_info asks for the policy again (memoized).
-    code, _ = await MultiGet(
+    code, policy = await MultiGet(
         Get(GpuCode, BuiltWheel(out.payload, out.wheel_name)), Get(PlatformPolicy, BuiltWheel(out.payload, out.wheel_name))
     )
     upstream = await Get(ResolvedUpstream, UpstreamRequest(spec.upstream.address, f"the `source` field of {spec.owner}"))
@@ -146,7 +146,8 @@ async def build_rocm_wheel(
     if problems:
         return failed(spec, build_info, "\n".join(problems))
     # Which build this is, in the version of the wheel that ships: its inputs and its bytes.
-    build_info = with_version_key(with_gpu_code(build_info, spec, code), out.sha256)
+    # (The key covers the GPU code and the platform add_build_info writes into the wheel too.)
+    build_info = with_version_key(with_gpu_code(build_info, spec, code), out.sha256, policy.to_json())
     finished = await Get(FinishedWheel, WheelWithBuildInfo(out.payload, out.wheel_name, build_info))
     # The log is named after the wheel as it ships (its platform tag may have changed).
     (log_entry,) = await Get(DigestEntries, Digest, out.log)

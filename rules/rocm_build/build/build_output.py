@@ -15,6 +15,7 @@ from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.wheel.build_process import FINISHING_SCRIPTS
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.audits.portable import PlatformPolicy
 from rocm_build.audits import portable
@@ -69,7 +70,7 @@ async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> Finis
     # The manylinux policy the wheel meets: recorded, and its tag where it holds.
     policy = await Get(PlatformPolicy, BuiltWheel(request.payload, request.wheel_name))
     build_info = json.dumps({**json.loads(request.build_info), "platform": policy.to_json()}, indent=2, sort_keys=True)
-    scripts = await Get(Digest, script_files("wheel_files.py", "wheel_zip.py"))
+    scripts = await Get(Digest, script_files(*FINISHING_SCRIPTS))  # in the version key (build_process.py)
     info = await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/build_info.json", build_info.encode())]))
     result = await Get(
         ProcessResult,

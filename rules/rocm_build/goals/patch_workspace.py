@@ -20,6 +20,7 @@ repository with the host's git, upstream/workspace_repo.py) and the saved patche
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
@@ -229,17 +230,26 @@ def checkout(source: WorkspaceSource, pack: WorkspacePack, dest: Path, dest_rel:
     )
 
 
-def save(source: WorkspaceSource, patch_set: PatchSetInfo, dest: Path, dest_rel: str) -> Tuple[Tuple[str, str], ...]:
+def save(source: WorkspaceSource, patch_set: PatchSetInfo, dest: Path, dest_rel: str, root: str) -> workspace_repo.NewPatches:
+    """The new commits as patch files of `patch_set`, checked out again with the target's other
+    patches (the saved set gives the tree committed) before anything is written."""
+    workspace_repo.refuse_links(Path(root), dest_rel)
     if not (dest / ".git").is_dir():
         raise WorkspaceError(f"there is no workspace at {dest_rel}; make it first: ./pants patch-workspace {source.owner}")
     made = workspace_repo.made_for(dest)
     if made != source.owner:
         raise WorkspaceError(f"{dest_rel} is the workspace of {made or 'no target'}, not of {source.owner}; nothing was written")
-    first = workspace_repo.next_number(patch_set.files)
-    patches = tuple(workspace_repo.new_patches(dest, first))
-    refuse_unread(patch_set, tuple(name for name, _ in patches))
+    first = workspace_repo.next_number(patch_set.files, patch_set.address.spec)
+    new = workspace_repo.new_patches(dest, first)
+    refuse_unread(patch_set, tuple(name for name, _ in new.files))
+    if new.files:
+        # The new files sort after the set's own (their numbers follow), before later sets'.
+        in_set = set(patch_set.files)
+        last = max((i for i, p in enumerate(source.patch_files) if p in in_set), default=len(source.patch_files) - 1)
+        shown = [PatchToApply(str(Path(root, p)), p) for p in source.patch_files]
+        workspace_repo.check_saved_set(dest, source.python, shown[: last + 1], shown[last + 1 :], new, patch_set.directory)
     directory = patch_set.directory
-    return tuple((f"{directory}/{name}" if directory else name, text) for name, text in patches)
+    return dataclasses.replace(new, files=tuple((f"{directory}/{name}" if directory else name, data) for name, data in new.files))
 
 
 @goal_rule
@@ -256,6 +266,7 @@ async def patch_workspace(
     dest = Path(build_root.path, dest_rel)
     try:
         if not options.save:
+            workspace_repo.refuse_links(Path(build_root.path), dest_rel)
             # Refused before the fetch when it holds work not saved; else made afresh below.
             if workspace_repo.clear_saved(dest, source.owner, f"./pants patch-workspace --save {source.owner}"):
                 console.print_stdout(f"{dest_rel}: every commit of it was saved as a patch file; checking it out afresh")
@@ -268,17 +279,18 @@ async def patch_workspace(
         if options.patch_set:
             named = await Get(Address, AddressInput, AddressInput.parse(options.patch_set, description_of_origin="--patch-set"))
         patch_set = chosen_patch_set(source, named)
-        files = save(source, patch_set, dest, dest_rel)
+        new = save(source, patch_set, dest, dest_rel, build_root.path)
+        if not new.files:
+            console.print_stdout(f"no new commits in {dest_rel} since the last save; nothing written")
+            return PatchWorkspace(exit_code=0)
+        # The bytes git gave (a CRLF file's `\r` too), then the marker moved to the last commit written.
+        workspace.write_digest(await Get(Digest, CreateDigest([FileContent(path, data) for path, data in new.files])))
+        workspace_repo.mark_saved(dest, new)
     except WorkspaceError as e:
         # The workspace as the user knows it, from the build root.
         console.print_stderr(f"patch-workspace {source.owner}: {str(e).replace(str(dest), dest_rel)}")
         return PatchWorkspace(exit_code=1)
-    if not files:
-        console.print_stdout(f"no new commits in {dest_rel} since the last save; nothing written")
-        return PatchWorkspace(exit_code=0)
-    workspace.write_digest(await Get(Digest, CreateDigest([FileContent(path, text.encode()) for path, text in files])))
-    workspace_repo.mark_saved(dest)
-    for path, _ in files:
+    for path, _ in new.files:
         console.print_stdout(f"wrote {path}")
     return PatchWorkspace(exit_code=0)
 

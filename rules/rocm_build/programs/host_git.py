@@ -1,6 +1,7 @@
 """git on this host, for the programs that move pins and edit patches (update-pins,
-patch-workspace): only the schemes the pin allows (scripts/git_urls.py), no prompt, no
-system or user config, tokens redacted from what it says; and UpdateError, how they fail."""
+patch-workspace): only the schemes the pin allows (scripts/git_urls.py), isolated from the
+caller's git (isolated_git.py: no GIT_* of theirs, no config, no hooks, no prompt), tokens
+redacted from what it says; and UpdateError, how they fail."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import os
 import subprocess
 from typing import Optional
 
+from rocm_build.isolated_git import run_git
 from rocm_build.sandbox_scripts import load_script
 
-GIT_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": "/dev/null"}
 GIT_URLS = load_script("git_urls.py")
 
 
@@ -21,9 +22,10 @@ class UpdateError(Exception):
 def git(*args: str, cwd: Optional[str] = None, pin_url: str = "") -> subprocess.CompletedProcess:
     """git on this host, with only the schemes the pin allows (scripts/git_urls.py)."""
     allowed = GIT_URLS.git_protocol_allow(GIT_URLS.schemes_for(pin_url))
-    return subprocess.run(
-        ["git", *args], cwd=cwd, env={**os.environ, **GIT_ENV, "GIT_ALLOW_PROTOCOL": allowed},
-        capture_output=True, text=True,
+    result = run_git(args, cwd=cwd, env={"GIT_ALLOW_PROTOCOL": allowed})
+    # What these programs read of git is refs, SHAs and its messages: text.
+    return subprocess.CompletedProcess(
+        result.args, result.returncode, result.stdout.decode(errors="replace"), result.stderr.decode(errors="replace")
     )
 
 

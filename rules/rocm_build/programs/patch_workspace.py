@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence
 
 from rocm_build.programs.host_git import UpdateError, checkout, git
 from rocm_build.programs.patch_check import patch_files, python3
-from rocm_build.upstream.pins import PinsError, lookup_pin, parse_pins
+from rocm_build.upstream.pins import PinsError, check_pin_name, lookup_pin, parse_pins
 from rocm_build.upstream.pins_dir import read_pins_files
 from rocm_build.upstream import workspace_repo
 from rocm_build.upstream.workspace_repo import PatchToApply, WorkspaceError
@@ -64,17 +64,22 @@ def do_checkout(name: str, pins_file: Path, patches_dir: Path, dest: Path) -> No
 
 def do_save(name: str, patches_dir: Path, dest: Path) -> List[str]:
     directory = patch_directory(patches_dir, name)
+    if not (dest / ".git").is_dir():
+        raise WorkspaceError(f"there is no workspace at {dest}; make it first: pants run rules:patch-workspace -- checkout {name}")
     if workspace_repo.made_for(dest) not in ("", f"pin:{name}"):
         raise WorkspaceError(f"{dest} is a workspace of {workspace_repo.made_for(dest)}, not of pin {name}")
-    patches = workspace_repo.new_patches(dest, workspace_repo.next_number([p.name for p in directory.iterdir()]))
-    if not patches:
+    new = workspace_repo.new_patches(dest, workspace_repo.next_number([p.name for p in directory.iterdir()], str(directory)))
+    if not new.files:
         print(f"no new commits in {dest} since the last save; nothing written")
         return []
+    # Checked out again with the set's files (before them, by number) before anything is written.
+    before = [PatchToApply(p, p) for p in patch_files(patches_dir, name)]
+    workspace_repo.check_saved_set(dest, python3(), before, [], new, str(directory))
     written = []
-    for file_name, text in patches:
-        (directory / file_name).write_text(text)
+    for file_name, data in new.files:
+        (directory / file_name).write_bytes(data)  # git's bytes, a CRLF file's `\r` too
         written.append(str(directory / file_name))
-    workspace_repo.mark_saved(dest)
+    workspace_repo.mark_saved(dest, new)
     for path in written:
         print(f"wrote {path}")
     return written
@@ -88,8 +93,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     parser.add_argument("--patches-dir", default="patches", help="patches of pin NAME are in DIR/NAME/ (a patch_set's directory)")
     parser.add_argument("--dest", help="the workspace (default: work/NAME)")
     args = parser.parse_args(argv)
-    dest = Path(args.dest or f"work/{args.pin}")
     try:
+        check_pin_name(args.pin, "the command line")
+        if args.dest:
+            dest = Path(args.dest)
+        else:  # work/NAME of the current directory, as the goal's: no link followed out of it
+            workspace_repo.refuse_links(Path.cwd(), f"work/{args.pin}")
+            dest = Path(f"work/{args.pin}")
         if args.action == "checkout":
             do_checkout(args.pin, Path(args.pins_file), Path(args.patches_dir), dest)
         else:

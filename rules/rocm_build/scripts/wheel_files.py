@@ -18,7 +18,7 @@ normalized permissions, so the same contents give the same bytes on every machin
 build writes the labelled wheel (what dependents build against, so a rebuild with the same
 output changes nothing downstream); build info and the exact requirements on the dependency
 wheels, which record inputs, are added afterwards, and so is the digest of those inputs in
-the version (`1.0.0+llvm19gfx1151.k1a2b3c4d`): dependents build against the wheel without it, so
+the version (`1.0.0+llvm19gfx1151.k1a2b3c4d5e6f7a8b`): dependents build against the wheel without it, so
 a dependency that comes out the same does not rebuild them, and a wheel that ships other bytes
 has another version, which `pip install` in a venv holding the old one installs.
 """

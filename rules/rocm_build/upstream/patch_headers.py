@@ -24,6 +24,7 @@ from typing import Dict, List, Optional
 KEYS = ("Why", "Upstream", "Drop when")
 PATCH_SUFFIXES = (".patch", ".diff")
 EDIT_SUFFIX = ".edit.toml"
+BOM = "\ufeff"
 _KEY = re.compile(r"^(why|upstream|drop when)\s*:\s*(.*)$", re.I)
 # What ends a diff's header: the first line `git apply` reads as part of a patch.
 _DIFF_START = re.compile(r"^(diff --git |--- |Index: |GIT binary patch$)")
@@ -35,7 +36,9 @@ def is_patch_file(path: str) -> bool:
 
 def header_of(path: str, text: str) -> str:
     """The header of the patch file at `path` (named for its kind), without comment marks."""
-    lines = text.splitlines()
+    # An editor's byte-order mark before `Why:` is not part of the header's first line: `git
+    # apply` and TOML skip it too.
+    lines = text[1:].splitlines() if text.startswith(BOM) else text.splitlines()
     if path.endswith(".toml"):
         header = []
         for line in lines:

@@ -75,3 +75,11 @@ def test_the_problem_names_the_file_the_missing_keys_and_where_they_go() -> None
     assert edit is not None and "has no `Upstream:`" in edit and "add a line `Upstream: ...`" in edit
     assert "before its first [[edit]]" in edit
 
+
+
+def test_a_byte_order_mark_before_why_is_not_part_of_the_key() -> None:
+    text = "\ufeff" + "Why: a\nUpstream: none\nDrop when: c\n\n" + DIFF
+    assert header_fields(header_of("0001-bom.patch", text)) == {"Why": "a", "Upstream": "none", "Drop when": "c"}
+    assert header_problem("0001-bom.patch", text) is None
+    edit = "\ufeff# Why: a\n# Upstream: none\n# Drop when: c\n[[edit]]\n"
+    assert missing_keys(header_of("0001-bom.edit.toml", edit)) == []

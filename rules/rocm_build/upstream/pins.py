@@ -22,6 +22,10 @@ FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 SHORT_SHA = re.compile(r"^[0-9a-f]{7,39}$")  # a ref a recipe may give: git expands it
 SHA256 = re.compile(r"^[0-9a-f]{64}$")
 HEX = re.compile(r"^[0-9a-fA-F]+$")
+# The one pattern of a pin's name (git, archive and prebuilt pins): it is a path's last part
+# (work/<pin>/, patches/<pin>/, an update-pins checkout), a table's name and a target's `pin`,
+# so one component that cannot climb (`..`), hide (`.x`) or pass for an option (`-x`).
+PIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 M = TypeVar("M", bound=PinModel)
 GIT_URLS = load_script("git_urls.py")
 # A pin may name a file:// repository (tests' fixtures, local mirrors); its submodules may then
@@ -131,12 +135,23 @@ def load_toml(path: str, text: str) -> Dict:
         ) from None
 
 
+def check_pin_name(name: str, where: str) -> str:
+    """`name` if it matches PIN_NAME, else PinsError naming `where` and the pattern."""
+    if not isinstance(name, str) or not PIN_NAME.match(name):
+        raise PinsError(
+            f"{where}: {name!r} is not a pin name: letters, digits, `.`, `_` and `-`, starting with a letter or digit, "
+            "at most 100 (it is a directory's name, work/<pin>/ and patches/<pin>/); rename the table"
+        )
+    return name
+
+
 def model_tables(
     path: str, raw: Mapping, model: Type[M], needs: str, describe: Callable[[FieldProblem], str], prefix: str = ""
 ) -> Dict[str, M]:
     """Each table of an already parsed TOML document (or of one of its tables) as `model`."""
     tables: Dict[str, M] = {}
     for name, table in raw.items():
+        check_pin_name(name, f"{path}: [{prefix}{name}]")
         if not isinstance(table, Mapping):
             raise PinsError(f"{path}: `{prefix}{name}` must be a table like [{prefix}{name}] with {needs}")
         try:

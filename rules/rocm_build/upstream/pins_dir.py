@@ -41,7 +41,7 @@ class PinsFiles:
     @classmethod
     def of(cls, path: str, contents: Iterable[Tuple[str, bytes]]) -> "PinsFiles":
         """From the engine's file contents, in name order."""
-        return cls(path, tuple(sorted((name, data.decode()) for name, data in contents)))
+        return cls(path, tuple(sorted((name, decoded(name, data)) for name, data in contents)))
 
     @property
     def text(self) -> str:
@@ -79,6 +79,17 @@ class PinsFiles:
             raise PinsError(where[found.group(1)] + str(e)[len(self.path) :]) from None
 
 
+def decoded(path: str, data: bytes) -> str:
+    """A pins file's text: UTF-8 (TOML's encoding), else one line naming the file and the fix."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise PinsError(
+            f"{path}: not UTF-8 (byte {data[e.start]:#04x} at offset {e.start}); TOML files are UTF-8: save it as "
+            "UTF-8 (`iconv -f latin1 -t utf-8`)"
+        ) from None
+
+
 def table_names(document: Mapping[str, object]) -> Tuple[str, ...]:
     names = []
     for key, value in document.items():
@@ -97,5 +108,5 @@ def read_pins_files(path: Path) -> PinsFiles:
         files = sorted(path.glob(f"*{SUFFIX}"))
         if not files:
             raise PinsError(f"{path}: a pins directory with no *{SUFFIX} file")
-        return PinsFiles(str(path), tuple((str(f), f.read_text()) for f in files))
-    return PinsFiles(str(path), ((str(path), path.read_text()),))
+        return PinsFiles(str(path), tuple((str(f), decoded(str(f), f.read_bytes())) for f in files))
+    return PinsFiles(str(path), ((str(path), decoded(str(path), path.read_bytes())),))

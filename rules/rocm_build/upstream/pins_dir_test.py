@@ -77,3 +77,15 @@ def test_a_single_file_is_a_pins_file_as_before(tmp_path: Path) -> None:
     files = read_pins_files(single)
     assert sorted(files.parse(parse_pins)) == ["torch", "vllm"]
     assert files.file_of("torch") == str(single) and PinsFiles(str(single), ()).file_of("x") == str(single)
+
+
+def test_a_pins_file_that_is_not_utf8_is_named_in_one_line(tmp_path: Path) -> None:
+    directory = pins_dir(tmp_path)
+    (directory / "latin1.toml").write_bytes(b'# caf\xe9\n[latin1]\nurl = "https://example.invalid/x.git"\ntrack = "main"\n')
+    said = f"{directory / 'latin1.toml'}: not UTF-8 (byte 0xe9 at offset 5); TOML files are UTF-8: save it as UTF-8 (`iconv -f latin1 -t utf-8`)"
+    with pytest.raises(PinsError) as e:
+        read_pins_files(directory)
+    assert str(e.value) == said
+    with pytest.raises(PinsError) as e:  # as the rules read it, through the engine's bytes
+        PinsFiles.of(str(directory), [("pins/latin1.toml", (directory / "latin1.toml").read_bytes())])
+    assert str(e.value) == said.replace(str(directory / "latin1.toml"), "pins/latin1.toml")

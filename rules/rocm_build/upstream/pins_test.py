@@ -143,3 +143,30 @@ def test_a_layout_the_line_model_misreads_is_refused_not_written_wrong() -> None
         "cannot rewrite table [triton-llvm] in place: its lines are not laid out one field per line; "
         'write each field on a line of its own (`key = "..."`) and run again'
     )
+
+
+NAME_REFUSED = (
+    "is not a pin name: letters, digits, `.`, `_` and `-`, starting with a letter or digit, at most 100 (it is a "
+    "directory's name, work/<pin>/ and patches/<pin>/); rename the table"
+)
+
+
+@pytest.mark.parametrize("name", ["../../x", "..", ".hidden", "-rf", "a/b", "a b", "x" * 101])
+def test_a_pin_name_is_one_path_part_in_every_kind_of_pin(name: str) -> None:
+    # Names are paths' last parts (work/<pin>/, patches/<pin>/, update-pins' checkouts): refused
+    # where the file is read, for git pins, prebuilt pins and archive pins alike.
+    from rocm_build.upstream.archive_pins import parse_archive_pins
+
+    git_pin = f'["{name}"]\nurl = "https://example.invalid/x.git"\ntrack = "main"\n'
+    prebuilt = f'[prebuilt."{name}"]\nindex_url = "https://example.invalid/simple/"\nproject = "x"\ntrack = "==1"\npython = "3.12"\n'
+    archive = f'["{name}"]\nurl = "https://example.invalid/x.tar.gz"\n'
+    for parse, text, table in [(parse_pins, git_pin, name), (parse_prebuilt_pins, prebuilt, f"prebuilt.{name}"),
+                               (parse_archive_pins, archive, name)]:  # fmt: skip
+        with pytest.raises(PinsError) as e:
+            parse("p.toml", text)
+        assert str(e.value) == f"p.toml: [{table}]: {name!r} {NAME_REFUSED}"
+
+
+def test_the_names_of_the_repositorys_own_pins_are_pin_names() -> None:
+    for name in ("mini-vllm", "flash_attention", "therock-torch-gfx1151", "vllm-triton-kernels", "x" * 100):
+        assert list(parse_pins("p.toml", f'["{name}"]\nurl = "https://example.invalid/x.git"\ntrack = "main"\n')) == [name]

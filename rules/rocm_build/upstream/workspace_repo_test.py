@@ -68,8 +68,9 @@ def test_the_base_holds_the_submodules_files_on_top_of_the_pinned_commit(tmp_pat
     assert git(dest, "log", "-1", "--format=%B") == f"0001-deep.patch\n\n{HEADER}"
     (dest / "setup.py").write_text("print('gfx1151')\n")
     git(dest, "commit", "-qam", f"Say gfx1151\n\n{HEADER}")
-    [(name, text)] = workspace_repo.new_patches(dest, workspace_repo.next_number(["0001-deep.patch", "BUILD"]))
+    [(name, data)] = workspace_repo.new_patches(dest, workspace_repo.next_number(["0001-deep.patch", "BUILD"])).files
     assert name == "0002-Say-gfx1151.patch"
+    text = data.decode()
     assert text.startswith(f"Say gfx1151\n\n{HEADER}\n\ndiff --git a/setup.py b/setup.py\n") and "+print('gfx1151')" in text
 
 
@@ -102,3 +103,41 @@ def test_names_and_messages() -> None:
     assert commit_message("p/0001-x.edit.toml", edit) == "0001-x.edit.toml\n\nWhy: a\nUpstream: b\nDrop when: c"
     assert commit_message("p/0002-y.patch", f"Subject\n\n{HEADER}\n\n--- a/f\n+++ b/f\n") == f"Subject\n\n{HEADER}"
     assert commit_message("p/0003-z.patch", "--- a/f\n+++ b/f\n") == "0003-z.patch (no header)"
+
+
+def test_no_number_past_9999() -> None:
+    # `10000-x.patch` sorts before `9999-y.patch`: the build would apply it first.
+    assert workspace_repo.next_number(["9998-a.patch"]) == 9999
+    with pytest.raises(WorkspaceError) as e:
+        workspace_repo.next_number(["0001-a.patch", "9999-b.patch", "BUILD"], "tests/mini/patches/vllm:gfx1151")
+    assert str(e.value) == (
+        "tests/mini/patches/vllm:gfx1151 has a file numbered 9999; a next one (10000-...) would sort before it (patches "
+        "apply in file-name order). Renumber the set's files from 0001 (`git mv`), then save again"
+    )
+
+
+def test_two_new_commits_after_9998_are_refused_before_anything_is_made(tmp_path: Path) -> None:
+    repo = init_repo(tmp_path / "work")
+    commit_files(repo, {"a": "1\n"})
+    git(repo, "tag", workspace_repo.SAVED_TAG)
+    commit_files(repo, {"a": "2\n"}, f"One\n\n{HEADER}")
+    commit_files(repo, {"a": "3\n"}, f"Two\n\n{HEADER}")
+    with pytest.raises(WorkspaceError) as e:
+        workspace_repo.new_patches(repo, 9999)
+    assert str(e.value) == (
+        "2 new commit(s) after patch number 9998 would pass 9999 and sort before the set's first files (patches apply "
+        "in file-name order); renumber the set's files from 0001 (`git mv`), then save again"
+    )
+
+
+def test_a_crlf_or_bom_message_is_a_header_not_a_diff() -> None:
+    # Found by tests/fuzz/fuzz_patch_headers.py's round trip: a message from an editor that
+    # writes CRLF (or a BOM) was refused as holding "a line `git apply` would read as a diff".
+    crlf = "Subject\r\n\r\nWhy: a\r\nUpstream: none\r\nDrop when: c\r\n"
+    assert workspace_repo.commit_problem("0" * 40, "Subject", crlf) is None
+    assert workspace_repo.commit_problem("0" * 40, "Subject", "\ufeff" + crlf) is None
+    said = workspace_repo.commit_problem("0" * 40, "Subject", crlf + "--- a/f\r\n+++ b/f\r\n")
+    assert said == (
+        "commit 000000000000 ('Subject') has a line in its message that `git apply` would read as the start of a diff "
+        "(`diff --git`, `--- ` then `+++ `, `Index: `); reword it"
+    )

@@ -34,7 +34,7 @@ from rocm_build.subsystems.sccache import Sccache, SccacheBinary
 from rocm_build.caches.sccache_dist import FARM_CACHE, FARM_DIR, TOOLCHAIN_DIR, DistToolchain, DistToolchainRequest, SccacheFarm
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
 from rocm_build.wheel.build_spec import WheelBuildSpec, log_name
-from rocm_build.wheel.rebuild import PAYLOAD, READ_FROM_WHEEL, VERSION_KEY
+from rocm_build.wheel.rebuild import PAYLOAD, VERSION_KEY
 from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools, cache_suffix
 from rocm_build.caches import sccache_dist
@@ -72,36 +72,46 @@ def local_version_label(toolchain: ResolvedToolchain, spec: WheelBuildSpec) -> s
 
 
 VERSION_KEY_HOW = (
-    "the first 8 hex digits of the sha256 of the keys `covers` names of this file, `environment` "
+    "the first 16 hex digits of the sha256 of the keys `covers` names of this file, `environment` "
     "without `repo_digests`, as JSON with sorted keys and no spaces "
     "(json.dumps(..., sort_keys=True, separators=(',', ':')))"
 )
+# 16 hex digits, 64 bits: a patch author controls text the key covers (a header), and 32 bits
+# were found by brute force in hours on one core; the local version segment has no length limit.
+VERSION_KEY_DIGITS = 16
+# The scripts that write the shipped wheel's bytes after the build (build/build_output.py's
+# add-info step): their digests are in the build info (`written_by`), so in the key.
+FINISHING_SCRIPTS = ("wheel_files.py", "wheel_zip.py")
+WRITTEN_BY = "written_by"
 
 
 def version_key(build_info: Mapping[str, Any]) -> Dict[str, Any]:
-    """The last local segment of a shipped wheel's version (`1.0.0+llvm19gfx1151.k1a2b3c4d`):
+    """The last local segment of a shipped wheel's version (`1.0.0+llvm19gfx1151.k1a2b3c4d5e6f7a8b`):
     a digest of every input its build info records (pins, patch digests, recipe, toolchain
-    identity, gpu targets, env, lock, archives, the dependency wheels by name and content) and
-    of the bytes they made (`payload_sha256`: the wheel before its build info), so that an input
-    the build info does not record (a sandbox script, a bootstrap wheel) cannot give two
-    different wheels one version. Another patch, another version, so `pip install` of the
-    install set in a venv holding the last build installs this one. Left out: what this
-    machine's container engine knows of where the image came from (`repo_digests`: the image is
-    its id). Added after the build (wheel_files.py add-info): dependents build against the
-    wheel without it, so a dependency whose build comes out the same does not rebuild them
-    (early cutoff)."""
-    covers = sorted(k for k in build_info if k not in (*READ_FROM_WHEEL, VERSION_KEY) or k == PAYLOAD)
+    identity, gpu targets, env, lock, archives, the dependency wheels by name and content), of
+    the bytes they made (`payload_sha256`: the wheel before its build info) and of every step
+    that writes the shipped wheel's bytes after that (the GPU code and platform tag read from
+    it, the scripts that add the build info: `written_by`), so that nothing gives two different
+    wheels one version. Another patch, another version, so `pip install` of the install set in
+    a venv holding the last build installs this one. Left out: what this machine's container
+    engine knows of where the image came from (`repo_digests`: the image is its id). Added after
+    the build (wheel_files.py add-info): dependents build against the wheel without it, so a
+    dependency whose build comes out the same does not rebuild them (early cutoff)."""
+    covers = sorted(k for k in build_info if k != VERSION_KEY)
     made_of = {k: build_info[k] for k in covers}
     if isinstance(made_of.get("environment"), dict):
         made_of["environment"] = {k: v for k, v in made_of["environment"].items() if k != "repo_digests"}
-    digest = hashlib.sha256(json.dumps(made_of, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:8]
+    digest = hashlib.sha256(json.dumps(made_of, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:VERSION_KEY_DIGITS]
     return {"label": f"k{digest}", "digest": digest, "covers": covers, "how": VERSION_KEY_HOW}
 
 
-def with_version_key(build_info: str, payload_sha256: str) -> str:
-    """A built wheel's build info with the bytes the build wrote and the version key of both."""
+def with_version_key(build_info: str, payload_sha256: str, platform: Mapping[str, Any]) -> str:
+    """A built wheel's build info with the bytes the build wrote, what the steps after it write
+    (its platform, as add-info records it; the scripts that write it) and the version key of all."""
     info: Dict[str, Any] = json.loads(build_info)
     info[PAYLOAD] = payload_sha256
+    info["platform"] = dict(platform)
+    info[WRITTEN_BY] = {name: hashlib.sha256(script_bytes(name)).hexdigest() for name in FINISHING_SCRIPTS}
     info[VERSION_KEY] = version_key(info)
     return json.dumps(info, indent=2, sort_keys=True)
 

@@ -6,6 +6,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tarfile
 from typing import Optional
 
@@ -19,6 +20,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.wheel import build_process, build_spec
+from rocm_build.sandbox_scripts import script_bytes
 from rocm_build.wheel.build_process import WheelBuildRequest, version_key, with_version_key
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget
@@ -322,31 +324,43 @@ def test_the_version_key_is_a_digest_of_the_recorded_inputs_and_the_bytes_they_m
     info = {
         "label": "llvm19gfx1151",
         "source": {"pin": "mini-vllm", "commit": "e8b6" * 10, "patches": [{"path": "p/0001.patch", "sha256": "aa" * 32}]},
-        "dependencies": [{"target": "t:wheel", "wheel": "t-1.0+llvm19gfx1151.k00000000-py3-none-any.whl", "payload_sha256": "bb" * 32}],
+        "dependencies": [{"target": "t:wheel", "wheel": "t-1.0+llvm19gfx1151.k0000000000000000-py3-none-any.whl", "payload_sha256": "bb" * 32}],
         "environment": {"name": "box", "image_id": "sha256:" + "d" * 64, "repo_digests": ["localhost/box@sha256:" + "e" * 64]},
         "gpu_targets": ["gfx1151"],
+        "gpu_code": {"lib.so": ["gfx1151"]},
+        "platform": {"tag": "manylinux_2_28_x86_64", "by": "auditwheel show"},
         "payload_sha256": "ff" * 32,
+        "written_by": {"wheel_files.py": "11" * 32, "wheel_zip.py": "22" * 32},
     }
     key = version_key(info)
-    assert key["label"] == f"k{key['digest']}" and len(key["digest"]) == 8
-    assert key["covers"] == ["dependencies", "environment", "gpu_targets", "label", "payload_sha256", "source"]
-    # What is read from the built wheel, and the key itself, are not inputs; the bytes are.
-    assert version_key({**info, "gpu_code": {"x": 1}, "platform": {"tag": "y"}, "version_key": key}) == key
-    assert version_key({**info, "payload_sha256": "00" * 32})["digest"] != key["digest"]
+    # 64 bits: a patch author who controls a header cannot grind a collision.
+    assert key["label"] == f"k{key['digest']}" and re.fullmatch(r"[0-9a-f]{16}", key["digest"])
+    assert key["covers"] == [
+        "dependencies", "environment", "gpu_code", "gpu_targets", "label", "payload_sha256", "platform", "source", "written_by",
+    ]  # fmt: skip
+    # The key itself is not in it; every step that writes the wheel's bytes is.
+    assert version_key({**info, "version_key": key}) == key
+    for changed in (
+        {"payload_sha256": "00" * 32}, {"gpu_code": {"lib.so": []}}, {"platform": {"tag": "linux_x86_64", "by": "auditwheel show"}},
+        {"written_by": {"wheel_files.py": "33" * 32, "wheel_zip.py": "22" * 32}},
+    ):  # fmt: skip
+        assert version_key({**info, **changed})["digest"] != key["digest"], changed
     # Where this machine's engine says the image came from is not the image: one version on every machine.
     pushed = {**info, "environment": {**info["environment"], "repo_digests": []}}
     assert version_key(pushed) == key
     # The recipe of the digest, as the build info says it (`how`), gives it back.
     made_of = {k: info[k] for k in key["covers"]}
     made_of["environment"] = {"name": "box", "image_id": info["environment"]["image_id"]}
-    assert hashlib.sha256(json.dumps(made_of, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:8] == key["digest"]
-    assert "`environment` without `repo_digests`" in key["how"]
+    assert hashlib.sha256(json.dumps(made_of, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16] == key["digest"]
+    assert key["how"].startswith("the first 16 hex digits of the sha256") and "`environment` without `repo_digests`" in key["how"]
     # A patch changed: another version.
     patched = {**info, "source": {**info["source"], "patches": [{"path": "p/0001.patch", "sha256": "cc" * 32}]}}
     assert version_key(patched)["digest"] != key["digest"]
 
 
-def test_a_built_wheels_build_info_gets_its_bytes_and_its_key() -> None:
-    keyed = json.loads(with_version_key(json.dumps({"label": "llvm19gfx1151", "gpu_targets": ["gfx1151"]}), "ab" * 32))
-    assert keyed["payload_sha256"] == "ab" * 32
+def test_a_built_wheels_build_info_gets_its_bytes_what_writes_them_and_its_key() -> None:
+    platform = {"tag": "manylinux_2_28_x86_64", "by": "auditwheel show"}
+    keyed = json.loads(with_version_key(json.dumps({"label": "llvm19gfx1151", "gpu_targets": ["gfx1151"]}), "ab" * 32, platform))
+    assert keyed["payload_sha256"] == "ab" * 32 and keyed["platform"] == platform
+    assert keyed["written_by"] == {n: hashlib.sha256(script_bytes(n)).hexdigest() for n in ("wheel_files.py", "wheel_zip.py")}
     assert keyed["version_key"] == version_key({k: v for k, v in keyed.items() if k != "version_key"})
