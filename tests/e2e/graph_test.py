@@ -6,6 +6,7 @@ change rebuilds and tests, the real components and this repository's own tests i
 
 from __future__ import annotations
 
+import json
 import subprocess
 import time
 from typing import List
@@ -162,30 +163,64 @@ def test_the_plugins_scripts_and_config_select_every_wheel_and_test(ws: Workspac
     assert edited(ws, path, edit, *CHANGED, f"--filter-target-type={kinds}", "list") == wheels_and_tests
     e2e = [a for a in edited(ws, path, edit, *CHANGED, TESTED, "list") if a.startswith("tests/e2e/")]
     assert [a for a in every(ws, "python_test") if a.startswith("tests/e2e/") and a not in e2e] == [
-        "tests/e2e/bench_test.py:tests",
-        "tests/e2e/rocm_init_test.py:tests",
+        "tests/e2e/bench_test.py:bench",
+        "tests/e2e/rocm_init_test.py:rocm_init",
     ]
 
 
-def test_the_ci_recipe_on_a_real_patch_packages_and_tests_that_component_and_the_e2e_files_that_read_it(ws: Workspace) -> None:
+# What `test` takes from the targets it is given: the test targets, and each test generator's
+# every file (a generator as an argument means all it generates).
+TEST_KINDS = "python_tests,python_test,triton_kernel_test,upstream_choices_test"
+
+
+def e2e_tests(files: List[str]) -> List[str]:
+    """The generator of each end-to-end file and the file's own target (tests/e2e/BUILD)."""
+    return [a for f in files for stem in [f[: -len("_test.py")]] for a in (f"tests/e2e:{stem}", f"tests/e2e/{f}:{stem}")]
+
+
+@pytest.mark.parametrize(
+    "path, packaged, tested",
+    [
+        ("patches/vllm/0001-hip-archs-gfx1151.edit.toml",
+         ["components/vllm:src", "components/vllm:wheel", "components/vllm:wheel-on-therock"],
+         ["components/vllm:choices", "components/vllm:kernels", *e2e_tests(READ_COMPONENTS)]),
+        # A moved pin: the git upstream and its wheels, the end-to-end files that copy components/,
+        # and the two plugin tests that read the pins as the docs name them; not their siblings.
+        ("components/pins/vllm.toml",
+         ["components/vllm:src", "components/vllm:wheel", "components/vllm:wheel-on-therock"],
+         ["rules/rocm_build/programs:docs_check", "rules/rocm_build/programs/docs_check_test.py:docs_check",
+          "rules/rocm_build/upstream:recipe_values", "rules/rocm_build/upstream/recipe_values_test.py:recipe_values",
+          *e2e_tests(READ_COMPONENTS)]),
+    ],
+    ids=["real patch", "real pin"],
+)  # fmt: skip
+def test_the_ci_recipe_packages_and_tests_what_a_change_reads(ws: Workspace, path: str, packaged: List[str], tested: List[str]) -> None:
     """docs/pins-and-patches.md's recipe, `--changed-since=origin/main --changed-dependents=transitive
-    package test`, on a branch with a one-line vLLM patch: what `package` and `test` act on."""
-    patch = "patches/vllm/0001-hip-archs-gfx1151.edit.toml"
+    package test`, on a branch with a one-line change: what `package` and `test` are given, read
+    unfiltered (a filter by type would hide a test generator, which `test` runs whole)."""
     recipe = ("--changed-since=origin/main", "--changed-dependents=transitive")
-    git(ws, "checkout", "-q", "-b", "vllm-fix")
+    git(ws, "checkout", "-q", "-b", "a-fix")
     try:
-        ws.write(patch, ws.read(patch) + "# a one-line fix\n")
-        git(ws, "commit", "-q", "-am", "vllm: a one-line fix of a patch")
+        ws.write(path, ws.read(path) + "# a one-line fix\n")
+        git(ws, "commit", "-q", "-am", "a one-line fix")
         start = time.perf_counter()
-        packaged = lines(ws, *recipe, PACKAGED, "list")
-        tested = lines(ws, *recipe, TESTED, "list")
-        print(f"the CI recipe's selection: {time.perf_counter() - start:.1f} s for both")
+        selected = set(lines(ws, *recipe, "list"))
+        print(f"the CI recipe's selection: {time.perf_counter() - start:.1f} s")
     finally:
         git(ws, "checkout", "-q", "main")
-    assert packaged == ["components/vllm:src", "components/vllm:wheel", "components/vllm:wheel-on-therock"]
-    assert tested == sorted(["components/vllm:choices", "components/vllm:kernels", *(f"tests/e2e/{f}:tests" for f in READ_COMPONENTS)])
+        git(ws, "branch", "-q", "-D", "a-fix")
+    assert sorted(selected & set(every(ws, PACKAGED[len("--filter-target-type=") :]))) == packaged
+    assert sorted(selected & set(every(ws, TEST_KINDS))) == sorted(tested)
     # Against every end-to-end file (each a nested Pants with a 1,800 s timeout) before issue 57.
     assert len([a for a in every(ws, "python_test") if a.startswith("tests/e2e/")]) == 28
+
+
+def test_each_end_to_end_file_has_a_test_generator_of_its_own(ws: Workspace) -> None:
+    # What `test` runs for a generator it is given is every file of it: each holds one.
+    on_disk = sorted(p.name for p in ws.path("tests/e2e").glob("*_test.py"))
+    peeked = json.loads(require_success(ws.pants("peek", "tests/e2e:"), "peek").stdout)
+    generators = {t["address"]: t["sources"] for t in peeked if t["target_type"] == "python_tests"}
+    assert generators == {f"tests/e2e:{f[: -len('_test.py')]}": [f"tests/e2e/{f}"] for f in on_disk}
 
 
 def test_no_file_has_an_owner_in_a_directory_above_it(ws: Workspace) -> None:

@@ -20,6 +20,7 @@ import base64
 import hashlib
 import io
 import json
+import re
 import tarfile
 import time
 import zipfile
@@ -253,6 +254,15 @@ def test_flash_attention_real_recipe_builds_from_its_sdist_and_imports_its_trito
     extension, which a Triton build does not have)."""
     run = ws.pants("package", FA_FROM_SDIST)
     assert run.returncode == 0, (run.stdout + run.stderr)[-4000:]
+    # The build venv's 13 prebuilt wheels (one generator) share a folder, written and named once.
+    assert run.stderr.count("Wrote dist/components.kernels.build-venv\n") == 1, run.stderr[-4000:]
+    venv_wheels = ws.path("dist/components.kernels.build-venv").glob("*.whl")
+    assert len(list(venv_wheels)) == len(re.findall(r"^  pinned +\S+ \(components/kernels:build-venv#", run.stderr, re.M)) == 13
+    # A no-op: each of them unchanged, no moved pin, their folder not named.
+    again = ws.pants("package", FA_FROM_SDIST)
+    assert again.returncode == 0, again.stderr[-4000:]
+    assert len(re.findall(r"^  unchanged +\S+ \(components/kernels:build-venv#", again.stderr, re.M)) == 13, again.stderr[-4000:]
+    assert "pin moved" not in again.stderr and "Wrote dist/" not in again.stderr, again.stderr[-4000:]
     (wheel,) = ws.path("dist/components.flash_attention.wheel-from-sdist").glob("*.whl")
     assert unkeyed(wheel.name) == "flash_attn-2.8.3.post2+llvm19gfx1151-py3-none-any.whl"
     pin = ws.read("components/archives/flash-attention-sdist.toml")

@@ -113,12 +113,24 @@ def test_the_patch_loop(ws: Workspace) -> None:
     assert "✕ patch-headers failed." in failed.stderr
 
 
-def test_a_checkout_never_overwrites_and_a_wheel_points_at_its_source(ws: Workspace) -> None:
+def test_a_checkout_never_overwrites_work_and_a_wheel_points_at_its_source(ws: Workspace) -> None:
     if not ws.path("work/mini-vllm").exists():
         require_success(ws.pants("patch-workspace", VLLM_SRC), "a checkout")
-    again = ws.pants("patch-workspace", VLLM_SRC)
-    assert again.returncode == 1
-    assert f"work/mini-vllm already exists (a workspace of {VLLM_SRC}); save its new commits with `./pants patch-workspace --save {VLLM_SRC}`" in again.stderr
+    # Every commit of it saved: the checkout is made again (the fix a failed patch prints, this
+    # command, works as printed while work/<pin>/ is there).
+    again = require_success(ws.pants("patch-workspace", VLLM_SRC), "a checkout over a saved workspace")
+    assert "work/mini-vllm: every commit of it was saved as a patch file; checking it out afresh" in again.stdout, again.stdout
+    # Work not saved is never written over.
+    (ws.path("work/mini-vllm") / "notes.txt").write_text("mine\n")
+    try:
+        refused = ws.pants("patch-workspace", VLLM_SRC)
+    finally:
+        (ws.path("work/mini-vllm") / "notes.txt").unlink()
+    assert refused.returncode == 1
+    assert (
+        f"work/mini-vllm already exists (a workspace of {VLLM_SRC}) and holds work not saved: changes not committed; "
+        f"save its new commits with `./pants patch-workspace --save {VLLM_SRC}`"
+    ) in refused.stderr, refused.stderr
     wheel = ws.pants("patch-workspace", "tests/mini/vllm:wheel")
     assert wheel.returncode != 0
     assert f"tests/mini/vllm:wheel is a `rocm_wheel`; patches belong to its source: ./pants patch-workspace {VLLM_SRC}" in wheel.stderr

@@ -2,14 +2,18 @@
 ours, `package`, reinstall the set in the same venv with its own command, run the new code.
 
 `package` builds the patched wheel once (Pants starts its build once, after the chain's
-checks), says what it built and what it reused, leaves the reused wheels' files in dist/ as
-they were, and gives the patched wheel a new version, so the set's own `pip install` takes it.
+checks), says what it built and what it reused, names only the folders of dist/ that changed
+(the reused wheels' bytes as they were), and gives the patched wheel a new version, so the
+set's own `pip install` takes it. Its package is the whole chain whatever dist/ holds: an
+`archive` of it, packaged when dist/ is current, holds every wheel.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 import subprocess
+import zipfile
 from pathlib import Path
 from typing import Dict
 
@@ -22,9 +26,9 @@ INSTALL = "dist/tests.mini.vllm.install"
 SHOW = "import mini_vllm; print(mini_vllm.PATCHED_FOR)"
 
 
-def dist_times(ws: Workspace) -> Dict[str, int]:
-    """Every file in dist/ -> its modification time (ns)."""
-    return {p.relative_to(ws.root).as_posix(): p.stat().st_mtime_ns for p in ws.path("dist").rglob("*") if p.is_file()}
+def dist_files(ws: Workspace) -> Dict[str, str]:
+    """Every file in dist/ -> its sha256."""
+    return {p.relative_to(ws.root).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest() for p in ws.path("dist").rglob("*") if p.is_file()}
 
 
 def summary(stderr: str) -> str:
@@ -49,13 +53,22 @@ def test_a_patch_edit_builds_once_says_so_and_installs_over_the_old_set(tmp_path
         old_version = next(ws.path("dist/tests.mini.vllm").glob("*.whl")).name.split("-")[1]
         assert re.fullmatch(r"1\.0\.0\+llvm19gfx1151\.k[0-9a-f]{16}", old_version), old_version
 
-        # Nothing changed: nothing built, nothing in dist/ written again.
-        before = dist_times(ws)
+        # Nothing changed: nothing built, no folder of dist/ named or changed.
+        before = dist_files(ws)
         again = package("nothing changed")
         assert again.built == [] and "Wrote dist/" not in again.stderr
-        assert "in its chain: 6 unchanged in dist/ (left as they are)" in summary(again.stderr)
-        assert "  install set dist/tests.mini.vllm.install/: unchanged (left as it is)" in summary(again.stderr)
-        assert dist_times(ws) == before
+        assert "in its chain: 6 unchanged in dist/" in summary(again.stderr)
+        assert "  install set dist/tests.mini.vllm.install/: unchanged" in summary(again.stderr)
+        assert dist_files(ws) == before
+
+        # dist/ current, another target's rule asks for the package (design.md: a `package`
+        # member composes): an `archive` of it holds the whole chain and its install set.
+        ws.write("bundle/BUILD", 'archive(name="bundle", packages=["tests/mini/vllm:wheel"], format="zip")\n')
+        require_success(ws.pants("-ldebug", "package", "bundle:bundle"), "an archive of the chain")
+        with zipfile.ZipFile(ws.path("dist/bundle/bundle.zip")) as zf:
+            bundled = {n: hashlib.sha256(zf.read(n)).hexdigest() for n in zf.namelist()}
+        assert {f"dist/{n}": h for n, h in bundled.items()} == before
+        assert len([n for n in bundled if n.endswith(".whl") and "/wheels/" not in n]) == 6
 
         # A patch of ours edited, with pantsd up: the patched wheel's build starts once.
         ws.write(PATCH, ws.read(PATCH).replace('"gfx1151"', '"gfx1151 (patched again)"'))
@@ -71,11 +84,12 @@ def test_a_patch_edit_builds_once_says_so_and_installs_over_the_old_set(tmp_path
         assert hook < edit.stderr.index(f"Starting: Building rocm_wheel {VLLM}"), shown
         assert edit.built == [VLLM]
         said = summary(edit.stderr)
-        assert "in its chain: 1 built, 5 unchanged in dist/ (left as they are)" in said, said
+        assert "in its chain: 1 built, 5 unchanged in dist/" in said, said
         assert re.search(rf"^  built      mini_vllm-1\.0\.0\+llvm19gfx1151\.k[0-9a-f]{{16}}-\S+ \({re.escape(VLLM)}\): patch {PATCH} changed \(", said, re.M), said
         assert len(re.findall(r"^  unchanged  ", said, re.M)) == 5, said
-        # Its files and the install set are new; every other wheel's files are as they were.
-        after = dist_times(ws)
+        # Its folder and the install set's are named and new; every other wheel's files are as they were.
+        assert sorted(re.findall(r"Wrote (dist/\S+)", edit.stderr)) == ["dist/tests.mini.vllm", INSTALL], edit.stderr[-3000:]
+        after = dist_files(ws)
         kept = {p: t for p, t in before.items() if not p.startswith(("dist/tests.mini.vllm/", f"{INSTALL}/"))}
         assert {p: after.get(p) for p in kept} == kept
         (new_wheel,) = ws.path("dist/tests.mini.vllm").glob("*.whl")  # the old version is gone

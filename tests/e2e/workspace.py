@@ -120,6 +120,7 @@ class Workspace:
         return self.root / rel
 
     def write(self, rel: str, text: str) -> None:
+        self.path(rel).parent.mkdir(parents=True, exist_ok=True)
         self.path(rel).write_text(text)
 
     def read(self, rel: str) -> str:

@@ -22,7 +22,9 @@ from pants.util.logging import LogLevel
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.checks import archive_pins, build_lock, gpu_targets, prebuilt_dependencies, recipe_files, recipe_pairing, tools, upstream_steps
+from rocm_build.checks import (
+    archive_pins, build_lock, gpu_targets, prebuilt_dependencies, recipe_files, recipe_pairing, shared_patch_sets, tools, upstream_steps,
+)  # fmt: skip
 from rocm_build.checks.findings import EXPECTED_FAILURES, ComponentStatus, Findings, QuickCheckRequest, TreeCheckRequest, TreeUnderCheck, problem_text
 from rocm_build.locks.build_requirements import LockWheels, LockWheelsRequest
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
@@ -54,7 +56,10 @@ TREE_CHECKS = (
     upstream_steps.UpstreamStepsCheck,
 )
 GATED = (build_lock.BuildLockCheck, upstream_steps.UpstreamStepsCheck)
-CHECK_MODULES = (archive_pins, build_lock, gpu_targets, prebuilt_dependencies, recipe_files, recipe_pairing, tools, upstream_steps)
+# Not a build's check, so in neither list: the report's (`pants check`, `rocm-plan --check`;
+# goals/preflight_report.py) tries each source's patch sets on the other sources that apply
+# them (shared_patch_sets.py). `package` does not wait for another source's fetch.
+CHECK_MODULES = (archive_pins, build_lock, gpu_targets, prebuilt_dependencies, recipe_files, recipe_pairing, shared_patch_sets, tools, upstream_steps)
 
 
 class QuickCheck(WheelRequest):

@@ -64,3 +64,34 @@ def test_only_rocm_wheels_are_checked(rule_runner: RuleRunner) -> None:
     assert not RocmPreflightFieldSet.is_applicable(target("llvm"))
     # Nothing to check: the goal passes without running the preflight.
     assert rule_runner.run_goal_rule(Check, args=["components:a-src"]).exit_code == 0
+
+
+def test_one_report_names_every_target_that_cannot_be_built_and_why(rule_runner: RuleRunner) -> None:
+    # The CI recipe's first goal (docs/pins-and-patches.md): two targets that cannot be built for
+    # different reasons, as components/vllm:wheel-on-therock (TheRock's pins not resolved) beside
+    # another; both named in the one report, before any build.
+    rule_runner.write_files(
+        {
+            "components/pins/therock.toml": (
+                '[prebuilt.t-torch]\nproject = "torch"\ntrack = "==2.13.0"\nindex_url = "https://index.invalid/simple/"\npython = "3.12"\n'
+                'version = ""\nfile = ""\nsha256 = ""\n'
+            ),
+            "components/BUILD": "rocm_toolchain(name='llvm', provider='llvm', path='/nowhere')\n"
+            "upstream_repo(name='a-src', pin='a')\n"
+            "rocm_wheel(name='a', source=':a-src', toolchain=':llvm')\n"
+            "prebuilt_wheel(name='t-torch', pin='t-torch')\n"
+            "rocm_wheel(name='b', source=':a-src', toolchain=':llvm', dependencies=[':t-torch'])\n",
+        }
+    )
+    targets = [
+        rule_runner.request(WrappedTarget, [WrappedTargetRequest(Address("components", target_name=n), "test")]).target
+        for n in ("a", "b")
+    ]
+    (result,) = rule_runner.request(CheckResults, [RocmPreflightRequest([RocmPreflightFieldSet.create(t) for t in targets])]).results
+    assert result.exit_code == 1
+    report = result.stdout
+    assert "FAIL  components:a\n" in report and "FAIL  components:b\n" in report, report
+    assert (
+        "prebuilt_wheel components:t-torch: pin `t-torch` ([prebuilt.t-torch] in components/pins) is not "
+        "resolved: it has no version, file and sha256 yet. Run `pants run rules:update-pins -- --only t-torch`"
+    ) in report, report

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import shlex
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Dict, Iterable, List, Mapping, Sequence, Tuple
 
 from pants.base.build_root import BuildRoot
@@ -31,25 +31,19 @@ from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.build.build import ChainWheelRequest
 from rocm_build.prepare.inputs import BuiltRocmWheel, is_prebuilt
 from rocm_build.wheel.build_spec import dist_dir
-from rocm_build.wheel.rebuild import first_reason, last_build_info
 from rocm_build.checks.chain import ChainRequest, CheckedChain
 from rocm_build.build import build as wheel_build
 from rocm_build.checks import chain as chain_check
 from rocm_build.install import load_check, runtime_set
 from rocm_build.wheel import chain_order
 from rocm_build.goals.package_summary import (
-    BUILT,
-    PINNED,
-    UNCHANGED,
-    WheelOutcome,
+    DistWheel,
+    changed_folders,
     expect_written,
-    holds_file,
-    holds_files,
-    holds_wheel,
-    pinned_reason,
-    previous_wheels,
-    status_of,
     summary_lines,
+    unwritable,
+    unwritable_message,
+    wheel_outcomes,
 )
 
 logger = logging.getLogger(__name__)
@@ -106,8 +100,12 @@ def prebuilt_steps(
     the set does not hold (TheRock's torch: rocm): it and what it requires, from its index. A
     prebuilt wheel whose requirements are all in wheels/ (the mini SDK) needs none: it is
     installed by hash with the rest. `outside`: the check's reading of each wheel's
-    requirements; a wheel it did not read (pure Python) is given its step, to be safe.
-    `sources`: each wheel with its build info's source; `extras`: device_extras of them."""
+    requirements on the set's interpreter (every wheel, pure-Python ones too: their
+    requirements are read from METADATA as a platform wheel's are); a wheel it did not read is
+    given its step, to be safe. A project the set lacks is in the `outside` of the wheel that
+    requires it, so a wheel that needs only set wheels gets no step even when one of those
+    does: that one's own step brings it. `sources`: each wheel with its build info's source;
+    `extras`: device_extras of them."""
     steps = []
     for w, source in sources:
         if "prebuilt" not in source or "device_of" in source:
@@ -185,34 +183,43 @@ def load_check_request(closure: Tuple[BuiltRocmWheel, ...], runtime_wheels: Sequ
 
 @dataclass(frozen=True)
 class DistFolder:
-    """What `package` would write into one folder of dist/."""
+    """What `package` writes into one folder of dist/: a target's wheel and build log, a
+    generator's prebuilt wheels (one folder for all), or the install set."""
 
     relpath: str  # under dist/
     digest: Digest  # its files, at the digest root
     entries: Tuple[FileEntry, ...]
-    only: str = ""  # the one file of it to write (Pants removes it first), else the whole folder
 
-    @property
-    def cleared(self) -> str:
-        """What Pants removes before it writes this (the artifact's path)."""
-        return f"{self.relpath}/{self.only}" if self.only else self.relpath
+    def files(self) -> Dict[str, Tuple[str, int]]:
+        return {e.path: (e.file_digest.fingerprint, e.file_digest.serialized_bytes_length) for e in self.entries}
 
 
 def file_entries(entries: DigestEntries) -> Tuple[FileEntry, ...]:
     return tuple(e for e in entries if isinstance(e, FileEntry))
 
 
+async def dist_folders(closure: Tuple[BuiltRocmWheel, ...], install: InstallSet, install_relpath: str) -> Tuple[DistFolder, ...]:
+    """The chain's folders of dist/, each once: the wheels of one folder (a generator's) merged."""
+    by_folder: Dict[str, List[Digest]] = {}
+    for w in closure:
+        by_folder.setdefault(dist_dir(w.address), []).extend((w.wheel, w.log))
+    by_folder[install_relpath] = [install.digest]
+    digests = await MultiGet(Get(Digest, MergeDigests(ds)) for ds in by_folder.values())
+    entries = await MultiGet(Get(DigestEntries, Digest, d) for d in digests)
+    return tuple(DistFolder(r, d, file_entries(e)) for r, d, e in zip(by_folder, digests, entries))
+
+
 @dataclass(frozen=True)
 class DistOutcomeRequest:
     owner: str  # the target packaged
     closure: Tuple[BuiltRocmWheel, ...]
-    folders: Tuple[DistFolder, ...]  # one per wheel of the closure, then the install set's
+    folders: Tuple[DistFolder, ...]  # the chain's folders, the install set's last
     loads: str  # what the install set's check found
 
 
 @dataclass(frozen=True)
 class DistOutcome(EngineAwareReturnType):
-    written: Tuple[DistFolder, ...]  # the folders whose files dist/ does not hold already
+    changed: Tuple[str, ...]  # the folders whose files dist/ does not hold already
     summary: Tuple[str, ...]
 
     def cacheable(self) -> bool:
@@ -230,67 +237,55 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     built = await Get(BuiltRocmWheel, ChainWheelRequest(field_set.address, field_set.address))
     if built.error:
         raise RocmBuildError(built.error)
-    # The whole chain belongs in dist/, each wheel with its build log, under its target's dir;
-    # and, for the target packaged, the chain as one thing to install (see install_set),
-    # checked while the others are gathered. Only the folders dist/ does not hold already are
-    # written (compare_with_dist).
-    install = f"{dist_dir(field_set.address)}.install"
-    *merged, install_digest = await MultiGet(
-        [
-            *(Get(Digest, MergeDigests([w.wheel, w.log])) for w in built.closure),
-            Get(InstallSet, InstallSetRequest(built.closure)),
-        ]
-    )
-    digests = [*merged, install_digest.digest]
-    entries = await MultiGet(Get(DigestEntries, Digest, d) for d in digests)
-    relpaths = [*(dist_dir(w.address) for w in built.closure), install]
-    folders = tuple(DistFolder(r, d, file_entries(e)) for r, d, e in zip(relpaths, digests, entries))
-    outcome = await Get(DistOutcome, DistOutcomeRequest(field_set.address.spec, built.closure, folders, install_digest.loads))
-    outputs = await MultiGet(Get(Digest, AddPrefix(f.digest, f.relpath)) for f in outcome.written)
-    artifacts = [BuiltPackageArtifact(f.cleared) for f in outcome.written]  # Pants clears each, then writes it
+    # The whole chain, each wheel with its build log under its target's folder, and for the
+    # target packaged the chain as one thing to install (see install_set). The package is all
+    # of it whatever dist/ holds; dist/ only decides which folders are named and cleared first.
+    install = await Get(InstallSet, InstallSetRequest(built.closure))
+    folders = await dist_folders(built.closure, install, f"{dist_dir(field_set.address)}.install")
+    outcome = await Get(DistOutcome, DistOutcomeRequest(field_set.address.spec, built.closure, folders, install.loads))
+    outputs = await MultiGet(Get(Digest, AddPrefix(f.digest, f.relpath)) for f in folders)
+    artifacts = [BuiltPackageArtifact(relpath) for relpath in outcome.changed]  # Pants clears each, then writes it
     artifacts.append(BuiltPackageArtifact(None, outcome.summary))
     return BuiltPackage(await Get(Digest, MergeDigests(outputs)), tuple(artifacts))
 
 
+def dist_wheel(w: BuiltRocmWheel, folder: DistFolder, run_id: RunId) -> DistWheel:
+    """A wheel of the chain as its folder of dist/ is to hold it."""
+    entry = next(e for e in folder.entries if e.path == w.wheel_name)
+    log = next((e for e in folder.entries if e.path == f"{w.wheel_name}.build.log"), None)
+    return DistWheel(
+        w.address.spec,
+        folder.relpath,
+        entry.path,
+        entry.file_digest.fingerprint,
+        entry.file_digest.serialized_bytes_length,
+        prebuilt=is_prebuilt(w),
+        ran_here=w.ran_in == run_id,
+        build_info=json.loads(w.build_info),
+        log=(log.path, log.file_digest.fingerprint, log.file_digest.serialized_bytes_length) if log else None,
+    )
+
+
 @rule(desc="Comparing a rocm_wheel chain with dist/", level=LogLevel.DEBUG)
 async def compare_with_dist(request: DistOutcomeRequest, dist: DistDir, build_root: BuildRoot, run_id: RunId) -> DistOutcome:
-    """The folders to write (those whose files dist/ does not hold already) and the summary.
-    The run id tells a build that ran in this run from one a cache gave."""
+    """The folders dist/ does not hold already, and the summary. The run id tells a build that
+    ran in this run from one a cache gave."""
     root = build_root.pathlib_path / dist.relpath
-    *wheel_folders, install_folder = request.folders
-    outcomes, written = [], []
-    changed: List[str] = []
-    for w, folder in zip(request.closure, wheel_folders):
-        entry = next(e for e in folder.entries if e.path == w.wheel_name)
-        where = root / folder.relpath
-        same = holds_wheel(where, entry.path, entry.file_digest.fingerprint, entry.file_digest.serialized_bytes_length)
-        status = status_of(same, is_prebuilt(w), w.ran_in == run_id)
-        log = next((e for e in folder.entries if e.path != w.wheel_name), None)
-        if status == UNCHANGED and w.ran_in == run_id and log and not holds_file(where / log.path, log):
-            # Built in this run into the same bytes (Pants' cache off, say): the wheel is left
-            # as it is, the log of this build replaces the last one's.
-            status, reason = BUILT, "the same bytes as the wheel in dist/ (left as it is; its build log written)"
-            written.append(replace(folder, digest=w.log, entries=(log,), only=log.path))
-        elif status == UNCHANGED:
-            reason = ""
-        elif status == PINNED:
-            reason = pinned_reason(previous_wheels(where), entry.path)
-        else:
-            reason = first_reason(last_build_info(where), json.loads(w.build_info), changed)
-        if status != UNCHANGED and not same:
-            changed.append(w.address.spec)
-            written.append(folder)
-        outcomes.append(WheelOutcome(w.address.spec, entry.path, status, reason))
-    files = {e.path: (e.file_digest.fingerprint, e.file_digest.serialized_bytes_length) for e in install_folder.entries}
-    install_written = not holds_files(root / install_folder.relpath, files)
-    if install_written:
-        written.append(install_folder)
-    for folder in written:
-        for e in folder.entries:  # (a folder written whole, or its one file)
+    by_relpath = {f.relpath: f for f in request.folders}
+    wheels = [dist_wheel(w, by_relpath[dist_dir(w.address)], run_id) for w in request.closure]
+    outcomes = wheel_outcomes(root, wheels)
+    changed = changed_folders(root, {f.relpath: f.files() for f in request.folders})
+    blocked = unwritable(root, changed, [f.relpath for f in request.folders if f.relpath not in changed])
+    if blocked:
+        raise RocmBuildError(unwritable_message(root, blocked))
+    for folder in request.folders:  # Pants writes every file of the package, changed or not
+        for e in folder.entries:
             expect_written(root / folder.relpath / e.path, e.file_digest.fingerprint, e.file_digest.serialized_bytes_length)
+    install = request.folders[-1].relpath
+    install_written = install in changed
     # What the set's check found is said when the set is new in dist/.
     loads = request.loads if install_written else ""
-    return DistOutcome(tuple(written), summary_lines(request.owner, outcomes, f"{root.name}/{install_folder.relpath}", install_written, loads))
+    return DistOutcome(tuple(changed), summary_lines(request.owner, outcomes, f"{root.name}/{install}", install_written, loads))
 
 
 @memoized

@@ -1,17 +1,16 @@
 """What `package` writes to dist/, and what it says it did.
 
-A wheel whose bytes are in dist/ already is left there as it is (its file, its build log,
-their times); when it was built again in this run (Pants' cache off, say) only its new build
-log is written. A target's folder whose wheel changed is written anew, the folder cleared
-first: the old wheel has another version (build_process.version_key) and must not stay
-beside the new one. The install set is written anew when any file of it changed, and left
-as it is otherwise. Then one summary names each wheel of the chain: built in this run, taken
-from Pants' cache, or unchanged, with the first reason `rocm-plan` would give
-(wheel/rebuild.py), after Pants' own `Wrote dist/...` lines.
-
-Pants' `package` writes every file of the digest a package rule returns, and first removes
-each artifact's path: so the rule returns only the folders that changed, each as an artifact
-(`Wrote dist/<folder>`), and the summary as an artifact without a path.
+A `rocm_wheel`'s package is the same whatever dist/ holds: every folder of its chain (each
+target's wheels with their build logs, a generator's prebuilt wheels in one folder, the install
+set), so an `archive`, a `docker_image` or a rule of a user's that asks for it gets the wheels.
+What dist/ holds decides only two things: which folders Pants clears first and names
+(`Wrote dist/<folder>`: those whose files changed; a folder whose wheel changed must not keep
+the old wheel, which has another version, build_process.version_key), and the words of one
+summary naming each wheel of the chain: built in this run, taken from Pants' cache, a prebuilt
+wheel new in dist/, or unchanged, with the first reason `rocm-plan` would give
+(wheel/rebuild.py), after Pants' own `Wrote dist/...` lines. Pants writes every file a package
+returns, so an unchanged folder is written again with the same bytes (its files' times change;
+a no-op of flash-attention's recipe rewrites ~770 MB in 1.2-1.7 s: docs/layout.md).
 """
 
 from __future__ import annotations
@@ -21,9 +20,11 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pants.engine.fs import FileEntry
+
+from rocm_build.wheel.rebuild import first_reason, last_build_info
 
 # (path, size, mtime, ctime in ns, inode) -> sha256 of the file: pantsd keeps it between runs,
 # so an unchanged GB wheel in dist/ is hashed once, not on every `package`. A file changed
@@ -65,18 +66,14 @@ def file_sha256(path: Path) -> str:
     return found
 
 
-def holds_wheel(folder: Path, wheel_name: str, sha256: str, size: int) -> bool:
-    """Whether `folder` holds this wheel, byte for byte, and no other wheel."""
-    if sorted(p.name for p in folder.glob("*.whl")) != [wheel_name]:
-        return False
-    path = folder / wheel_name
-    return path.stat().st_size == size and file_sha256(path) == sha256
+def holds(path: Path, sha256: str, size: int) -> bool:
+    """Whether the file at `path` has these bytes."""
+    return path.is_file() and path.stat().st_size == size and file_sha256(path) == sha256
 
 
 def holds_file(path: Path, entry: FileEntry) -> bool:
     """Whether the file at `path` has the bytes of this digest entry."""
-    size = entry.file_digest.serialized_bytes_length
-    return path.is_file() and path.stat().st_size == size and file_sha256(path) == entry.file_digest.fingerprint
+    return holds(path, entry.file_digest.fingerprint, entry.file_digest.serialized_bytes_length)
 
 
 def holds_files(folder: Path, files: Mapping[str, Tuple[str, int]]) -> bool:
@@ -109,14 +106,101 @@ def status_of(in_dist: bool, prebuilt: bool, ran_here: bool) -> str:
     return BUILT if ran_here else CACHED
 
 
+def project_of(wheel_name: str) -> str:
+    """A wheel file's project, as its file name spells it (normalized by the wheel's maker)."""
+    return wheel_name.split("-")[0].lower()
+
+
 def pinned_reason(previous_wheels: Sequence[str], wheel_name: str) -> str:
-    if not previous_wheels:
+    """Why a prebuilt wheel is new in its folder: `previous_wheels`, the folder's wheels before
+    (a generator's folder holds its siblings: only this project's other files are its pin's)."""
+    before = [p for p in previous_wheels if project_of(p) == project_of(wheel_name) and p != wheel_name]
+    if not before:
         return "not in dist/ before"
-    return f"its pin moved: {', '.join(previous_wheels)} -> {wheel_name}"
+    return f"its pin moved: {', '.join(before)} -> {wheel_name}"
+
+
+@dataclass(frozen=True)
+class DistWheel:
+    """One wheel of a chain as `package` writes it: its target's folder, its bytes and log."""
+
+    target: str
+    folder: str  # under dist/ (a generator's wheels share one)
+    name: str
+    sha256: str
+    size: int
+    prebuilt: bool
+    ran_here: bool  # its build process ran in this Pants run
+    build_info: Mapping[str, Any]
+    log: Optional[Tuple[str, str, int]] = None  # its build log: name, sha256, size
+
+
+def wheel_outcomes(root: Path, wheels: Sequence[DistWheel]) -> List[WheelOutcome]:
+    """What each wheel is to dist/ (at `root`), in chain order: dependencies come first, so a
+    wheel's reason can name the dependency that changed under it."""
+    outcomes: List[WheelOutcome] = []
+    changed: List[str] = []
+    for w in wheels:
+        where = root / w.folder
+        same = holds(where / w.name, w.sha256, w.size)
+        status = status_of(same, w.prebuilt, w.ran_here)
+        reason = ""
+        if status == UNCHANGED and w.ran_here and w.log and not holds(where / w.log[0], *w.log[1:]):
+            # Built in this run into the same bytes (Pants' cache off, say): its log is new.
+            status, reason = BUILT, "the same bytes as the wheel in dist/ (its build log is new)"
+        elif status == PINNED:
+            reason = pinned_reason(previous_wheels(where), w.name)
+        elif status != UNCHANGED:
+            reason = first_reason(last_build_info(where), w.build_info, changed)
+        if not same:
+            changed.append(w.target)
+        outcomes.append(WheelOutcome(w.target, w.name, status, reason))
+    return outcomes
+
+
+def unwritable(root: Path, cleared: Sequence[str], rewritten: Sequence[str]) -> List[Path]:
+    """What would stop Pants from writing the package into dist/ (at `root`), found before it
+    clears anything, so a failure leaves dist/ as it was: in a folder it clears (`cleared`), a
+    directory whose entries cannot be removed; in one it writes over (`rewritten`), a directory or
+    file that cannot be written; for a folder not there yet, the nearest directory above it."""
+    found: List[Path] = []
+    for relpath in (*cleared, *rewritten):
+        path = root / relpath
+        if not os.path.lexists(path):
+            above = next(p for p in (path, *path.parents) if p.exists())
+            found.extend([above] if not os.access(above, os.W_OK | os.X_OK) else [])
+            continue
+        if relpath in cleared and not os.access(path.parent, os.W_OK | os.X_OK):
+            found.append(path.parent)
+        if path.is_symlink() or not path.is_dir():
+            continue  # Pants removes a link or a file where the folder goes
+        for top, dirs, names in os.walk(path):
+            if not os.access(top, os.W_OK | os.X_OK):
+                found.append(Path(top))
+            if relpath in rewritten:
+                found.extend(Path(top, n) for n in names if not os.path.islink(Path(top, n)) and not os.access(Path(top, n), os.W_OK))
+    return found
+
+
+def unwritable_message(root: Path, found: Sequence[Path]) -> str:
+    """One line: the first path that stops the write, how many more, and the fix."""
+    first = found[0].relative_to(root.parent) if root.parent in found[0].parents else found[0]
+    more = f" (and {len(found) - 1} more)" if len(found) > 1 else ""
+    return (
+        f"Cannot write the package into {root.name}/: {first}{more} is not writable by this user (left by `sudo`, or "
+        f"immutable); nothing in {root.name}/ was changed. Fix: `sudo chown -R \"$USER\" {root.name}/` (or remove {first}), "
+        f"then package again."
+    )
+
+
+def changed_folders(root: Path, folders: Mapping[str, Mapping[str, Tuple[str, int]]]) -> List[str]:
+    """The folders (relative path -> its files' sha256 and size) whose files dist/ does not hold
+    exactly: those Pants clears before it writes them, each named once."""
+    return [relpath for relpath, files in folders.items() if not holds_files(root / relpath, files)]
 
 
 # How the summary counts each status.
-_COUNTED = {BUILT: "built", CACHED: "from Pants' cache", PINNED: "prebuilt, new in dist/", UNCHANGED: "unchanged in dist/ (left as they are)"}
+_COUNTED = {BUILT: "built", CACHED: "from Pants' cache", PINNED: "prebuilt, new in dist/", UNCHANGED: "unchanged in dist/"}
 
 
 def summary_lines(
@@ -132,7 +216,7 @@ def summary_lines(
     for o in outcomes:
         why = f": {o.reason}" if o.reason else ""
         lines.append(f"  {o.status.ljust(width)}  {o.wheel_name} ({o.target}){why}")
-    lines.append(f"  install set {install}/: " + ("written (its files changed)" if install_written else "unchanged (left as it is)"))
+    lines.append(f"  install set {install}/: " + ("written (its files changed)" if install_written else "unchanged"))
     if loads:
         lines.append(f"{owner}: the install set loads: {loads}")
     return tuple(lines)

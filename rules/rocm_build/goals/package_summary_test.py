@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import subprocess
+from contextlib import contextmanager
 from pathlib import Path
 
 from pants.engine.fs import FileDigest, FileEntry
@@ -17,12 +19,16 @@ from rocm_build.goals.package_summary import (
     WheelOutcome,
     expect_written,
     file_sha256,
+    DistWheel,
+    changed_folders,
     holds_file,
     holds_files,
-    holds_wheel,
     pinned_reason,
     status_of,
     summary_lines,
+    unwritable,
+    unwritable_message,
+    wheel_outcomes,
 )
 from rocm_build.wheel.rebuild import first_reason, inputs_of
 
@@ -33,18 +39,58 @@ def sha(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def test_a_folder_holds_a_wheel_only_byte_for_byte_and_alone(tmp_path: Path) -> None:
+def dist_wheel(name: str, data: bytes, folder: str = "tests.mini.vllm", **kw) -> DistWheel:
+    fields = dict(target="tests/mini/vllm:wheel", prebuilt=False, ran_here=False, build_info={})
+    fields.update(kw)
+    return DistWheel(folder=folder, name=name, sha256=sha(data), size=len(data), **fields)
+
+
+def test_a_wheel_is_unchanged_only_byte_for_byte(tmp_path: Path) -> None:
     data = b"wheel bytes"
-    assert not holds_wheel(tmp_path, WHEEL, sha(data), len(data))
-    (tmp_path / WHEEL).write_bytes(data)
-    (tmp_path / f"{WHEEL}.build.log").write_text("any log")  # the log of the build that made it
-    assert holds_wheel(tmp_path, WHEEL, sha(data), len(data))
-    # Same size, other bytes; then the bytes again but beside an older version.
-    (tmp_path / WHEEL).write_bytes(b"wheel BYTES")
-    assert not holds_wheel(tmp_path, WHEEL, sha(data), len(data))
-    (tmp_path / WHEEL).write_bytes(data)
-    (tmp_path / WHEEL.replace("k1a2b3c4d", "k00000000")).write_bytes(b"old")
-    assert not holds_wheel(tmp_path, WHEEL, sha(data), len(data))
+    wheel = dist_wheel(WHEEL, data)
+    assert [o.status for o in wheel_outcomes(tmp_path, [wheel])] == [CACHED]
+    (tmp_path / "tests.mini.vllm").mkdir()
+    (tmp_path / "tests.mini.vllm" / WHEEL).write_bytes(b"wheel BYTES")  # same size, other bytes
+    assert [o.status for o in wheel_outcomes(tmp_path, [wheel])] == [CACHED]
+    (tmp_path / "tests.mini.vllm" / WHEEL).write_bytes(data)
+    assert wheel_outcomes(tmp_path, [wheel]) == [WheelOutcome("tests/mini/vllm:wheel", WHEEL, UNCHANGED)]
+    # Built in this run into the same bytes: the wheel is the same, its log is new.
+    log = (f"{WHEEL}.build.log", sha(b"this build"), len(b"this build"))
+    rebuilt = dist_wheel(WHEEL, data, ran_here=True, log=log)
+    (tmp_path / "tests.mini.vllm" / log[0]).write_bytes(b"that build")
+    assert [(o.status, o.reason) for o in wheel_outcomes(tmp_path, [rebuilt])] == [
+        (BUILT, "the same bytes as the wheel in dist/ (its build log is new)")
+    ]
+    (tmp_path / "tests.mini.vllm" / log[0]).write_bytes(b"this build")
+    assert [o.status for o in wheel_outcomes(tmp_path, [rebuilt])] == [UNCHANGED]
+
+
+def test_a_generators_prebuilt_wheels_share_a_folder_and_each_is_judged_alone(tmp_path: Path) -> None:
+    # components/kernels:build-venv's wheels: one folder, each wheel unchanged on a no-op, a
+    # moved pin named once with its own project's old file alone, the folder written once.
+    folder = "components.kernels.build-venv"
+    names = {"einops": b"einops", "filelock": b"filelock", "triton": b"triton"}
+    wheels = [
+        dist_wheel(f"{n}-1.0-py3-none-any.whl", data, folder, target=f"components/kernels:build-venv#kernels-{n}", prebuilt=True)
+        for n, data in names.items()
+    ]
+    files = {w.name: (w.sha256, w.size) for w in wheels}
+    assert [o.reason for o in wheel_outcomes(tmp_path, wheels)] == ["not in dist/ before"] * 3
+    assert changed_folders(tmp_path, {folder: files}) == [folder]
+    (tmp_path / folder).mkdir()
+    for w, data in zip(wheels, names.values()):
+        (tmp_path / folder / w.name).write_bytes(data)
+    assert [o.status for o in wheel_outcomes(tmp_path, wheels)] == [UNCHANGED] * 3
+    assert changed_folders(tmp_path, {folder: files}) == []
+    # triton's pin moves: it alone is new, and its reason names its own old file.
+    moved = [*wheels[:2], dist_wheel("triton-2.0-py3-none-any.whl", b"triton 2", folder, target=wheels[2].target, prebuilt=True)]
+    outcomes = wheel_outcomes(tmp_path, moved)
+    assert [(o.status, o.reason) for o in outcomes] == [
+        (UNCHANGED, ""),
+        (UNCHANGED, ""),
+        (PINNED, "its pin moved: triton-1.0-py3-none-any.whl -> triton-2.0-py3-none-any.whl"),
+    ]
+    assert changed_folders(tmp_path, {folder: {w.name: (w.sha256, w.size) for w in moved}}) == [folder]
 
 
 def test_a_file_holds_a_digest_entry(tmp_path: Path) -> None:
@@ -80,12 +126,13 @@ def test_statuses_and_the_summary() -> None:
         UNCHANGED, PINNED, BUILT, CACHED,
     ]  # fmt: skip
     assert pinned_reason([], "sdk-1.whl") == "not in dist/ before"
+    assert pinned_reason(["sdk-0.whl", "sdk_gfx1151-0.whl"], "sdk-1.whl") == "its pin moved: sdk-0.whl -> sdk-1.whl"
     outcomes = [
         WheelOutcome("tests/mini/torch:wheel", "mini_torch-1.whl", UNCHANGED),
         WheelOutcome("tests/mini/vllm:wheel", WHEEL, BUILT, "patch p/0001.patch changed (aaa -> bbb)"),
     ]
     assert summary_lines("tests/mini/vllm:wheel", outcomes, "dist/tests.mini.vllm.install", True, "7 compiled file(s)") == (
-        "tests/mini/vllm:wheel: 2 wheel(s) in its chain: 1 built, 1 unchanged in dist/ (left as they are)",
+        "tests/mini/vllm:wheel: 2 wheel(s) in its chain: 1 built, 1 unchanged in dist/",
         "  unchanged  mini_torch-1.whl (tests/mini/torch:wheel)",
         f"  built      {WHEEL} (tests/mini/vllm:wheel): patch p/0001.patch changed (aaa -> bbb)",
         "  install set dist/tests.mini.vllm.install/: written (its files changed)",
@@ -138,3 +185,38 @@ def test_a_file_younger_than_a_timestamp_tick_is_hashed_not_remembered(tmp_path:
     os.utime(path, ns=(1, 1))
     assert file_sha256(path) == sha(b"fresh")
     assert [k[0] for k in package_summary._HASHES if k[0] == str(path)] == [str(path)]
+
+
+@contextmanager
+def immutable(path: Path):
+    """`chattr +i`: what a `wheels/` left by sudo is to this user, also to root (who runs CI)."""
+    subprocess.run(["chattr", "+i", str(path)], check=True)
+    try:
+        yield
+    finally:
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+
+
+def test_a_folder_that_cannot_be_cleared_or_written_is_found_before_anything_is_cleared(tmp_path: Path) -> None:
+    dist = tmp_path / "dist"
+    (dist / "tests.mini.vllm.install/wheels").mkdir(parents=True)
+    (dist / "tests.mini.vllm.install/wheels/old.whl").write_bytes(b"old")
+    (dist / "tests.mini.vllm.install/requirements.txt").write_text("x==1\n")
+    (dist / "tests.mini.torch").mkdir()
+    (dist / "tests.mini.torch/torch.whl").write_bytes(b"torch")
+    assert unwritable(dist, ["tests.mini.vllm.install", "tests.mini.new"], ["tests.mini.torch"]) == []
+    with immutable(dist / "tests.mini.vllm.install/wheels"):
+        found = unwritable(dist, ["tests.mini.vllm.install"], ["tests.mini.torch"])
+        assert found == [dist / "tests.mini.vllm.install/wheels"]
+        assert unwritable_message(dist, found) == (
+            "Cannot write the package into dist/: dist/tests.mini.vllm.install/wheels is not writable by this user "
+            "(left by `sudo`, or immutable); nothing in dist/ was changed. Fix: `sudo chown -R \"$USER\" dist/` "
+            "(or remove dist/tests.mini.vllm.install/wheels), then package again."
+        )
+    # A file written over in place (a folder that did not change); a folder not there yet.
+    with immutable(dist / "tests.mini.torch/torch.whl"):
+        assert unwritable(dist, [], ["tests.mini.torch"]) == [dist / "tests.mini.torch/torch.whl"]
+    with immutable(dist):
+        assert unwritable(dist, ["tests.mini.new"], []) == [dist]
+    # Nothing was removed by looking.
+    assert (dist / "tests.mini.vllm.install/wheels/old.whl").read_bytes() == b"old"

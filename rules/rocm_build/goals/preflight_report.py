@@ -28,7 +28,8 @@ from rocm_build.install.runtime_set import RuntimeSet, RuntimeSetRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.chain_order import WheelChain, WheelChainRequest
-from rocm_build.checks.findings import ComponentStatus
+from rocm_build.checks.findings import ComponentStatus, Findings
+from rocm_build.checks.shared_patch_sets import SharedPatchSetsRequest
 from rocm_build.checks.preflight import QuickCheck, TreeCheck
 from rocm_build.wheel.target_types import RocmWheelTarget
 
@@ -63,10 +64,14 @@ async def component_report(specs: List[WheelBuildSpec]) -> PreflightReport:
     """One line per component (ok, skip or FAIL with its problems), then the verdict."""
     quick = await MultiGet(Get(ComponentStatus, QuickCheck(s.address)) for s in specs)
     trees = await MultiGet(Get(ComponentStatus, TreeCheck(s.address)) for s in specs)
+    # Each source's patch sets on the other sources that apply them (a report's check, not a
+    # build's: checks/shared_patch_sets.py); a source of the report is tried on its own line.
+    checked = tuple(s.upstream.address for s in specs)
+    shared = await MultiGet(Get(Findings, SharedPatchSetsRequest(a, checked)) for a in checked)
     lines: List[str] = []
     first_owner: Dict[str, str] = {}  # each distinct problem -> the component it was listed under
-    for q, t in zip(quick, trees):
-        problems = (*q.problems, *t.problems)
+    for q, t, sh in zip(quick, trees, shared):
+        problems = (*q.problems, *t.problems, *sh.problems)
         if q.skipped:
             lines.append(f"skip  {q.owner}: {q.skipped}")
         elif problems:
@@ -79,7 +84,7 @@ async def component_report(specs: List[WheelBuildSpec]) -> PreflightReport:
                     lines.append(f"      - {p}")
                     first_owner[p] = q.owner
         else:
-            lines.append(f"ok    {q.owner}  ({t.summary})")
+            lines.append(f"ok    {q.owner}  ({t.summary}{sh.summary})")
         lines += [f"      note: {n}" for n in t.notes]
     skipped = sum(1 for q in quick if q.skipped)
     count = len(first_owner)

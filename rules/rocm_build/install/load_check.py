@@ -17,8 +17,11 @@ same check on an install set already in dist/.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, replace
-from typing import Dict, List, Mapping, Sequence, Tuple
+from typing import AbstractSet, Dict, Iterable, List, Mapping, Sequence, Tuple
+
+from packaging.utils import canonicalize_name
 
 from pants.engine.addresses import Address
 from pants.engine.fs import CreateDigest, Digest, DigestEntries, FileEntry, MergeDigests
@@ -34,6 +37,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, project, system_libraries
 from rocm_build.install.sdk_modules import project_name
 from rocm_build.install.kpack_check import kpack_facts, kpack_problems
+from rocm_build.upstream.prebuilt_devices import base_requirements
 from rocm_build.upstream.target_types import SystemLibrariesField
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
@@ -53,6 +57,7 @@ class WheelLinks:
     elves: str  # elf_links.py's JSON `elves`, as read
     unreadable: FrozenDict[str, str]
     requires: Tuple[str, ...] = ()  # the projects its Requires-Dist names
+    requires_dist: Tuple[str, ...] = ()  # its Requires-Dist lines as written, markers too
     # elf_links.py's JSON `kpack_refs`, `kpacks` and `device_requires` (TheRock's split device code)
     kpack: str = "{}"
 
@@ -90,8 +95,8 @@ class CheckedInstallSet:
     notes: Tuple[str, ...] = ()  # what the check could not read, said once (package logs it)
     kernels: int = 0  # GPU kernels host libraries keep in device wheels (.kpack), each found for every gpu target
     # Wheel -> the projects its Requires-Dist names that no wheel of the set is: what `pip
-    # install --no-index` of the set needs from elsewhere (TheRock's torch: rocm). Only the
-    # wheels whose metadata was read (not the pure-Python ones).
+    # install --no-index` of the set needs from elsewhere (TheRock's torch: rocm), its markers
+    # evaluated for the set's interpreter. Every wheel of the set, pure-Python ones too.
     outside: FrozenDict[str, Tuple[str, ...]] = FrozenDict()
 
     def summary(self) -> str:
@@ -132,11 +137,15 @@ async def read_wheel_links(request: BuiltWheel) -> WheelLinks:
     )
     # The input is a wheel: with a remote cache, ask it before pulling the wheel for a local run.
     result = await Get(ProcessResult, Process, replace(process, remote_cache_speculation_delay_millis=REMOTE_CACHE_FIRST_MILLIS))
-    found = json.loads(result.stdout)
+    return wheel_links(request.wheel_name, json.loads(result.stdout))
+
+
+def wheel_links(wheel_name: str, found: Mapping) -> WheelLinks:
+    """elf_links.py's JSON for one wheel, as the check keeps it."""
     kpack = {key: found[key] for key in ("kpack_refs", "kpacks", "device_requires")}
     return WheelLinks(
-        request.wheel_name, json.dumps(found["elves"], sort_keys=True), FrozenDict(found["unreadable"]),
-        tuple(found["requires"]), json.dumps(kpack, sort_keys=True),
+        wheel_name, json.dumps(found["elves"], sort_keys=True), FrozenDict(found["unreadable"]),
+        tuple(found["requires"]), tuple(found["requires_dist"]), json.dumps(kpack, sort_keys=True),
     )  # fmt: skip
 
 
@@ -181,11 +190,15 @@ def declared_system_libraries(chain: Sequence[Target]) -> Dict[str, Mapping[str,
 async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLibraries) -> CheckedInstallSet:
     platform = [w for w in request.wheels if not w.wheel.wheel_name[: -len(".whl")].endswith("-any")]
     unaudited = [w for w in platform if not w.audited]
-    # Every wheel's links and GPU code, read together (each a process over a wheel).
+    # Every wheel's links and GPU code, read together (each a process over a wheel). A
+    # pure-Python wheel has no ELF, but its requirements decide whether the set's header sends
+    # the user to an index for it (goals/package.py's prebuilt_steps).
     found = await MultiGet(
-        [*(Get(WheelLinks, BuiltWheel, w.wheel) for w in platform), *(Get(GpuCode, BuiltWheel, w.wheel) for w in unaudited)]
+        [*(Get(WheelLinks, BuiltWheel, w.wheel) for w in request.wheels), *(Get(GpuCode, BuiltWheel, w.wheel) for w in unaudited)]
     )
-    links, codes = found[: len(platform)], found[len(platform) :]
+    every, codes = found[: len(request.wheels)], found[len(request.wheels) :]
+    # The load check is over the platform wheels' ELF files: a pure-Python wheel's are not loaded.
+    links = [read for w, read in zip(request.wheels, every) if w in platform]
     chain = await MultiGet(Get(WrappedTarget, WrappedTargetRequest(a, f"the chain of {request.owner}")) for a in request.addresses)
     declared = declared_system_libraries([w.target for w in chain])
     elves = [elf for found in links for elf in elves_of(found.wheel_name, json.loads(found.elves))]
@@ -216,10 +229,33 @@ async def check_install_set(request: InstallSetCheckRequest, policy: ManylinuxLi
         )
     kernels = sum(len(r.indexes) for r in refs)
     in_set = {project(w.wheel.wheel_name) for w in request.wheels}
-    outside = {found.wheel_name: tuple(sorted({project_name(p) for p in found.requires} - in_set)) for found in links}
+    python = set_python(w.wheel.wheel_name for w in request.wheels)
+    outside = {found.wheel_name: needed_elsewhere(found, python, in_set) for found in every}
     return CheckedInstallSet(
         request.owner, tuple(problems), closure.elves, closure.links, closure.symbols, notes, kernels, FrozenDict(outside)
     )
+
+
+def set_python(wheel_names: Iterable[str]) -> str:
+    """The interpreter the set installs into (`3.11`), from its wheels' `cpXY` tags (pip installs
+    a set into one interpreter); "" when no wheel names one (all pure Python)."""
+    for name in wheel_names:
+        found = re.search(r"-cp(3)(\d+)-", name)
+        if found:
+            return f"{found.group(1)}.{found.group(2)}"
+    return ""
+
+
+def needed_elsewhere(links: WheelLinks, python: str, in_set: AbstractSet[str]) -> Tuple[str, ...]:
+    """The projects the wheel requires on the set's interpreter (Requires-Dist, markers
+    evaluated: triton's `importlib-metadata; python_version < "3.10"` is no requirement on 3.11)
+    that no wheel of the set is. Without an interpreter every line without an extra counts."""
+    if python:
+        metadata = "".join(f"Requires-Dist: {line}\n" for line in links.requires_dist)
+        required = {canonicalize_name(r.name) for r in base_requirements(metadata, python)}
+    else:
+        required = {project_name(p) for p in links.requires}
+    return tuple(sorted(required - set(in_set)))
 
 
 async def wheels_of(digest: Digest) -> List[BuiltWheel]:

@@ -43,7 +43,8 @@ def do_checkout(name: str, pins_file: Path, patches_dir: Path, dest: Path) -> No
     pin = lookup_pin(read_pins_files(pins_file).parse(parse_pins), name, str(pins_file), "patch-workspace")
     patch_directory(patches_dir, name)
     patches = patch_files(patches_dir, name)
-    workspace_repo.refuse_existing(dest, f"pin {name}", f"pants run rules:patch-workspace -- save {name}")
+    if workspace_repo.clear_saved(dest, f"pin:{name}", f"pants run rules:patch-workspace -- save {name}"):
+        print(f"{dest}: every commit of it was saved as a patch file; checking it out afresh")
     workspace_repo.init(dest, f"pin:{name}")
     checkout(name, pin.url, pin.commit, str(dest))
     if pin.submodules:

@@ -90,9 +90,45 @@ def test_a_patch_that_does_not_apply_stops_the_checkout_with_the_builds_message(
     err = capsys.readouterr().err
     first, second = str(patches / "mini" / "0001-archs.patch"), str(patches / "mini" / "0002-other.patch")
     assert f"{second}: the hunk at setup.py line 1 does not match setup.py as {first} leaves it" in err, err
-    assert "an earlier patch changed there" in err
+    assert f"but it does match the pinned file: it was made without {first}, which the build applies before it" in err
     assert f"holds the pinned tree and the 1 patch(es) before {second} as commits" in err
     assert git(work, "rev-list", "--count", "rocm-pants/pinned..HEAD") == "1" and not git(work, "status", "--porcelain")
+
+
+def test_the_fix_a_failed_patch_prints_works_while_its_workspace_is_there(tmp_path: Path, capsys) -> None:
+    # The build's message says: check the target out in a workspace. A workspace of it whose
+    # commits are all saved (here: the one a failed checkout left) is made again; one with a
+    # commit not saved is refused, naming it, and left as it is.
+    _, pins, patches = fixture(tmp_path)
+    (patches / "mini" / "0002-other.patch").write_text(HEADER + ARCHS_PATCH.replace("'gfx1151'", "'gfx1100'"))
+    work = tmp_path / "work"
+    args = ["checkout", "mini", "--pins-file", str(pins), "--patches-dir", str(patches), "--dest", str(work)]
+    assert main(args) == 1
+    first = capsys.readouterr()
+    assert main(args) == 1
+    again = capsys.readouterr()
+    assert again.out.startswith(f"{work}: every commit of it was saved as a patch file; checking it out afresh\n")
+    assert again.err == first.err and "already exists" not in again.err
+
+    (patches / "mini" / "0002-other.patch").unlink()
+    assert main(args) == 0
+    (work / "lib.py").write_text("x = 1151\n")
+    git(work, "commit", "-qam", "Use gfx1151 in lib")
+    (work / "setup.py").write_text("changed\n")
+    assert main(args) == 1
+    assert capsys.readouterr().err == (
+        f"patch-workspace: {work} already exists (a workspace of pin:mini) and holds work not saved: 1 commit(s) after "
+        "rocm-pants/saved, changes not committed; save its new commits with `pants run rules:patch-workspace -- save "
+        f"mini`, or remove it (`rm -rf {work}`) for a fresh checkout of pin:mini\n"
+    )
+    assert git(work, "log", "-1", "--format=%s") == "Use gfx1151 in lib"
+    git(work, "checkout", "-q", "--", "setup.py")
+    git(work, "stash", "list")  # no stash yet
+    (work / "lib.py").write_text("x = 2\n")
+    git(work, "stash", "-q")
+    git(work, "tag", "-f", "rocm-pants/saved")
+    assert main(args) == 1
+    assert "holds work not saved: the ref refs/stash;" in capsys.readouterr().err
 
 
 # Odd and hostile input (issue 65). Each test makes its input, asserts the exact message, that

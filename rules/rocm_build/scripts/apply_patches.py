@@ -243,10 +243,13 @@ def diff_failure(patch, err):
         found = f"{path} is not there as {names(earlier)} {leave} the tree"
     else:
         found = f"{what} does not match {path or 'the files'} as {names(earlier)} {leave} it"
+    # "Applied after", never "applies on top of": the reader must not take the failed patch for
+    # one that applied.
+    them = "it" if len(earlier) == 1 else "them"
     if applies_to_pinned(patch):
-        return (f"{patch}: {found}. It applies on top of {names(earlier)}, and it matches the pinned file: an "
-                f"earlier patch changed there ({earlier[-1]}); remake this patch on top of it.")
-    return (f"{patch}: {found} (it applies on top of {names(earlier)}), nor the pinned file: this patch or "
+        return (f"{patch}: {found}, but it does match the pinned file: it was made without {names(earlier)}, which "
+                f"the build applies before it. Remake this patch on top of {them}.")
+    return (f"{patch}: {found}, nor the pinned file. The build applies {names(earlier)} before it: this patch or "
             f"{names(earlier)} changed there since it was made (or the pinned file did, under both).")
 
 

@@ -214,9 +214,9 @@ def test_a_patch_made_without_the_one_before_it_names_that_one(tmp_path) -> None
     result = apply_stack(tmp_path, LINES, {"0001-a.patch": FIRST, "0002-b.patch": ON_PINNED})
     assert result.returncode == 3
     assert result.stderr.startswith(
-        "patches/0002-b.patch: the hunk at f.txt line 1 does not match f.txt as patches/0001-a.patch leaves it. It "
-        "applies on top of patches/0001-a.patch, and it matches the pinned file: an earlier patch changed there "
-        "(patches/0001-a.patch); remake this patch on top of it.\ngit apply said:\n"
+        "patches/0002-b.patch: the hunk at f.txt line 1 does not match f.txt as patches/0001-a.patch leaves it, but "
+        "it does match the pinned file: it was made without patches/0001-a.patch, which the build applies before it. "
+        "Remake this patch on top of it.\ngit apply said:\n"
     ), result.stderr
 
 
@@ -227,9 +227,9 @@ def test_a_patch_that_changed_on_top_of_another_says_so(tmp_path) -> None:
     result = apply_stack(tmp_path, LINES, {"0001-a.patch": FIRST, "0002-b.patch": edited})
     assert result.returncode == 3
     assert result.stderr.startswith(
-        "patches/0002-b.patch: the hunk at f.txt line 1 does not match f.txt as patches/0001-a.patch leaves it (it "
-        "applies on top of patches/0001-a.patch), nor the pinned file: this patch or patches/0001-a.patch changed "
-        "there since it was made (or the pinned file did, under both)."
+        "patches/0002-b.patch: the hunk at f.txt line 1 does not match f.txt as patches/0001-a.patch leaves it, nor "
+        "the pinned file. The build applies patches/0001-a.patch before it: this patch or "
+        "patches/0001-a.patch changed there since it was made (or the pinned file did, under both).\ngit apply said:\n"
     ), result.stderr
 
 

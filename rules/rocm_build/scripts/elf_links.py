@@ -1,7 +1,8 @@
 """What each host ELF of a wheel needs and provides at load time, read with pyelftools.
 
 Usage: elf_links.py WHEEL   prints JSON {"elves": {installed path: facts}, "executables": [paths],
-                                         "requires": [projects], "unreadable": {member: why},
+                                         "requires": [projects], "requires_dist": [lines],
+                                         "unreadable": {member: why},
                                          "kpack_refs": {installed path: reference},
                                          "kpacks": {installed path: archive},
                                          "device_requires": {gfx: [projects]}}
@@ -140,15 +141,22 @@ def is_executable(elf):
     return elf["e_type"] == "ET_EXEC" or any(segment["p_type"] == "PT_INTERP" for segment in elf.iter_segments())
 
 
+def requires_dist(wheel):
+    """The Requires-Dist lines of the wheel's METADATA, as written (markers too): the install
+    set's check evaluates them for the set's interpreter with `packaging`, which this venv's
+    lock does not promise."""
+    name = next((n for n in wheel.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
+    if name is None:
+        return []
+    return [str(h) for h in HeaderParser().parsestr(wheel.read(name).decode("utf-8", "replace")).get_all("Requires-Dist") or []]
+
+
 def requires(wheel):
     """The projects the wheel requires without extras (Requires-Dist lines of its METADATA), and
     gfx -> the projects its `device-<gfx>` extra adds (TheRock's split host names its device
     wheels so)."""
-    name = next((n for n in wheel.namelist() if n.endswith(".dist-info/METADATA") and n.count("/") == 1), None)
-    if name is None:
-        return [], {}
     found, devices = [], {}
-    for header in HeaderParser().parsestr(wheel.read(name).decode("utf-8", "replace")).get_all("Requires-Dist") or []:
+    for header in requires_dist(wheel):
         requirement, _, marker = str(header).partition(";")
         project = re.match(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)", requirement)
         if not project:
@@ -188,6 +196,7 @@ def main():
     found = {"elves": {}, "executables": [], "unreadable": {}, "kpack_refs": {}, "kpacks": {}}
     with zipfile.ZipFile(sys.argv[1]) as wheel:
         found["requires"], found["device_requires"] = requires(wheel)
+        found["requires_dist"] = requires_dist(wheel)
         for info in wheel.infolist():
             path = installed_path(info.filename)
             if path is None or info.is_dir():

@@ -5,5 +5,6 @@
 set -euo pipefail
 source "$(dirname "$0")/kernel_venv.sh"
 
-"$top/.venv/bin/python" __rocm_build/triton_kernels.py --workload "$ROCM_KERNEL_WORKLOAD" "${targets[@]}" --report report.json
+"$top/.venv/bin/python" __rocm_build/triton_kernels.py --workload "$ROCM_KERNEL_WORKLOAD" "${targets[@]}" --report report.json \
+  --under-test expected.json
 exec "$top/.venv/bin/python" __rocm_build/kernel_verdict.py report.json expected.json

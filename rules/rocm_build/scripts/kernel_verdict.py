@@ -74,13 +74,20 @@ def verdict(report, expected):
     return lines, problems
 
 
+def header(report):
+    """What was compiled, first: the upstream under test (its wheel version, or pin and patch
+    digests), then the venv's triton and torch."""
+    return [*(f"under test: {entry['line']}" for entry in report.get("under_test") or []),
+            f"triton {report.get('triton')}, torch {report.get('torch')}"]
+
+
 def main():
     with open(sys.argv[1]) as f:
         report = json.load(f)
     with open(sys.argv[2]) as f:
         expected = json.load(f)
     lines, problems = verdict(report, expected)
-    print(f"triton {report.get('triton')}, torch {report.get('torch')}")
+    print("\n".join(header(report)))
     print("\n".join(lines))
     if problems:
         print(f"\n{expected.get('owner')}: {len(problems)} problem(s):")

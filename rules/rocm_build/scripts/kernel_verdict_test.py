@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
 
 import pytest
 
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.sandbox_scripts import load_script, script_bytes
 
 KERNEL = {
     "name": "attn_fwd", "case": "fwd_fp16_d128", "key": "BLOCK_M=128 | warps=4", "arch": "gfx1151",
@@ -72,4 +75,37 @@ def test_a_target_that_compiled_nothing_fails(verdict) -> None:
     _, problems = verdict({"targets": {"gfx1151": {"kernels": [], "failures": []}}}, expected())
     assert problems == [
         "nothing was compiled for gfx1151: the workload components/flash_attention/kernels_workload.py launches no Triton kernel"
+    ]
+
+
+UNDER_TEST = [{
+    "target": "components/flash_attention:wheel-from-sdist",
+    "wheel": "flash_attn-2.8.3.post2+llvm19gfx1151.k1a2b3c4d-py3-none-any.whl",
+    "line": "components/flash_attention:wheel-from-sdist: flash_attn-2.8.3.post2+llvm19gfx1151.k1a2b3c4d-py3-none-any.whl, "
+            "built from flash-attention-sdist sha256 0123456789ab with 1 patch(es): "
+            "patches/flash_attention/0001-rdna-includes-gfx115x.edit.toml (sha256 95c733102ebe)",
+}]  # fmt: skip
+
+
+def test_the_report_and_the_output_name_what_was_compiled_first(tmp_path) -> None:
+    # triton_kernels.py copies the rule's `under_test` (expected.json) into report.json; the
+    # verdict prints it before the venv's triton and torch.
+    (tmp_path / "expected.json").write_text(json.dumps(expected(under_test=UNDER_TEST, expected_failures={})))
+    for name in ("triton_kernels.py", "amdgpu_elf.py", "kernel_verdict.py"):
+        (tmp_path / name).write_bytes(script_bytes(name))
+    # As the sandbox imports it (triton only in its main): the module beside its siblings.
+    read = "import json, sys, triton_kernels; print(json.dumps([triton_kernels.read_under_test(p or None) for p in sys.argv[1:]]))"
+    copied = subprocess.run([sys.executable, "-c", read, "expected.json", ""], cwd=tmp_path, capture_output=True, text=True)
+    assert copied.returncode == 0, copied.stderr
+    assert json.loads(copied.stdout) == [UNDER_TEST, []]
+    report = {"targets": {"gfx1151": {"kernels": [{**KERNEL, "vgpr_spill_count": 0}], "failures": [], "seconds": 1.0}},
+              "triton": "3.7.1", "torch": "2.13.0+cpu", "under_test": UNDER_TEST}  # fmt: skip
+    (tmp_path / "report.json").write_text(json.dumps(report))
+    run = subprocess.run([sys.executable, str(tmp_path / "kernel_verdict.py"), str(tmp_path / "report.json"), str(tmp_path / "expected.json")],
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines()[:3] == [
+        f"under test: {UNDER_TEST[0]['line']}",
+        "triton 3.7.1, torch 2.13.0+cpu",
+        "gfx1151: 1 specialization(s) of 1 kernel(s), 0 failure(s), 0 spilling, in 1.0 s",
     ]

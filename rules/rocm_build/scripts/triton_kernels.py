@@ -2,7 +2,7 @@
 
 Usage:
     python triton_kernels.py --workload PATH/TO/workload.py --target gfx1151 [--target gfx942 ...] \
-        --report report.json
+        --report report.json [--under-test expected.json]
 
 No GPU and no ROCm are needed: Triton's AMD backend (in PyPI's triton wheel) compiles and links
 AMDGPU code objects in process. For each target this script installs a compile-only HIP driver
@@ -22,7 +22,10 @@ register, spill and scratch use read from the code object's AMDGPU metadata note
 decoded here), and its LDS use from Triton's metadata. The report is JSON:
     {"targets": {"gfx1151": {"kernels": [...], "failures": [...], "autotune_pruned": [...],
                              "seconds": N, "case_seconds": {case: N}, "limits": {...}}},
-     "triton": VERSION, "torch": VERSION}
+     "triton": VERSION, "torch": VERSION, "under_test": [...]}
+`under_test` is what the test's rule says it compiles (the `under_test` of the --under-test file:
+each the target, its wheel file or tree, the pin and each patch's sha256, and `line`, as
+people read it): triton and torch are the venv's, the kernels are the upstream's.
 Exit status: 0 whenever the workload ran (failures are data; the caller decides), 2 when the
 script could not run (workload missing or not importable, unknown target).
 
@@ -605,7 +608,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--workload", required=True, help="a .py file defining cases()")
     parser.add_argument("--target", action="append", required=True, help="gfx arch, repeatable")
     parser.add_argument("--report", required=True, help="where to write the JSON report")
+    parser.add_argument("--under-test", help="a JSON file whose `under_test` names what is compiled (expected.json)")
     return parser.parse_args(argv)
+
+
+def read_under_test(path: str | None) -> list[dict[str, Any]]:
+    """The `under_test` of the file the test's rule wrote (sandbox.py's expected.json); [] without one."""
+    if not path:
+        return []
+    with open(path) as f:
+        return list(json.load(f).get("under_test") or [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -641,7 +653,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
         return 2
 
-    report: dict[str, Any] = {"targets": {}, "triton": triton.__version__, "torch": torch.__version__}
+    report: dict[str, Any] = {
+        "targets": {}, "triton": triton.__version__, "torch": torch.__version__, "under_test": read_under_test(args.under_test),
+    }  # fmt: skip
     try:
         for target in args.target:
             result = run_target(workload, target, swap, recorder, scratch)

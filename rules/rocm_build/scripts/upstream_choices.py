@@ -17,7 +17,9 @@ short string, or a dict {"choice": str, "detail": ..., "kernels": [names]} (the 
 choice runs, which a report shows beside their figures from the triton_kernel_test). An exception is recorded as the choice
 `error: <type>: <message>`, so a decision that cannot be made is a choice too.
 
-EXPECTED is {"owner", "workload", "expected_choices": {"<case>@<gpu target>": "<choice>"}};
+EXPECTED is {"owner", "workload", "under_test": [...], "expected_choices": {"<case>@<gpu target>": "<choice>"}}
+(`under_test`: the upstream's tree or wheel the choices are of, its pin and patch digests; the
+report and the output name it first);
 keys may be fnmatch patterns (`attention_*@gfx1151`), the most specific (longest) matching
 key wins, and an exact key beats every pattern. The test fails, naming the case, the expected
 and the new choice, when a choice differs, when a case matches no key, and when a key matches
@@ -132,6 +134,11 @@ def table(choices: dict[str, dict[str, dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def header(under_test: list[dict[str, Any]], triton_version: str) -> list[str]:
+    """What the choices are of, first: the upstream's tree or wheel (pin, patch digests), then triton."""
+    return [*(f"under test: {entry['line']}" for entry in under_test), f"triton {triton_version}"]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--workload", required=True)
@@ -157,7 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         traceback.print_exc()
         print(f"could not import workload {args.workload}", file=sys.stderr)
         return 2
-    report: dict[str, Any] = {"owner": expected_file.get("owner"), "triton": triton.__version__, "targets": {}}
+    # What the choices are of: the upstream's tree (pin, patch digests) the test's rule names.
+    under_test = list(expected_file.get("under_test") or [])
+    report: dict[str, Any] = {"owner": expected_file.get("owner"), "triton": triton.__version__, "targets": {}, "under_test": under_test}
     try:
         for target in args.target:
             swap.install(driver.driver_class(target, driver.ARCHS[target], recorder))
@@ -172,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.report, "w") as out:
         json.dump(report, out, indent=1, sort_keys=True, default=str)
         out.write("\n")
-    print("\n".join(table(choices)))
+    print("\n".join([*header(under_test, triton.__version__), *table(choices)]))
     owner = expected_file.get("owner", "the test")
     if problems:
         print(f"\n{owner}: {len(problems)} choice(s) not as `expected_choices` states "

@@ -70,3 +70,11 @@ def test_the_table_has_one_row_a_case_and_one_column_a_target(choices) -> None:
         "  attention_d128_bf16         ROCM_ATTN  |  ROCM_ATTN",
         "  attention_d128_bf16_kvconn  TRITON_ATTN  |  TRITON_ATTN",
     ]
+
+
+def test_the_output_names_the_tree_under_test_before_triton(choices) -> None:
+    # `under_test` as the test's rule writes it into expected.json (workloads/source.py).
+    line = ("components/vllm:sdist: vllm-sdist sha256 0123456789ab with 1 patch(es): "
+            "patches/vllm/0001-gfx1151.patch (sha256 95c733102ebe)")  # fmt: skip
+    assert choices.header([{"target": "components/vllm:sdist", "line": line}], "3.7.1") == [f"under test: {line}", "triton 3.7.1"]
+    assert choices.header([], "3.7.1") == ["triton 3.7.1"]

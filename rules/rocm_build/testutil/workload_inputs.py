@@ -6,6 +6,7 @@ on these stand-ins, so a test there exercises the package, not the fetch and bui
 
 from __future__ import annotations
 
+import json
 from typing import Any, Iterable, Type
 
 from pants.core.target_types import GenericTarget
@@ -25,7 +26,9 @@ from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation
 from rocm_build.upstream import prebuilt_wheels, sources
 
+from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.fetch import TREE_DIR
+from rocm_build.upstream.pins import Pin
 from rocm_build.upstream.patching import PatchFile
 from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
 from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
@@ -43,6 +46,10 @@ PYTHON = BuildPython("/usr/bin/python3.11", "CPython", "3.11.2", "/usr")
 BASH = "/bin/bash"
 PATCHES = (PatchFile("patches/up/0001-first.edit.toml", "1" * 64), PatchFile("patches/up/0002-second.diff", "2" * 64))
 BROKEN = "broken"  # a rocm_wheel of this name did not build
+SDIST_PIN = ArchiveSourcePin("https://archive.invalid/up-1.0.tar.gz", "0" * 64)
+REPO_PIN = Pin(url="file:///up", track="main", commit="a" * 40)
+# What a built wheel's build info records of its source (prepare/inputs.py), for every stand-in.
+BUILT_SOURCE = {"pin": "up", "url": REPO_PIN.url, "commit": REPO_PIN.commit, "patches": [{"path": PATCHES[0].path, "sha256": PATCHES[0].sha256}]}
 
 def wheel_name(address: Address) -> str:
     return f"{(address.generated_name or address.target_name).replace('-', '_')}-1.0-py3-none-any.whl"
@@ -54,7 +61,8 @@ def one_file(path: str, address: Address) -> CreateDigest:
 async def upstream_stand_in(request: UpstreamRequest) -> ResolvedUpstream:
     # The archive (`:sdist` in the tests' BUILD files) carries both patch sets, the repo the first.
     patches = PATCHES if request.address.target_name == "sdist" else PATCHES[:1]
-    return ResolvedUpstream(request.address, "up", None, patches, SourceTree(EMPTY_DIGEST, EMPTY_DIGEST), "", 0)  # type: ignore[arg-type]
+    pin = SDIST_PIN if request.address.target_name == "sdist" else REPO_PIN
+    return ResolvedUpstream(request.address, "up", pin, patches, SourceTree(EMPTY_DIGEST, EMPTY_DIGEST), "", 0)
 
 @rule
 async def merged_tree_stand_in(request: MergedTreeRequest) -> MergedTree:
@@ -73,8 +81,9 @@ async def built_wheel_stand_in(request: WheelRequest) -> BuiltRocmWheel:
         return BuiltRocmWheel(address, None, "", EMPTY_DIGEST, EMPTY_DIGEST, "{}", error="its recipe failed (see the log)")
     below = address.create_generated(f"{address.target_name}-below")
     files = await MultiGet(Get(Digest, one_file(wheel_name(a), a)) for a in (address, below))
-    built = [BuiltRocmWheel(a, wheel_name(a), "", f, EMPTY_DIGEST, "{}") for a, f in zip((address, below), files)]
-    return BuiltRocmWheel(address, built[0].wheel_name, "", built[0].wheel, EMPTY_DIGEST, "{}", closure=tuple(built))
+    info = json.dumps({"source": BUILT_SOURCE})
+    built = [BuiltRocmWheel(a, wheel_name(a), "", f, EMPTY_DIGEST, info) for a, f in zip((address, below), files)]
+    return BuiltRocmWheel(address, built[0].wheel_name, "", built[0].wheel, EMPTY_DIGEST, info, closure=tuple(built))
 
 @rule
 async def python_stand_in(request: BuildPythonRequest) -> BuildPython:

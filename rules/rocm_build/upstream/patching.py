@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from dataclasses import dataclass
 from typing import Iterable, Tuple
 
@@ -50,7 +49,6 @@ SCRIPT_PATH = f"{SCRIPTS_DIR}/apply_patches.py"
 APPLY_PATCHES = load_script("apply_patches.py")
 DOES_NOT_APPLY = APPLY_PATCHES.EXIT_DOES_NOT_APPLY
 GIT_SAID = APPLY_PATCHES.GIT_SAID
-logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -147,15 +145,18 @@ async def _run_script(owner: str, tools: HostTools, argv: Tuple[str, ...], input
         ),
     )
     if result.exit_code == DOES_NOT_APPLY:
-        explanation, said, git_said = result.stderr.decode().strip().partition(GIT_SAID.strip())
-        message = f"{owner}: {explanation.strip()}\n{workspace_fix(owner)}"
-        # Before Pants' "Engine traceback" and the error's full text (with git's words) at the end:
-        # what failed and the fix are what a user reads first.
-        logger.error(message)
-        raise RocmBuildError(f"{message}\n{said}{git_said}" if said else message)
+        raise RocmBuildError(does_not_apply(owner, result.stderr.decode()))
     if result.exit_code != 0:
         raise RocmBuildError(f"{owner}: {result.stderr.decode().strip() or 'applying patches failed'}")
     return result
+
+
+def does_not_apply(owner: str, stderr: str) -> str:
+    """The error of a patch that does not apply, said once (Pants prints the error; a log line
+    of it too said it twice): what failed, the fix, then git's own words."""
+    explanation, said, git_said = stderr.strip().partition(GIT_SAID.strip())
+    message = f"{owner}: {explanation.strip()}\n{workspace_fix(owner)}"
+    return f"{message}\n{said}{git_said}" if said else message
 
 
 def workspace_fix(owner: str) -> str:

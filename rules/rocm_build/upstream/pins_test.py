@@ -1,7 +1,8 @@
 import pytest
 
 from rocm_build.upstream.pins import PinsError, lookup_pin, parse_pins, parse_prebuilt_pins
-from rocm_build.upstream.pins_text import set_commit_in_text
+from rocm_build.upstream.archive_pins import parse_archive_pins
+from rocm_build.upstream.pins_text import set_commit_in_text, set_fields_in_text
 from rocm_build.testutil.git_fixtures import pins_toml
 
 SHA = "0123456789abcdef0123456789abcdef01234567"
@@ -124,6 +125,23 @@ def test_a_pin_without_a_commit_parses_and_is_refused_for_a_build_with_the_comma
     assert str(e.value) == (
         "tests/mini/new:src: pin `mini-new` in tests/mini/pins has no `commit` yet; fill it from its url and track "
         "('main'): pants run rules:update-pins -- --pins-file tests/mini/pins --only mini-new"
+    )
+
+
+def test_a_layout_the_line_model_misreads_is_refused_not_written_wrong() -> None:
+    # Found by tests/fuzz/fuzz_pins.py: toml 0.10 reads a multi-line string closed mid-line, and
+    # the line model took a line inside it for the table's last field: sha256 went nowhere.
+    text = (
+        '[triton-llvm]\nurl = "https://example.org/llvm.tar.gz"\nsha265 = """triton:cmake/llvm-hash.txt"\n'
+        'url_te """triton:cmake/llvm-ple.org/llvm-{hash8}-ubuntu-\x0064\ufffd\ufffdar.gz";strip_prefix_template = "ll[torch]\n'
+        "urldules = t]ruton]\nqrvm-{hash8}-ubuate-xgit@github.c"
+    )
+    assert set(parse_archive_pins("components/archives.toml", text)) == {"triton-llvm"}
+    with pytest.raises(PinsError) as e:
+        set_fields_in_text(text, "triton-llvm", {"sha256": "b" * 64}, add_missing=True)
+    assert str(e.value) == (
+        "cannot rewrite table [triton-llvm] in place: its lines are not laid out one field per line; "
+        'write each field on a line of its own (`key = "..."`) and run again'
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from typing import Iterator, Mapping, Optional, Sequence, Tuple
 
-from rocm_build.upstream.pins import PinsError
+from rocm_build.upstream.pins import PinsError, load_toml
 
 _HEADER = re.compile(r"^\s*\[([^\[\]]+)\]\s*(#.*)?$")
 _STRING_FIELD = re.compile(r'^(\s*(\w+)\s*=\s*)(["\'])([^"\']*)\3(\s*(#.*)?)$', re.S)
@@ -72,7 +72,35 @@ def set_fields_in_text(text: str, name: str, values: Mapping[str, str], add_miss
         todo = {}
     if todo:
         raise PinsError(f"cannot find {', '.join(f'`{k} = ...`' for k in todo)} in table [{name}] to rewrite")
-    return "".join(lines)
+    rewritten = "".join(lines)
+    check_rewritten(text, rewritten, name, values)
+    return rewritten
+
+
+def check_rewritten(before: str, after: str, name: str, values: Mapping[str, str]) -> None:
+    """The rewrite as the pins parser reads it: table [name] (`prebuilt.x` a table in a table)
+    gained `values` and nothing else moved. The line model above and the parser can part ways on
+    a layout no person writes (a multi-line string closed mid-line, which the lenient toml 0.10
+    accepts: found by tests/fuzz/fuzz_pins.py); such a file is refused, never written wrong."""
+    try:
+        expected, found = load_toml("", before), load_toml("", after)
+    except PinsError:
+        expected, found = None, None
+    tables = [expected]
+    for part in name.split("."):  # the tables that hold [name], outermost first, then it
+        tables.append(tables[-1].get(part) if isinstance(tables[-1], Mapping) else None)
+    if not all(isinstance(t, Mapping) for t in tables):
+        expected = None
+    else:
+        updated = {**tables[-1], **values}
+        for holder, part in zip(reversed(tables[:-1]), reversed(name.split("."))):
+            updated = {**holder, part: updated}
+        expected = updated
+    if expected is None or found != expected:
+        raise PinsError(
+            f"cannot rewrite table [{name}] in place: its lines are not laid out one field per line; "
+            f'write each field on a line of its own (`key = "..."`) and run again'
+        )
 
 
 def set_commit_in_text(text: str, name: str, commit: str) -> str:

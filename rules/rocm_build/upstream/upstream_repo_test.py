@@ -272,11 +272,24 @@ def test_unreachable_url(rule_runner, upstream, tmp_path) -> None:
     assert f"pin `mini` in components/pins: cannot fetch from file://{tmp_path}/nowhere" in msg
 
 
-def test_patch_that_does_not_apply_names_file_and_hunk(rule_runner, upstream) -> None:
+def test_patch_that_does_not_apply_names_file_and_hunk(rule_runner, upstream, caplog) -> None:
     repo, first = upstream
     setup_files(rule_runner, repo, first, {"0001-archs.patch": PATCH.replace("gfx90a']\n+", "gfx942']\n+")})
-    msg = error_of(rule_runner)
-    assert "components/mini:src: patches/mini/0001-archs.patch: the hunk at setup.py line 1 does not match" in msg
+    with pytest.raises(ExecutionError) as e:
+        resolve(rule_runner)
+    (error,) = e.value.wrapped_exceptions
+    # Said once, in the error Pants prints (no log line of it too), what failed and the fix first.
+    explanation, said, git_said = str(error).partition("\ngit apply said:\n")
+    assert explanation == (
+        "components/mini:src: patches/mini/0001-archs.patch: the hunk at setup.py line 1 does not match the pinned "
+        "source. No patch before it changes setup.py: the pinned file changed there (or this patch did); refresh the "
+        "patch against the pinned commit (or use an anchored edit, *.edit.toml).\n"
+        "Fix it in a patch workspace: `./pants patch-workspace components/mini:src` checks out the pinned tree with "
+        "the patches before it as git commits; redo the patch there, commit it with its header, then `./pants "
+        "patch-workspace --save components/mini:src` (and remove the old file)."
+    )
+    assert git_said.startswith("Checking patch setup.py...\nerror: while searching for:"), git_said
+    assert [r.getMessage() for r in caplog.records if "does not match" in r.getMessage()] == []
 
 
 @pytest.mark.parametrize(

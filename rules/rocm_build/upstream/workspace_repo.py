@@ -20,6 +20,7 @@ import json
 import os
 import posixpath
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -93,13 +94,45 @@ def refuse_links(root: Path, rel: str) -> None:
         raise WorkspaceError(f"{rel} resolves to {resolved}, outside the repository; the workspace is made only inside it")
 
 
-def refuse_existing(dest: Path, owner: str, save_command: str) -> None:
-    """A checkout never writes over a workspace: it may hold commits not saved yet."""
-    if dest.exists() and any(dest.iterdir()):
+def unsaved(dest: Path) -> List[str]:
+    """What of the workspace no patch file holds: commits after rocm-pants/saved, changes not
+    committed, and refs a checkout does not make (a branch, a stash). Files git ignores (a build's
+    output) are not work."""
+    found = []
+    commits = git(dest, "rev-list", "--count", f"{SAVED_TAG}..HEAD")
+    if commits != "0":
+        found.append(f"{commits} commit(s) after {SAVED_TAG}")
+    if git(dest, "status", "--porcelain"):
+        found.append("changes not committed")
+    ours = {f"refs/heads/{BRANCH}", f"refs/tags/{BASE_TAG}", f"refs/tags/{SAVED_TAG}"}
+    found += [f"the ref {ref}" for ref in git(dest, "for-each-ref", "--format=%(refname)").split() if ref not in ours]
+    return found
+
+
+def clear_saved(dest: Path, owner: str, save_command: str) -> bool:
+    """Before a checkout: a workspace of `owner` whose work is all in patch files is removed (so
+    the fix a failed patch prints, `pants patch-workspace <target>`, works as printed while
+    work/<pin>/ is there); one with work not saved, or of another target, is refused. True when
+    one was removed."""
+    if not dest.exists() or not any(dest.iterdir()):
+        return False
+    made = made_for(dest)
+    if made != owner:
         raise WorkspaceError(
-            f"{dest} already exists (a workspace of {made_for(dest) or 'something else'}); save its new commits "
-            f"with `{save_command}`, or remove it (`rm -rf {dest}`) for a fresh checkout of {owner}"
+            f"{dest} already exists (a workspace of {made or 'something else'}); remove it (`rm -rf {dest}`) for a "
+            f"checkout of {owner}"
         )
+    try:
+        work = unsaved(dest)
+    except WorkspaceError as e:  # not the repository a checkout made (its tags gone): take nothing for granted
+        work = [f"a repository this goal cannot read ({e})"]
+    if work:
+        raise WorkspaceError(
+            f"{dest} already exists (a workspace of {owner}) and holds work not saved: {', '.join(work)}; save its new "
+            f"commits with `{save_command}`, or remove it (`rm -rf {dest}`) for a fresh checkout of {owner}"
+        )
+    shutil.rmtree(dest)
+    return True
 
 
 def made_for(dest: Path) -> str:

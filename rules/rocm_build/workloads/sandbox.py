@@ -118,7 +118,12 @@ async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation
     ]
     venv = await MultiGet(Get(VenvWheels, VenvWheelsRequest, each) for each in named)
     venv_wheels = await Get(Digest, MergeDigests(w.digest for w in venv))
-    expected = {"owner": owner, "workload": field_set.workload.file_path, **field_set.expectations(source)}
+    # What is under test (the upstream's wheel or tree: version, pin, patch digests) goes into the
+    # report and the output with what the kind expects (workloads/source.py, under_test).
+    expected = {
+        "owner": owner, "workload": field_set.workload.file_path, "under_test": json.loads(source.under_test),
+        **field_set.expectations(source),
+    }  # fmt: skip
     sandbox = await MultiGet(
         Get(Digest, AddPrefix(venv_wheels, "wheels")),
         Get(Digest, AddPrefix(source.tree, "src")),

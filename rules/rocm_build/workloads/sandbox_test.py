@@ -16,7 +16,7 @@ from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build.sandbox_scripts import SCRIPTS_DIR
-from rocm_build.testutil.workload_inputs import BASH, PYTHON, workload_rule_runner
+from rocm_build.testutil.workload_inputs import BASH, BUILT_SOURCE, PATCHES, PYTHON, SDIST_PIN, workload_rule_runner
 from rocm_build.workloads.choices import UpstreamChoicesTestFieldSet
 from rocm_build.workloads.kernels import TritonKernelTestFieldSet
 from rocm_build.workloads.sandbox import WorkloadTest, WorkloadTestFieldSet
@@ -38,6 +38,16 @@ upstream_choices_test(
 )
 """.format(zeros="0" * 64)
 
+# The archive's tree: its pin's sha256 and both patches' (testutil/workload_inputs.py).
+SDIST_UNDER_TEST = {
+    "target": "up:sdist",
+    "source": {
+        "pin": "up", "url": SDIST_PIN.url, "sha256": "0" * 64,
+        "patches": [{"path": p.path, "sha256": p.sha256} for p in PATCHES],
+    },
+    "line": f"up:sdist: up sha256 000000000000 with 2 patch(es): patches/up/0001-first.edit.toml (sha256 {'1' * 12}), "
+    f"patches/up/0002-second.diff (sha256 {'2' * 12})",
+}  # fmt: skip
 WHEELS = ["wheels/torch-1.0-py3-none-any.whl", "wheels/torch_below-1.0-py3-none-any.whl", "wheels/triton-1.0-py3-none-any.whl"]
 DRIVER = [f"{SCRIPTS_DIR}/{s}" for s in ("amdgpu_elf.py", "kernel_venv.sh", "triton_kernels.py")]
 
@@ -90,6 +100,7 @@ def test_a_kernel_test_runs_its_script_on_the_venv_the_tree_and_its_expected_fai
     assert json.loads(files["expected.json"]) == {
         "owner": "up:kernels",
         "workload": "up/kernels_workload.py",
+        "under_test": [SDIST_UNDER_TEST],
         "expected_failures": {"big@gfx1151": "too much LDS"},
         "fail_on_spills": False,
     }
@@ -108,6 +119,7 @@ def test_a_choices_test_gets_the_modules_its_workload_imports_and_the_patches_of
     assert json.loads(files["expected.json"]) == {
         "owner": "up:choices",
         "workload": "up/choices_workload.py",
+        "under_test": [SDIST_UNDER_TEST],
         "patches": ["patches/up/0001-first.edit.toml", "patches/up/0002-second.diff"],  # in the order they applied
         "expected_choices": {"first@*": "TRITON_ATTN"},
     }
@@ -118,13 +130,33 @@ def test_an_upstream_repos_tree_is_at_the_root_of_src_as_an_archives(rule_runner
     for name, kind in (("kernels", TritonKernelTestFieldSet), ("choices", UpstreamChoicesTestFieldSet)):
         _, files = process(rule_runner, name, kind)
         assert files["src/up/__init__.py"] == b"# from git\n", name
+        (under_test,) = json.loads(files["expected.json"])["under_test"]
+        assert under_test["line"] == f"up:repo: up @ aaaaaaaaaaaa with 1 patch(es): patches/up/0001-first.edit.toml (sha256 {'1' * 12})"
     assert json.loads(files["expected.json"])["patches"] == ["patches/up/0001-first.edit.toml"]
+
+
+def test_a_rocm_wheel_source_is_named_by_its_wheel_and_the_source_its_build_info_records(rule_runner) -> None:
+    rule_runner.write_files({"up/BUILD": BUILD.replace("source=':sdist'", "source=':torch'")})
+    _, files = process(rule_runner, "kernels", TritonKernelTestFieldSet)
+    assert json.loads(files["expected.json"])["under_test"] == [
+        {
+            "target": "up:torch",
+            "wheel": "torch-1.0-py3-none-any.whl",
+            "source": BUILT_SOURCE,
+            "line": f"up:torch: torch-1.0-py3-none-any.whl, built from up @ aaaaaaaaaaaa with 1 patch(es): "
+            f"patches/up/0001-first.edit.toml (sha256 {'1' * 12})",
+        }
+    ]
 
 
 def test_a_wheel_source_goes_into_a_kernel_tests_venv_and_a_choices_test_refuses_it(rule_runner) -> None:
     rule_runner.write_files({"up/BUILD": BUILD.replace("source=':sdist'", "source=':triton'")})
     _, files = process(rule_runner, "kernels", TritonKernelTestFieldSet)
     assert sorted(f for f in files if f.startswith(("wheels/", "src/"))) == sorted(WHEELS)  # no tree; triton once
+    # A prebuilt wheel is named by its file (pinned by sha256 in its pins file).
+    assert json.loads(files["expected.json"])["under_test"] == [
+        {"target": "up:triton", "wheel": "triton-1.0-py3-none-any.whl", "source": {}, "line": "up:triton: triton-1.0-py3-none-any.whl"}
+    ]
     with pytest.raises(ExecutionError) as error:
         process(rule_runner, "choices", UpstreamChoicesTestFieldSet)
     assert (

@@ -7,25 +7,33 @@ wheels for the venv (a `rocm_wheel`, a `prebuilt_wheel`, or a `target` grouping 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
-from typing import Tuple
+from typing import Any, Dict, List, Mapping, Tuple
 
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
-from pants.engine.fs import EMPTY_DIGEST, Digest, RemovePrefix
+from pants.engine.fs import EMPTY_DIGEST, Digest, DigestEntries, FileEntry, RemovePrefix
 from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.target import Targets
 from pants.util.logging import LogLevel
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
+from rocm_build.prepare.inputs import BuiltRocmWheel
+from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest
 from rocm_build.upstream.sources import SourceDescription, SourceRequest
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
+from rocm_build.wheel.build_spec import WheelRequest
+from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.workloads.target_types import WorkloadSourceField
+from rocm_build.workloads.venv import VenvWheels, VenvWheelsRequest
 from rocm_build.upstream import source_tree, sources, upstream_repo
 from rocm_build.wheel import source_kind
+from rocm_build.workloads import venv
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,47 @@ class WorkloadSource:
     tree: Digest  # the patched tree, at the digest root (PYTHONPATH); empty without one
     patch_files: Tuple[str, ...]  # the tree's patches, in the order they applied
     wheels: Tuple[Address, ...]  # a wheel source: for the venv (venv.py says what it takes)
+    # JSON: [under_test(...)] of what the test compiles, for its report and output
+    under_test: str = "[]"
+
+
+def under_test(target: str, source: Mapping[str, Any], wheel: str = "") -> Dict[str, Any]:
+    """What a workload test tests, as its report and output name it: the target, the wheel (its
+    version's `.k<digest>` names the build), and the source's pin with each patch's sha256 (a
+    build info's `source`: what a built wheel records of its tree). torch and triton, which the
+    reports named already, are the venv's; this is the upstream whose code is under test."""
+    if "prebuilt" in source:
+        origin = f"prebuilt {source['prebuilt']} (sha256 {str(source.get('sha256', ''))[:12]})"
+    elif "pin" in source:
+        ident = f"sha256 {source['sha256'][:12]}" if "sha256" in source else f"@ {str(source.get('commit', ''))[:12]}"
+        patches = source.get("patches") or []
+        listed = ", ".join(f"{p['path']} (sha256 {p['sha256'][:12]})" for p in patches)
+        origin = f"{source['pin']} {ident} with {len(patches)} patch(es){': ' + listed if patches else ''}"
+    else:
+        origin = ""
+    said = ", built from ".join(part for part in (wheel, origin) if part)
+    return {"target": target, **({"wheel": wheel} if wheel else {}), "source": dict(source), "line": f"{target}: {said}"}
+
+
+def tree_source(upstream: ResolvedUpstream) -> Dict[str, Any]:
+    """A patched tree's pin and patches, as a build info's `source` records them (prepare/inputs.py)."""
+    kind = "sha256" if isinstance(upstream.pin, ArchiveSourcePin) else "commit"
+    patches = [{"path": p.path, "sha256": p.sha256} for p in upstream.patches]
+    return {"pin": upstream.pin_name, "url": upstream.pin.url, kind: upstream.pin.commit, "patches": patches}
+
+
+async def wheels_under_test(address: Address, what: str) -> List[Dict[str, Any]]:
+    """A wheel source's wheels: a rocm_wheel with the source its build info records; another kind
+    (a prebuilt wheel, pinned by sha256, or a group of wheels) by its venv wheels' file names."""
+    targets = await Get(Targets, Addresses([address]))
+    if len(targets) == 1 and isinstance(targets[0], RocmWheelTarget):
+        built = await Get(BuiltRocmWheel, WheelRequest(address))
+        if built.wheel_name:  # else the venv's request names why it did not build
+            return [under_test(address.spec, json.loads(built.build_info).get("source", {}), built.wheel_name)]
+    # The request the test's venv makes (sandbox.py), so the engine gathers them once.
+    wheels = await Get(VenvWheels, VenvWheelsRequest(address, what))
+    entries = await Get(DigestEntries, Digest, wheels.digest)
+    return [under_test(address.spec, {}, e.path) for e in entries if isinstance(e, FileEntry)]
 
 
 # A rule, not a helper: the setup asks for it in one MultiGet with the Python, the declared
@@ -58,14 +107,15 @@ async def workload_source(request: WorkloadSourceRequest) -> WorkloadSource:
         merged = await Get(MergedTree, MergedTreeRequest(upstream.source, owner))
         # The merged tree is under TREE_DIR/; PYTHONPATH is the tree's root.
         tree = await Get(Digest, RemovePrefix(merged.digest, TREE_DIR))
-        return WorkloadSource(tree, tuple(p.path for p in upstream.patches), ())
+        entry = under_test(address.spec, tree_source(upstream))
+        return WorkloadSource(tree, tuple(p.path for p in upstream.patches), (), json.dumps([entry], sort_keys=True))
     if field.wheel_refused:
         raise RocmBuildError(
             f"{what} names {address.spec}, a `{source.alias}`; it takes an `{UpstreamArchiveTarget.alias}` or "
             f"`{UpstreamRepoTarget.alias}` ({field.wheel_refused})"
         )
     # A `rocm_wheel` or `prebuilt_wheel` (or what groups them): the venv installs it.
-    return WorkloadSource(EMPTY_DIGEST, (), (address,))
+    return WorkloadSource(EMPTY_DIGEST, (), (address,), json.dumps(await wheels_under_test(address, what), sort_keys=True))
 
 
 @memoized
@@ -76,4 +126,5 @@ def rules():
         *source_tree.rules(),
         *sources.rules(),
         *source_kind.rules(),
+        *venv.rules(),
     ])
