@@ -266,7 +266,7 @@ async def patch_workspace(
     dest = Path(build_root.path, dest_rel)
     try:
         if not options.save:
-            workspace_repo.refuse_links(Path(build_root.path), dest_rel)
+            workspace_repo.refuse_links(Path(build_root.path), dest_rel)  # before anything is read or removed there
             # Refused before the fetch when it holds work not saved; else made afresh below.
             if workspace_repo.clear_saved(dest, source.owner, f"./pants patch-workspace --save {source.owner}"):
                 console.print_stdout(f"{dest_rel}: every commit of it was saved as a patch file; checking it out afresh")

@@ -5,7 +5,6 @@ patch-workspace applies them with too)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 from pathlib import Path
@@ -13,12 +12,12 @@ from typing import Dict, List, Tuple
 
 from rocm_build.programs.host_git import checkout
 from rocm_build.programs.new_commits import Move
-from rocm_build.upstream.pins import Pin
+from rocm_build.upstream.pins import Pin, pin_path
 from rocm_build.upstream.workspace_repo import patches_apply
 
 
 def patch_files(patches_root: Path, name: str) -> List[str]:
-    directory = patches_root / name
+    directory = Path(pin_path(str(patches_root), name, f"pin {name!r}"))
     if not directory.is_dir():
         return []
     return sorted(
@@ -43,7 +42,7 @@ def keep_patchable(
         if not patches:
             unchecked.append(move.name)
             continue
-        tree = os.path.join(work, f"check-{move.name}")
+        tree = pin_path(work, move.name, f"pin {move.name!r}", prefix="check-")
         checkout(move.name, pins[move.name].url, move.new, tree)
         problem = patches_apply(python3(), tree, patches)
         if problem:

@@ -21,7 +21,7 @@ from typing import List, Optional, Sequence
 
 from rocm_build.programs.host_git import UpdateError, checkout, git
 from rocm_build.programs.patch_check import patch_files, python3
-from rocm_build.upstream.pins import PinsError, check_pin_name, lookup_pin, parse_pins
+from rocm_build.upstream.pins import PinsError, check_pin_name, lookup_pin, parse_pins, pin_path
 from rocm_build.upstream.pins_dir import read_pins_files
 from rocm_build.upstream import workspace_repo
 from rocm_build.upstream.workspace_repo import PatchToApply, WorkspaceError
@@ -30,7 +30,7 @@ GOAL_HINT = "`./pants patch-workspace <target>`, which reads them from the upstr
 
 
 def patch_directory(patches_dir: Path, name: str) -> Path:
-    directory = patches_dir / name
+    directory = Path(pin_path(str(patches_dir), name, "patch-workspace"))
     if not (directory / "BUILD").is_file():
         raise WorkspaceError(
             f"{directory} is not a patch set's directory (no BUILD file with a patch_set there), so no build "

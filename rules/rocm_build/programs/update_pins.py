@@ -40,7 +40,7 @@ from rocm_build.programs.pins_rewrite import moved_archive_files, moved_pin_file
 from rocm_build.programs.prebuilt_update import PrebuiltMove, derived_tracks, plan_prebuilt, with_tracks
 from rocm_build.programs import resolve_pins
 from rocm_build.upstream.archive_pins import ArchivePin, parse_archive_pins
-from rocm_build.upstream.pins import Pin, PinsError, PrebuiltPin, parse_pins, parse_prebuilt_pins
+from rocm_build.upstream.pins import Pin, PinsError, PrebuiltPin, parse_pins, parse_prebuilt_pins, pin_path
 from rocm_build.upstream.pins_dir import PinsFiles, read_pins_files
 
 
@@ -232,7 +232,7 @@ def checkouts(pins: Dict[str, Pin], new: Dict[str, str], work: str) -> Callable[
 
     def tree_of(source: str) -> str:
         if source not in trees:
-            trees[source] = os.path.join(work, source)
+            trees[source] = pin_path(work, source, f"derived_from {source!r}")
             checkout(source, pins[source].url, new.get(source, pins[source].commit), trees[source])
         return trees[source]
 

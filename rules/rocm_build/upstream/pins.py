@@ -8,6 +8,7 @@ pins_text.py.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 import urllib.parse
 from typing import Callable, Dict, Mapping, Optional, Type, TypeVar
@@ -143,6 +144,17 @@ def check_pin_name(name: str, where: str) -> str:
             "at most 100 (it is a directory's name, work/<pin>/ and patches/<pin>/); rename the table"
         )
     return name
+
+
+def pin_path(root: str, name: str, where: str, prefix: str = "") -> str:
+    """`root/<prefix><name>`, for a path made of a pin's name (a checkout, a patch set's
+    directory): the name checked, and the path resolved and kept inside `root`."""
+    check_pin_name(name, where)
+    path = os.path.join(root, prefix + name)
+    real_root = os.path.realpath(root)
+    if os.path.commonpath([real_root, os.path.realpath(path)]) != real_root:
+        raise PinsError(f"{where}: {path} resolves outside {root} (a symbolic link there?); remove the link")
+    return path
 
 
 def model_tables(

@@ -170,3 +170,20 @@ def test_a_pin_name_is_one_path_part_in_every_kind_of_pin(name: str) -> None:
 def test_the_names_of_the_repositorys_own_pins_are_pin_names() -> None:
     for name in ("mini-vllm", "flash_attention", "therock-torch-gfx1151", "vllm-triton-kernels", "x" * 100):
         assert list(parse_pins("p.toml", f'["{name}"]\nurl = "https://example.invalid/x.git"\ntrack = "main"\n')) == [name]
+
+
+def test_a_path_made_of_a_pin_name_stays_inside_its_root(tmp_path) -> None:
+    from rocm_build.upstream.pins import pin_path
+
+    root, outside = tmp_path / "patches", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    assert pin_path(str(root), "vllm", "pin 'vllm'") == str(root / "vllm")
+    assert pin_path(str(root), "vllm", "pin 'vllm'", prefix="check-") == str(root / "check-vllm")
+    (root / "linked").symlink_to(outside)
+    with pytest.raises(PinsError) as e:
+        pin_path(str(root), "linked", "pin 'linked'")
+    assert str(e.value) == f"pin 'linked': {root / 'linked'} resolves outside {root} (a symbolic link there?); remove the link"
+    with pytest.raises(PinsError) as e:
+        pin_path(str(root), "..", "derived_from '..'")
+    assert str(e.value) == f"derived_from '..': '..' {NAME_REFUSED}"
