@@ -279,6 +279,10 @@ def test_flash_attention_real_recipe_builds_from_its_sdist_and_imports_its_trito
     assert info["network"].startswith("none") and info["toolchain"]["address"] == "components:llvm"
     assert '"gfx1150", "gfx1151", "gfx1200"' in utils  # patches/flash_attention/0001's line
     install = ws.path("dist/components.flash_attention.wheel-from-sdist.install")
+    # Every wheel the set needs is in wheels/, each prebuilt one's requirements too: the header
+    # sends no one to an index (einops, filelock, ..., triton had an `--index-url` step each).
+    header = [line for line in (install / "requirements.txt").read_text().splitlines() if line.startswith("#")]
+    assert not [line for line in header if "--index-url" in line], header
     venv = tmp_path / "venv"
     install_into_fresh_venv(install, venv)
     out = run_in_set(install, venv, "import flash_attn, flash_attn.flash_attn_interface as i; print(flash_attn.__version__, i.flash_attn_gpu.__name__)")
