@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import subprocess
+import zipfile
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -159,7 +161,10 @@ def test_the_first_reason_is_rocm_plans() -> None:
     other_clang = {**info, "toolchain": {**info["toolchain"], "identity": "clang 19.1.8"}}
     assert first_reason(info, other_clang, []) == "toolchain identity 'clang 19.1.7' -> 'clang 19.1.8'"
     # What is read from the wheel after the build is no reason.
-    assert first_reason(info, {**info, "platform": {"tag": "x"}}, []) == "the same inputs, other bytes (not reproducible?)"
+    assert first_reason(info, {**info, "platform": {"tag": "x"}}, []) == (
+        "the same inputs, other bytes than the wheel in dist/ (edited by hand there, or a build that is not "
+        "reproducible: `pants verify-reproducible` tells)"
+    )
 
 
 def test_a_file_package_is_about_to_write_is_known_without_reading_it(tmp_path: Path) -> None:
@@ -220,3 +225,25 @@ def test_a_folder_that_cannot_be_cleared_or_written_is_found_before_anything_is_
         assert unwritable(dist, ["tests.mini.new"], []) == [dist]
     # Nothing was removed by looking.
     assert (dist / "tests.mini.vllm.install/wheels/old.whl").read_bytes() == b"old"
+
+
+def test_a_wheel_in_dist_that_is_a_link_a_directory_or_corrupt_is_no_build_info_never_a_traceback(tmp_path: Path) -> None:
+    # dist/ is the user's: what a hand or a failed copy leaves there is read as "no wheel of it".
+    name = "mini_vllm-1.0.0+llvm19gfx1151.k1-cp311-cp311-linux_x86_64.whl"
+    info = {"source": {"pin": "mini-vllm", "commit": "a" * 40}}
+    folder = tmp_path / "tests.mini.vllm"
+    folder.mkdir()
+    (folder / name).symlink_to(tmp_path / "gone.whl")  # dangling
+    assert [o.reason for o in wheel_outcomes(tmp_path, [dist_wheel(WHEEL, b"w", build_info=info)])] == ["no wheel of it in dist/ before"]
+    (folder / name).unlink()
+    (folder / name).mkdir()  # a directory where a wheel should be
+    assert [o.reason for o in wheel_outcomes(tmp_path, [dist_wheel(WHEEL, b"w", build_info=info)])] == ["no wheel of it in dist/ before"]
+    (folder / name).rmdir()
+    member = "mini_vllm-1.0.0+llvm19gfx1151.k1.dist-info/rocm_build_info.json"
+    with zipfile.ZipFile(folder / name, "w", zipfile.ZIP_DEFLATED) as zf:
+        zf.writestr(member, json.dumps(info) * 50)
+    data = bytearray((folder / name).read_bytes())
+    start = data.index(b"rocm_build_info.json") + len("rocm_build_info.json")
+    data[start + 10 : start + 30] = b"\xff" * 20  # the member's compressed bytes, corrupt
+    (folder / name).write_bytes(bytes(data))
+    assert [o.reason for o in wheel_outcomes(tmp_path, [dist_wheel(WHEEL, b"w", build_info=info)])] == ["no wheel of it in dist/ before"]

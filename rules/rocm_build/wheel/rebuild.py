@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Mapping, Optional, Sequence
@@ -44,15 +45,25 @@ class Inputs:
     recipe: Dict[str, Any] = field(default_factory=dict)  # WheelBuildSpec.recipe(): build steps, wheel command, kept dir
 
 
+# A build info is a few KB; a larger member in a wheel of dist/ is not read (a hand-made file).
+MAX_BUILD_INFO = 1 << 20
+
+
 def last_build_info(dist_folder: Path) -> Optional[Dict[str, Any]]:
     """The build info of the wheel `package` left in a target's dist/ folder, if any (the newest,
-    where an older `package` left more than one)."""
-    for wheel in sorted(dist_folder.glob("*.whl"), key=lambda w: (-w.stat().st_mtime_ns, w.name)):
+    where an older `package` left more than one). dist/ is the user's: a `.whl` there may be a
+    dangling link, a directory or a hand-edited file with a corrupt member; such a one is no
+    build info, never a traceback (the folder is written anew, as for a changed wheel)."""
+    wheels = [w for w in dist_folder.glob("*.whl") if w.is_file()]
+    for wheel in sorted(wheels, key=lambda w: (-w.stat().st_mtime_ns, w.name)):
         name_version = "-".join(wheel.name.split("-")[:2])
         try:
             with zipfile.ZipFile(wheel) as zf:
-                return json.loads(zf.read(f"{name_version}.dist-info/{BUILD_INFO}"))
-        except (KeyError, zipfile.BadZipFile, ValueError):
+                info = zf.getinfo(f"{name_version}.dist-info/{BUILD_INFO}")
+                if info.file_size > MAX_BUILD_INFO:
+                    continue
+                return json.loads(zf.read(info))
+        except (KeyError, zipfile.BadZipFile, ValueError, OSError, zlib.error, EOFError, NotImplementedError):
             continue
     return None
 
@@ -153,4 +164,7 @@ def first_reason(previous: Optional[Mapping[str, Any]], now: Mapping[str, Any], 
         return f"toolchain identity {toolchain_before!r} -> {toolchain_now!r}"
     inputs = lambda info: {k: v for k, v in info.items() if k not in (*READ_FROM_WHEEL, VERSION_KEY)}  # noqa: E731
     keys = changed_keys(inputs(previous), inputs(now))
-    return f"its build info differs in {', '.join(keys)}" if keys else "the same inputs, other bytes (not reproducible?)"
+    return f"its build info differs in {', '.join(keys)}" if keys else (
+        "the same inputs, other bytes than the wheel in dist/ (edited by hand there, or a build that is not "
+        "reproducible: `pants verify-reproducible` tells)"
+    )

@@ -46,7 +46,10 @@ def test_a_recipe_change_and_an_archive_pin_are_said() -> None:
     assert changes(INFO, inputs_of(edited)) == []
     # An archive-built wheel records its pin's sha256, not a commit.
     sdist = {**before, "source": {"pin": "vllm-sdist", "sha256": "c" * 64, "patches": []}}
-    assert first_reason(sdist, sdist, []) == "the same inputs, other bytes (not reproducible?)"
+    assert first_reason(sdist, sdist, []) == (
+        "the same inputs, other bytes than the wheel in dist/ (edited by hand there, or a build that is not "
+        "reproducible: `pants verify-reproducible` tells)"
+    )
     moved = {**sdist, "source": {**sdist["source"], "sha256": "d" * 64}}
     assert first_reason(sdist, moved, []) == f"pin `vllm-sdist` moved {'c' * 12} -> {'d' * 12}"
 
