@@ -273,8 +273,8 @@ async def compare_with_dist(request: DistOutcomeRequest, dist: DistDir, build_ro
     root = build_root.pathlib_path / dist.relpath
     by_relpath = {f.relpath: f for f in request.folders}
     wheels = [dist_wheel(w, by_relpath[dist_dir(w.address)], run_id) for w in request.closure]
-    outcomes = wheel_outcomes(root, wheels)
     changed = changed_folders(root, {f.relpath: f.files() for f in request.folders})
+    outcomes = wheel_outcomes(root, wheels, held=[f.relpath for f in request.folders if f.relpath not in changed])
     blocked = unwritable(root, changed, [f.relpath for f in request.folders if f.relpath not in changed])
     if blocked:
         raise RocmBuildError(unwritable_message(root, blocked))

@@ -20,7 +20,7 @@ import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Collection, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from pants.engine.fs import FileEntry
 
@@ -135,17 +135,19 @@ class DistWheel:
     log: Optional[Tuple[str, str, int]] = None  # its build log: name, sha256, size
 
 
-def wheel_outcomes(root: Path, wheels: Sequence[DistWheel]) -> List[WheelOutcome]:
+def wheel_outcomes(root: Path, wheels: Sequence[DistWheel], held: Collection[str] = ()) -> List[WheelOutcome]:
     """What each wheel is to dist/ (at `root`), in chain order: dependencies come first, so a
-    wheel's reason can name the dependency that changed under it."""
+    wheel's reason can name the dependency that changed under it. `held`: the folders
+    changed_folders found dist/ holding exactly (their wheels and logs are these bytes), whose
+    files are not read a second time (a no-op of flash-attention's recipe reads ~770 MB once)."""
     outcomes: List[WheelOutcome] = []
     changed: List[str] = []
     for w in wheels:
         where = root / w.folder
-        same = holds(where / w.name, w.sha256, w.size)
+        same = w.folder in held or holds(where / w.name, w.sha256, w.size)
         status = status_of(same, w.prebuilt, w.ran_here)
         reason = ""
-        if status == UNCHANGED and w.ran_here and w.log and not holds(where / w.log[0], *w.log[1:]):
+        if status == UNCHANGED and w.ran_here and w.log and w.folder not in held and not holds(where / w.log[0], *w.log[1:]):
             # Built in this run into the same bytes (Pants' cache off, say): its log is new.
             status, reason = BUILT, "the same bytes as the wheel in dist/ (its build log is new)"
         elif status == PINNED:

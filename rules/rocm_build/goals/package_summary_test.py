@@ -84,6 +84,10 @@ def test_a_generators_prebuilt_wheels_share_a_folder_and_each_is_judged_alone(tm
         (tmp_path / folder / w.name).write_bytes(data)
     assert [o.status for o in wheel_outcomes(tmp_path, wheels)] == [UNCHANGED] * 3
     assert changed_folders(tmp_path, {folder: files}) == []
+    # A folder changed_folders found held exactly is taken as said: its files are not read again.
+    (tmp_path / folder / wheels[0].name).write_bytes(b"EINOPS")
+    assert [o.status for o in wheel_outcomes(tmp_path, wheels, held=[folder])] == [UNCHANGED] * 3
+    (tmp_path / folder / wheels[0].name).write_bytes(names["einops"])
     # triton's pin moves: it alone is new, and its reason names its own old file.
     moved = [*wheels[:2], dist_wheel("triton-2.0-py3-none-any.whl", b"triton 2", folder, target=wheels[2].target, prebuilt=True)]
     outcomes = wheel_outcomes(tmp_path, moved)
