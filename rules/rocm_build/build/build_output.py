@@ -1,5 +1,6 @@
 """What a build process wrote, made into the wheel that ships: the wheel and its log split
-out of the output, then the build info and the platform tag added to the wheel."""
+out of the output, then the build info, the SBOM made from it (PEP 770) and the platform tag
+added to the wheel."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ async def add_build_info(request: WheelWithBuildInfo, tools: HostTools) -> Finis
     # The manylinux policy the wheel meets: recorded, and its tag where it holds.
     policy = await Get(PlatformPolicy, BuiltWheel(request.payload, request.wheel_name))
     build_info = json.dumps({**json.loads(request.build_info), "platform": policy.to_json()}, indent=2, sort_keys=True)
-    scripts = await Get(Digest, script_files("wheel_files.py", "wheel_zip.py"))
+    scripts = await Get(Digest, script_files("wheel_files.py", "wheel_zip.py", "sbom.py"))
     info = await Get(Digest, CreateDigest([FileContent(f"{SCRIPTS_DIR}/build_info.json", build_info.encode())]))
     result = await Get(
         ProcessResult,

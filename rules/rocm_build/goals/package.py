@@ -26,6 +26,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.install.box_check import CHECK_STEP, box_check_files
 from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, wheels_of
 from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, check_runtime_set, env_script, with_runtime_lines
+from rocm_build.install.supply_chain import UV_STEP, supply_chain_files
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.build.build import ChainWheelRequest
@@ -96,6 +97,7 @@ INSTALL_STEP = (
     "# then install, from this directory, into a new venv or over an older set in one (a wheel rebuilt since has a new "
     "version, which pip installs in place of the old):",
     "#   pip install --no-index --find-links wheels --require-hashes -r requirements.txt",
+    *UV_STEP,
 )
 
 
@@ -154,7 +156,8 @@ async def install_set(request: InstallSetRequest) -> InstallSet:
         ),
     ]
     # The steps in order: the box, the SDK (from the run-time set), prebuilt wheels that need their own index, the set.
-    lines = with_runtime_lines(runtime, lines, (*prebuilt_steps(sources, extras, checked.outside), *INSTALL_STEP))
+    steps = prebuilt_steps(sources, extras, checked.outside)
+    lines = with_runtime_lines(runtime, lines, (*steps, *INSTALL_STEP))
     files = await Get(
         Digest,
         CreateDigest(
@@ -163,6 +166,8 @@ async def install_set(request: InstallSetRequest) -> InstallSet:
                 FileContent(ENV_SCRIPT, env_script(runtime.env).encode()),
                 # check_box.py and what it checks the box against (install/box_check.py)
                 *box_check_files(closure[-1].address.spec, chain_gpu_targets(closure)),
+                # sbom.cdx.json and pylock.toml, for standard tools (install/supply_chain.py)
+                *supply_chain_files(closure, runtime, chain_gpu_targets(closure), steps),
             ]
         ),
     )
