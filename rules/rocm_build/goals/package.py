@@ -37,6 +37,8 @@ from rocm_build.checks.chain import ChainRequest, CheckedChain
 from rocm_build.build import build as wheel_build
 from rocm_build.checks import chain as chain_check
 from rocm_build.install import load_check, runtime_set
+from rocm_build.provenance import provenance
+from rocm_build.provenance.provenance import WheelWithProvenance
 from rocm_build.wheel import chain_order
 from rocm_build.goals.package_summary import (
     BUILT,
@@ -242,7 +244,7 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     install = f"{dist_dir(field_set.address)}.install"
     *merged, install_digest = await MultiGet(
         [
-            *(Get(Digest, MergeDigests([w.wheel, w.log])) for w in built.closure),
+            *(Get(Digest, WheelWithProvenance(w)) for w in built.closure),  # with `<wheel>.intoto.jsonl` (provenance/)
             Get(InstallSet, InstallSetRequest(built.closure)),
         ]
     )
@@ -309,4 +311,5 @@ def rules():
         *load_check.rules(),
         *runtime_set.rules(),
         *chain_order.rules(),
+        *provenance.rules(),
     ])
