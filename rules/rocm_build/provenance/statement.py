@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from typing import Any, Dict, List, Mapping, Sequence
 
 STATEMENT_TYPE = "https://in-toto.io/Statement/v1"
@@ -28,7 +29,7 @@ SUFFIX = ".intoto.jsonl"
 
 
 def pypi_purl(name: str, version: str) -> str:
-    return f"pkg:pypi/{name.lower().replace('_', '-')}@{version.replace('+', '%2B')}"
+    return f"pkg:pypi/{re.sub(r'[-_.]+', '-', name).lower()}@{version.replace('+', '%2B')}"
 
 
 def resolved_dependencies(info: Mapping[str, Any]) -> List[Dict[str, Any]]:
