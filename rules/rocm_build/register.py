@@ -29,6 +29,7 @@ from rocm_build.graph import edges
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.locks import build_requirements
 from rocm_build.pants_environments import DockerEnvironmentTarget
+from rocm_build.provenance import provenance
 from rocm_build.prepare import inputs as build_inputs
 from rocm_build.rust import cargo, cargo_crates
 from rocm_build.subsystems import bootstrap_wheels, host_tools, sccache
@@ -116,6 +117,8 @@ def rules():
         # The build itself (build/), gated by its chain's checks, and the wheel it writes read back
         *build.rules(),
         *build_output.rules(),
+        # What a built wheel's folder in dist/ carries beside it: its in-toto provenance (provenance/)
+        *provenance.rules(),
         # Workload tests (workloads/): Triton kernels compiled for each gpu target
         # (triton_kernel_test), upstreams' run-time choices on each (upstream_choices_test)
         *workloads.rules(),

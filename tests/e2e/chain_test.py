@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -11,6 +12,9 @@ from pathlib import Path
 from typing import Dict
 
 import pytest
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+from uv import find_uv_bin
 
 from e2e.wheels import code_object_archs, requires_dist, version
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
@@ -79,6 +83,41 @@ def check_built_against(wheels: Dict[str, Path], tmp_path: Path) -> None:
     installed = subprocess.run([*pip, "--find-links", "wheels", "-r", "requirements.txt"], cwd=install, capture_output=True, text=True)
     assert installed.returncode == 0, installed.stderr
     assert f"mini-torch-{version(torch)}" in installed.stdout.replace("_", "-")
+    check_supply_chain(wheels, install, tmp_path)
+
+
+def check_supply_chain(wheels: Dict[str, Path], install: Path, tmp_path: Path) -> None:
+    """What standard tools read (docs/supply-chain.md): each wheel's SBOM (PEP 770) and the set's
+    valid CycloneDX; each built wheel's provenance names it by its sha256; the set installs from
+    its pylock.toml with uv, offline, and imports."""
+    validator = JsonStrictValidator(SchemaVersion.V1_6)
+    sha = {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in (install / "wheels").iterdir()}
+    for wheel in wheels.values():
+        info_dir = wheel.name.split("-cp")[0] + ".dist-info"
+        with zipfile.ZipFile(wheel) as archive:
+            sbom = archive.read(f"{info_dir}/sboms/rocm-pants.cdx.json").decode()
+            assert f"{info_dir}/sboms/rocm-pants.cdx.json,sha256=" in archive.read(f"{info_dir}/RECORD").decode()
+        assert validator.validate_str(sbom) is None, wheel.name
+        assert json.loads(sbom)["metadata"]["component"]["version"] == version(wheel)
+        (line,) = (wheel.parent / f"{wheel.name}.intoto.jsonl").read_text().splitlines()
+        envelope = json.loads(line)
+        statement = json.loads(base64.b64decode(envelope["payload"]))
+        assert statement["subject"] == [{"name": wheel.name, "digest": {"sha256": sha[wheel.name]}}]
+        assert envelope["signatures"] == []  # no [rocm-provenance] signing_key here
+    set_sbom = (install / "sbom.cdx.json").read_text()
+    assert validator.validate_str(set_sbom) is None
+    assert sorted(c["hashes"][0]["content"] for c in json.loads(set_sbom)["components"]) == sorted(sha.values())
+    assert "uv pip install --offline -r pylock.toml" in (install / "requirements.txt").read_text()
+
+    venv = tmp_path / "uv-venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", "--without-pip", str(venv)], check=True)
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "UV_NO_CONFIG": "1", "UV_CACHE_DIR": str(tmp_path / "uv-cache")}
+    uv = [find_uv_bin(), "pip", "install", "--offline", "--python", str(venv / "bin/python"), "-r", "pylock.toml"]
+    installed = subprocess.run(uv, cwd=install, env=env, capture_output=True, text=True)
+    assert installed.returncode == 0, installed.stderr
+    code = "import mini_vllm, mini_torch; print(mini_torch.answer(), mini_vllm.PATCHED_FOR)"
+    ran = subprocess.run([str(venv / "bin/python"), "-c", code], capture_output=True, text=True)
+    assert (ran.returncode, ran.stdout) == (0, "1151 gfx1151\n"), ran.stderr
 
 
 def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) -> None:
@@ -86,6 +125,7 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
     try:
         first = require_success(ws.package(VLLM), "first build")
         assert first.built == CHAIN, first.stderr[-3000:]
+        assert "Provenance (<wheel>.intoto.jsonl) unsigned: set [rocm-provenance] signing_key to sign it" in first.stderr
         wheels = ws.dist_wheels()
         assert sorted(wheels) == ["tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.torch", "tests.mini.vllm"]
         # The SDK's prebuilt wheels (tests/mini/sdk) go to dist/ with the chain, as they are.

@@ -1,5 +1,6 @@
 """What a build process wrote, made into the wheel that ships: the wheel and its log split
-out of the output, then the build info and the platform tag added to the wheel."""
+out of the output, then the build info, the SBOM made from it (PEP 770) and the platform tag
+added to the wheel."""
 
 from __future__ import annotations
 

@@ -123,6 +123,8 @@ def test_a_first_build_downloads_its_independent_inputs_at_once(tmp_path: Path) 
     assert downloads == ["/extra.tar.gz", f"/{DEP}"]
     info = json.loads(prepared.build_info)
     assert info["build_requirements"]["distributions"] == ["mini-dep==1.0"]
+    # By the file and sha256 the lock pins, for the wheel's SBOM.
+    assert info["build_requirements"]["wheels"] == [{"name": "mini-dep", "version": "1.0", "file": DEP, "sha256": wheel_sha}]
     assert info["archives"]["EXTRA"]["sha256"] == archive_sha
     assert info["source"]["commit"] == commit
     total = DELAY * (len(fetched) + len(downloads))

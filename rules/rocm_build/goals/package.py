@@ -26,6 +26,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.install.box_check import CHECK_STEP, box_check_files
 from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, wheels_of
 from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, check_runtime_set, env_script, with_runtime_lines
+from rocm_build.install.supply_chain import UV_STEP, supply_chain_files
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.build.build import ChainWheelRequest
@@ -35,6 +36,9 @@ from rocm_build.checks.chain import ChainRequest, CheckedChain
 from rocm_build.build import build as wheel_build
 from rocm_build.checks import chain as chain_check
 from rocm_build.install import load_check, runtime_set
+from rocm_build.provenance import provenance
+from rocm_build.provenance.provenance import WheelWithProvenance
+from rocm_build.subsystems.provenance import ProvenanceSubsystem
 from rocm_build.wheel import chain_order
 from rocm_build.goals.package_summary import (
     DistWheel,
@@ -90,6 +94,7 @@ INSTALL_STEP = (
     "# then install, from this directory, into a new venv or over an older set in one (a wheel rebuilt since has a new "
     "version, which pip installs in place of the old):",
     "#   pip install --no-index --find-links wheels --require-hashes -r requirements.txt",
+    *UV_STEP,
 )
 
 
@@ -152,7 +157,8 @@ async def install_set(request: InstallSetRequest) -> InstallSet:
         ),
     ]
     # The steps in order: the box, the SDK (from the run-time set), prebuilt wheels that need their own index, the set.
-    lines = with_runtime_lines(runtime, lines, (*prebuilt_steps(sources, extras, checked.outside), *INSTALL_STEP))
+    steps = prebuilt_steps(sources, extras, checked.outside)
+    lines = with_runtime_lines(runtime, lines, (*steps, *INSTALL_STEP))
     files = await Get(
         Digest,
         CreateDigest(
@@ -161,6 +167,8 @@ async def install_set(request: InstallSetRequest) -> InstallSet:
                 FileContent(ENV_SCRIPT, env_script(runtime.env).encode()),
                 # check_box.py and what it checks the box against (install/box_check.py)
                 *box_check_files(closure[-1].address.spec, chain_gpu_targets(closure)),
+                # sbom.cdx.json and pylock.toml, for standard tools (install/supply_chain.py)
+                *supply_chain_files(closure, runtime, chain_gpu_targets(closure), steps),
             ]
         ),
     )
@@ -200,9 +208,10 @@ def file_entries(entries: DigestEntries) -> Tuple[FileEntry, ...]:
 
 async def dist_folders(closure: Tuple[BuiltRocmWheel, ...], install: InstallSet, install_relpath: str) -> Tuple[DistFolder, ...]:
     """The chain's folders of dist/, each once: the wheels of one folder (a generator's) merged."""
+    with_provenance = await MultiGet(Get(Digest, WheelWithProvenance(w)) for w in closure)  # `<wheel>.intoto.jsonl` (provenance/)
     by_folder: Dict[str, List[Digest]] = {}
-    for w in closure:
-        by_folder.setdefault(dist_dir(w.address), []).extend((w.wheel, w.log))
+    for w, digest in zip(closure, with_provenance):
+        by_folder.setdefault(dist_dir(w.address), []).append(digest)
     by_folder[install_relpath] = [install.digest]
     digests = await MultiGet(Get(Digest, MergeDigests(ds)) for ds in by_folder.values())
     entries = await MultiGet(Get(DigestEntries, Digest, d) for d in digests)
@@ -229,7 +238,7 @@ class DistOutcome(EngineAwareReturnType):
 
 
 @rule
-async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
+async def package_rocm_wheel(field_set: RocmWheelFieldSet, signing: ProvenanceSubsystem) -> BuiltPackage:
     # Toolchains, archives and locks of the whole chain are checked before any fetch or
     # build starts (each build of the chain awaits them too: ChainWheelRequest).
     await Get(CheckedChain, ChainRequest(field_set.address))
@@ -245,8 +254,14 @@ async def package_rocm_wheel(field_set: RocmWheelFieldSet) -> BuiltPackage:
     outcome = await Get(DistOutcome, DistOutcomeRequest(field_set.address.spec, built.closure, folders, install.loads))
     outputs = await MultiGet(Get(Digest, AddPrefix(f.digest, f.relpath)) for f in folders)
     artifacts = [BuiltPackageArtifact(relpath) for relpath in outcome.changed]  # Pants clears each, then writes it
-    artifacts.append(BuiltPackageArtifact(None, outcome.summary))
+    artifacts.append(BuiltPackageArtifact(None, (*outcome.summary, provenance_line(signing))))
     return BuiltPackage(await Get(Digest, MergeDigests(outputs)), tuple(artifacts))
+
+
+def provenance_line(signing: ProvenanceSubsystem) -> str:
+    if signing.signing_key:
+        return f"Provenance (<wheel>.intoto.jsonl) signed with {signing.signing_key} ([{signing.options_scope}] signing_key)."
+    return f"Provenance (<wheel>.intoto.jsonl) unsigned: set [{signing.options_scope}] signing_key to sign it (docs/supply-chain.md)."
 
 
 def dist_wheel(w: BuiltRocmWheel, folder: DistFolder, run_id: RunId) -> DistWheel:
@@ -299,4 +314,5 @@ def rules():
         *load_check.rules(),
         *runtime_set.rules(),
         *chain_order.rules(),
+        *provenance.rules(),
     ])

@@ -65,6 +65,8 @@ class RuntimeSet:
     # How the SDK the chain was built with, with the device wheel of each gpu target, gets
     # into the venv (TheRock's toolchain), or "".
     sdk_install: str = ""
+    # (index, version) of that SDK, or (): what the set's SBOM says the box must provide.
+    sdk_release: Tuple[str, ...] = ()
 
 
 def merged_env(owner: str, envs: Sequence[Tuple[str, Mapping[str, str]]]) -> Tuple[Tuple[str, str, str], ...]:
@@ -190,7 +192,8 @@ async def runtime_set(request: RuntimeSetRequest) -> RuntimeSet:
     locks = await MultiGet(Get(CheckedRuntimeLock, RuntimeLockCheck, c) for c in checks)
     dists = merged_dists(request.owner, [(lock.owner, lock.path, lock.lock.dists) for lock in locks])
     wheel_files = await Get(Digest, MergeDigests(lock.wheels for lock in locks))
-    return RuntimeSet(env, dists, tuple(dict.fromkeys(sdk)), wheel_files, sdk_install)
+    releases = sorted({(index, version) for index, version, _ in (s for s in sdks if s)})
+    return RuntimeSet(env, dists, tuple(dict.fromkeys(sdk)), wheel_files, sdk_install, releases[0] if releases else ())
 
 
 async def check_runtime_set(root: Address) -> None:

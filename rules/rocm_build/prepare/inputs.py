@@ -130,6 +130,8 @@ def build_info_json(
             "lock": locked.lock_path,
             "sha256": locked.sha256,
             "distributions": [f"{d.name}=={d.version}" for d in locked.lock.dists],
+            # Each by the file and sha256 the lock pins: what the wheel's SBOM lists.
+            "wheels": [{"name": d.name, "version": d.version, "file": d.filename, "sha256": d.sha256} for d in locked.lock.dists],
         },
         "archives": {
             var: {"target": a.address.spec, "url": a.url, "sha256": a.sha256}

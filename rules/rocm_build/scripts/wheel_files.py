@@ -5,8 +5,9 @@ Usage:
                                                version gets `+LABEL` (or `.LABEL` after an
                                                existing local part), dist-info renamed
   wheel_files.py add-info WHEEL OUT_DIR INFO [PLATFORM]
-                                               adds `rocm_build_info.json` to the dist-info,
-                                               and to METADATA a `Requires-Dist: name==version`
+                                               adds `rocm_build_info.json` to the dist-info
+                                               and an SBOM made from it (sbom.py: PEP 770's
+                                               `sboms/`), and to METADATA a `Requires-Dist: name==version`
                                                for each dependency wheel INFO lists; the
                                                version gets INFO's `version_key` label (`.kLABEL`:
                                                which build this is); with PLATFORM (a manylinux
@@ -159,6 +160,10 @@ def retag(wheel_metadata, file_name, platform):
 def add_info(src, out_dir, info_path, platform=None):
     """The members but METADATA, WHEEL and RECORD are copied as they are stored: a GB wheel
     is not inflated and deflated again for a few lines of text."""
+    # Imported here: a build's sandbox ships this file for `label` alone (build_process.py), so
+    # the SBOM's writer is not an input of every build.
+    import sbom
+
     name, version, rest = os.path.basename(src).split("-", 2)
     old_info = f"{name}-{version}.dist-info"
     with open(info_path, "rb") as f:
@@ -181,9 +186,12 @@ def add_info(src, out_dir, info_path, platform=None):
                 content = require_built_against(set_version(wheel.read(entry.info), new_version), built_against)
             if path == f"{info_dir}/WHEEL" and platform:
                 content, target_name = retag(wheel.read(entry.info), target_name, platform)
-            if path != f"{info_dir}/{BUILD_INFO}":
+            if path not in (f"{info_dir}/{BUILD_INFO}", f"{info_dir}/{sbom.WHEEL_SBOM}"):
                 members.append((path, content, mode_of(entry.info)))
     members.append((f"{info_dir}/{BUILD_INFO}", info, 0o644))
+    # Made from the build info and the version, both covered by the version key: the key still
+    # covers every byte this writes.
+    members.append((f"{info_dir}/{sbom.WHEEL_SBOM}", sbom.wheel_sbom(parsed, name, new_version), 0o644))
     write_wheel(os.path.join(out_dir, target_name), info_dir, members)
 
 

@@ -13,8 +13,9 @@ from pathlib import Path
 
 from rocm_build.sandbox_scripts import load_script
 
-wheel_files = load_script("wheel_files.py", "wheel_zip.py")
+wheel_files = load_script("wheel_files.py", "wheel_zip.py", "sbom.py")
 wheel_zip = load_script("wheel_zip.py")
+sbom = load_script("sbom.py")
 
 MEMBERS = {
     "pkg/__init__.py": b"ARCHS = ['gfx1151']\n",
@@ -54,7 +55,14 @@ def test_label_then_build_info(tmp_path: Path) -> None:
 
     info = tmp_path / "info.json"
     dependency = "torch-2.9.0+rocm7gfx1151.k0badcafe-cp311-cp311-linux_x86_64.whl"
-    info.write_text(json.dumps({"dependencies": [{"wheel": dependency}], "version_key": {"label": "k1a2b3c4d"}}))
+    source = {"pin": "pkg", "url": "https://github.com/example/pkg", "commit": "ab" * 20, "patches": []}
+    build_info = {
+        "target": "components/pkg:wheel", "gpu_targets": ["gfx1151"], "source": source, "python": "CPython 3.11.7",
+        "toolchain": {"address": "components:llvm", "identity": "provider=llvm\nversion=\nclang 19"},
+        "dependencies": [{"target": "components/torch:wheel", "wheel": dependency, "payload_sha256": "cd" * 32, "source": source}],
+        "version_key": {"label": "k1a2b3c4d", "digest": "1a2b3c4d"},
+    }  # fmt: skip
+    info.write_text(json.dumps(build_info))
     wheel_files.add_info(str(labelled), str(tmp_path / "final"), str(info), "manylinux_2_28_x86_64")
     # The version says which build it is; the dist-info directory and RECORD follow it.
     final = tmp_path / "final" / "pkg-1.0+rocm7gfx1151.k1a2b3c4d-cp311-cp311-manylinux_2_28_x86_64.whl"
@@ -65,6 +73,10 @@ def test_label_then_build_info(tmp_path: Path) -> None:
     assert b"Requires-Dist: torch==2.9.0+rocm7gfx1151.k0badcafe" in metadata and b"torch>=2" not in metadata
     assert b"Tag: cp311-cp311-manylinux_2_28_x86_64" in contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/WHEEL"]
     assert contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/rocm_build_info.json"] == info.read_bytes()
+    # Its SBOM (PEP 770), made from that build info and the version, listed in RECORD (records()).
+    assert contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/sboms/rocm-pants.cdx.json"] == sbom.wheel_sbom(
+        build_info, "pkg", "1.0+rocm7gfx1151.k1a2b3c4d"
+    )
     # The package's members are the labelled wheel's stored bytes, not deflated again.
     before, after = wheel_zip.raw_entries(str(labelled)), wheel_zip.raw_entries(str(final))
     for name in ("pkg/__init__.py", "pkg/odd,name.py", "pkg/_C.so"):

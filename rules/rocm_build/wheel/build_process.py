@@ -81,7 +81,7 @@ VERSION_KEY_HOW = (
 VERSION_KEY_DIGITS = 16
 # The scripts that write the shipped wheel's bytes after the build (build/build_output.py's
 # add-info step): their digests are in the build info (`written_by`), so in the key.
-FINISHING_SCRIPTS = ("wheel_files.py", "wheel_zip.py")
+FINISHING_SCRIPTS = ("wheel_files.py", "wheel_zip.py", "sbom.py")
 WRITTEN_BY = "written_by"
 
 

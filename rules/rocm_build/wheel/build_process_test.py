@@ -362,5 +362,5 @@ def test_a_built_wheels_build_info_gets_its_bytes_what_writes_them_and_its_key()
     platform = {"tag": "manylinux_2_28_x86_64", "by": "auditwheel show"}
     keyed = json.loads(with_version_key(json.dumps({"label": "llvm19gfx1151", "gpu_targets": ["gfx1151"]}), "ab" * 32, platform))
     assert keyed["payload_sha256"] == "ab" * 32 and keyed["platform"] == platform
-    assert keyed["written_by"] == {n: hashlib.sha256(script_bytes(n)).hexdigest() for n in ("wheel_files.py", "wheel_zip.py")}
+    assert keyed["written_by"] == {n: hashlib.sha256(script_bytes(n)).hexdigest() for n in ("wheel_files.py", "wheel_zip.py", "sbom.py")}
     assert keyed["version_key"] == version_key({k: v for k, v in keyed.items() if k != "version_key"})
