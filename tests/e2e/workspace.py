@@ -217,6 +217,13 @@ class Workspace:
             stop_process(pid)
 
 
+    def dist_wheels(self, prebuilt: bool = False) -> Dict[str, Path]:
+        """The wheels the chain built in dist/, by directory; with `prebuilt`, also the prebuilt
+        ones written beside them (the mini SDK's), which carry no rocm_build_info.json."""
+        found = {p.parent.name: p for p in sorted((self.root / "dist").glob("*/*.whl"))}
+        return {d: p for d, p in found.items() if prebuilt or _built_by_us(p)}
+
+
 def stop_process(pid: int, grace: float = 30.0) -> None:
     """SIGTERM, then SIGKILL when `pid` still runs after `grace` seconds; returns once it is gone."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
@@ -250,13 +257,6 @@ def _running(pid: int) -> bool:
             return f.read().rsplit(")", 1)[1].split()[0] != "Z"
     except (FileNotFoundError, ProcessLookupError, IndexError):
         return False
-
-    def dist_wheels(self, prebuilt: bool = False) -> Dict[str, Path]:
-        """The wheels the chain built in dist/, by directory; with `prebuilt`, also the prebuilt
-        ones written beside them (the mini SDK's), which carry no rocm_build_info.json."""
-        found = {p.parent.name: p for p in sorted((self.root / "dist").glob("*/*.whl"))}
-        return {d: p for d, p in found.items() if prebuilt or _built_by_us(p)}
-
 
 # Who commits in a patch workspace (work/<pin>/): the user, with an identity of their own.
 USER_GIT_ENV = {
