@@ -290,7 +290,7 @@ def test_upstream_archive_is_verified_and_unpacked_into_the_build(ws, server) ->
 
 def test_opting_out_of_isolation_is_a_different_key_and_is_recorded(ws) -> None:
     require_success(ws.package(AOT), "the isolated build")
-    host = require_success(ws.package(AOT, extra_options=["--no-rocm-build-network-isolation"]), "opted out")
+    host = require_success(ws.package(AOT, extra_options=["--no-build-isolation-network-isolation"]), "opted out")
     assert host.built == [AOT]
     assert build_info(ws.dist_wheels()["tests.mini.aotriton"])["network"] == "host (network_isolation = false)"
     assert require_success(ws.package(AOT), "isolated again").built == []

@@ -26,7 +26,7 @@ def test_a_build_links_its_toolchain_and_python_where_the_links_are_missing(tmp_
         for link in links:
             link.unlink()
         # The search path is in the build's key: the build runs again, in the same pantsd.
-        ws.pants_env_extra = {"PANTS_ROCM_BUILD_WORKER_SEARCH_PATH": repr(["/usr", *map(str, sorted(pyenv.glob("3.*")))])}
+        ws.pants_env_extra = {"PANTS_BUILD_ISOLATION_WORKER_SEARCH_PATH": repr(["/usr", *map(str, sorted(pyenv.glob("3.*")))])}
         run = require_success(ws.package(AOT), "the build, links gone")
         assert run.built == [AOT]
         assert {link: os.readlink(link) for link in links} == made_by_locating
@@ -53,10 +53,10 @@ def test_a_build_links_its_toolchain_and_python_where_the_links_are_missing(tmp_
         pantsd = sorted(p.read_text() for p in ws.root.glob(".pids/*/pantsd/pid"))
         for link in links:
             link.unlink()
-        ws.pants_env_extra = {"PANTS_ROCM_BUILD_WORKER_SEARCH_PATH": "['/nowhere']"}
+        ws.pants_env_extra = {"PANTS_BUILD_ISOLATION_WORKER_SEARCH_PATH": "['/nowhere']"}
         run = ws.package(AOT)
         assert run.returncode != 0
         assert 'rocm_build: cannot build tests/mini/aotriton:wheel on this machine: nothing answers "CPython 3.11.' in run.stderr
-        assert "under any of: /nowhere. Install it at one of those roots, or add its root to [rocm-build] worker_search_path." in run.stderr
+        assert "under any of: /nowhere. Install it at one of those roots, or add its root to [build-isolation] worker_search_path." in run.stderr
     finally:
         ws.stop()

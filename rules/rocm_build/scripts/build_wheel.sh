@@ -36,7 +36,7 @@ link_root() {
   done
   echo "rocm_build: cannot build $ROCM_BUILD_TARGET on this machine: nothing answers \"$want\" at" \
     "$dir/root or under any of: $*. Install it at one of those roots, or add its root to" \
-    "[rocm-build] worker_search_path." >&2
+    "[build-isolation] worker_search_path." >&2
   exit 45
 }
 if [[ -z "${ROCM_BUILD_IN_NAMESPACE:-}" && -z "${ROCM_BUILD_IMAGE:-}" ]]; then

@@ -1,4 +1,5 @@
-"""`[rocm-build]` options: where locked build requirements come from, and build isolation."""
+"""`[rocm-build]` options: where locked build requirements come from, the build Python, mirrors and
+the compiler launcher. Isolation is `[build-isolation]` (build_isolation.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,8 @@ from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
 from rocm_build.errors import RocmBuildError
-
-
-class ContainerEngineName(Enum):
-    podman = "podman"
-    docker = "docker"
+from rocm_build.subsystems.build_isolation import BuildIsolationSubsystem, ContainerEngineName
+from rocm_build.subsystems.moved_options import REMOVAL_VERSION, moved_hint
 
 
 class CompilerLauncher(Enum):
@@ -25,7 +23,7 @@ class CompilerLauncher(Enum):
 
 class RocmBuildSubsystem(Subsystem):
     options_scope = "rocm-build"
-    help = "How rocm_wheel builds get their locked build requirements, and how they are isolated."
+    help = "How rocm_wheel builds get their locked build requirements, their Python, mirrors and compiler launcher."
 
     index_urls = StrListOption(
         default=["https://pypi.org/simple"],
@@ -55,44 +53,26 @@ class RocmBuildSubsystem(Subsystem):
         default=[],
         help="Directories or URLs with wheels, searched as pip's `--find-links` (e.g. a local mirror).",
     )
+    # Moved to `[build-isolation]` (subsystems/build_isolation.py); read there, with these.
     network_isolation = BoolOption(
         default=True,
-        help=softwrap(
-            """
-            Run every build step in a new network namespace (`unshare --net`, with
-            `--map-root-user` when not root), so a build cannot download anything it did not
-            declare. Turn off only where namespaces are not permitted; each wheel's
-            `rocm_build_info.json` then records that it was built with the host's network.
-            """
-        ),
+        help="Deprecated: `[build-isolation] network_isolation`.",
+        removal_version=REMOVAL_VERSION,
+        removal_hint=moved_hint(BuildIsolationSubsystem.options_scope, "network_isolation"),
     )
-
     container_engine = EnumOption(
         default=None,
         enum_type=ContainerEngineName,
-        help=softwrap(
-            """
-            The container engine that runs builds whose `environment` is a
-            `docker_environment`: `podman` or `docker` (its CLI, found in /usr/bin, /bin or
-            /usr/local/bin). Unset: podman if installed, else docker.
-            """
-        ),
+        help="Deprecated: `[build-isolation] container_engine`.",
+        removal_version=REMOVAL_VERSION,
+        removal_hint=moved_hint(BuildIsolationSubsystem.options_scope, "container_engine"),
     )
-
     worker_search_path = StrListOption(
         default=["/usr", "/usr/local", "/opt/rocm"],
         advanced=True,
-        help=softwrap(
-            """
-            Where a build looks for its Python and its toolchain when the links to them are
-            missing in its sandbox's named caches: on a remote-execution worker, where the
-            process that located them may have run on another machine. Each entry is a root
-            (a Python prefix with `bin/python3.X`, a ROCm root, an LLVM root); llvm toolchains
-            are also looked for at `/usr/lib/llvm-<major>`, ROCm ones at `/opt/rocm-<version>`.
-            A root is used only if its interpreter or compiler says exactly the version in the
-            build's key. Part of every build's key (it is in the build's environment).
-            """
-        ),
+        help="Deprecated: `[build-isolation] worker_search_path`.",
+        removal_version=REMOVAL_VERSION,
+        removal_hint=moved_hint(BuildIsolationSubsystem.options_scope, "worker_search_path"),
     )
     mirrors = DictOption[str](
         default={},

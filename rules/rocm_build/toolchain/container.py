@@ -32,6 +32,7 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.subsystems.build_isolation import BuildIsolationSubsystem
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.toolchain.target_types import ImageContainerfileField, ImageRecipeField
 from rocm_build.subsystems.host_tools import SYSTEM_DIRS
@@ -86,8 +87,9 @@ class BuildEnvironment:
 
 
 @rule(desc="Finding the container engine")
-async def find_container_engine(settings: RocmBuildSubsystem) -> ContainerEngine:
-    wanted = (settings.container_engine.value,) if settings.container_engine else ENGINES
+async def find_container_engine(isolation: BuildIsolationSubsystem, settings: RocmBuildSubsystem) -> ContainerEngine:
+    engine = isolation.engine(settings)
+    wanted = (engine,) if engine else ENGINES
     for name in wanted:
         paths = await Get(
             BinaryPaths, BinaryPathRequest(binary_name=name, search_path=SYSTEM_DIRS, test=BinaryPathTest(["--version"]))

@@ -2,7 +2,7 @@
 
 Only the processes that must download (git fetch, wheelhouse, archives, the TheRock SDK
 install) have the network. Whether this machine permits namespaces is checked once per
-pantsd; where it does not, builds stop unless `[rocm-build] network_isolation = false`,
+pantsd; where it does not, builds stop unless `[build-isolation] network_isolation = false`,
 which each wheel's rocm_build_info.json then records.
 """
 
@@ -17,6 +17,7 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.subsystems.build_isolation import BuildIsolationSubsystem
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.subsystems import host_tools
@@ -38,7 +39,7 @@ NO_NETWORK_SIGNS = re.compile(
 )
 HOW_TO_ALLOW = (
     "Allow them (e.g. `sysctl -w kernel.unprivileged_userns_clone=1`, or run as root), or "
-    "let builds use the host's network with `[rocm-build] network_isolation = false` in "
+    "let builds use the host's network with `[build-isolation] network_isolation = false` in "
     "pants.toml (rocm_build_info.json records it)"
 )
 
@@ -58,8 +59,10 @@ class NetworkIsolation:
 
 
 @rule
-async def network_isolation(settings: RocmBuildSubsystem, tools: HostTools) -> NetworkIsolation:
-    if not settings.network_isolation:
+async def network_isolation(
+    isolation: BuildIsolationSubsystem, settings: RocmBuildSubsystem, tools: HostTools
+) -> NetworkIsolation:
+    if not isolation.network(settings):
         return NetworkIsolation(False)
     probe = await Get(
         FallibleProcessResult,

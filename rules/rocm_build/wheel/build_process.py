@@ -28,6 +28,7 @@ from rocm_build.locks.build_requirements import LOCK_IN_SANDBOX, WHEELHOUSE_DIR
 from rocm_build.toolchain.container import BuildImage
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
+from rocm_build.subsystems.build_isolation import BuildIsolationSubsystem
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.errors import RocmBuildError
 from rocm_build.subsystems.sccache import Sccache, SccacheBinary
@@ -282,7 +283,9 @@ def self_link_env(request: WheelBuildRequest, search_path: Tuple[str, ...]) -> D
 
 
 @rule(desc="Describing a rocm_wheel build process")
-async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTools, settings: RocmBuildSubsystem) -> Process:
+async def describe_wheel_build_process(
+    request: WheelBuildRequest, tools: HostTools, settings: RocmBuildSubsystem, isolation: BuildIsolationSubsystem
+) -> Process:
     spec = request.spec
     on_host = None if request.image else request.toolchain
     launcher = await Get(Launcher, LauncherRequest(settings.launcher(), spec.owner, spec.gpu_targets, on_host))
@@ -329,7 +332,7 @@ async def describe_wheel_build_process(request: WheelBuildRequest, tools: HostTo
         env = container_env(request, env, (LOG_CACHE_DIR, WHEEL_CHUNKS_DIR, *launcher.caches.values()))
     else:
         caches = {request.toolchain.cache_name: ".rocm", request.python.cache_name: PYTHON_LINK, VENV_CACHE: VENV_CACHE_DIR, **caches}
-        env = {**env, **self_link_env(request, tuple(settings.worker_search_path))}
+        env = {**env, **self_link_env(request, isolation.worker_roots(settings))}
     return Process(
         argv=argv,
         env=env,

@@ -153,7 +153,7 @@ def test_process_env_holds_content_and_sandbox_relative_paths_only(rule_runner) 
     assert expand.index("ROCM_PATH") < expand.index("EXTRA")
     assert "LLVM_SYSPATH" in expand
     # The only absolute paths are a system one and where a build looks for its toolchain and
-    # Python if their links are missing ([rocm-build] worker_search_path): the interpreter is
+    # Python if their links are missing ([build-isolation] worker_search_path): the interpreter is
     # reached through a named cache named by its identity, so where it is here is in no key.
     assert {k: v for k, v in env.items() if v.startswith("/")} == {
         "PIP_CONFIG_FILE": "/dev/null",
@@ -270,7 +270,7 @@ def test_a_build_can_find_its_toolchain_where_it_is_usually_installed() -> None:
 def test_the_search_path_for_workers_is_in_the_key(rule_runner) -> None:
     spec = wheel_build(rule_runner)
     before = process_for(rule_runner, spec)
-    rule_runner.set_options(["--rocm-build-worker-search-path=['/opt/python/3.11.2', '/opt/rocm']"])
+    rule_runner.set_options(["--build-isolation-worker-search-path=['/opt/python/3.11.2', '/opt/rocm']"])
     after = process_for(rule_runner, spec)
     assert dict(after.env)["ROCM_BUILD_PYTHON_CANDIDATES"] == "/opt/python/3.11.2 /opt/rocm"
     assert after != before
