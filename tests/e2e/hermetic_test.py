@@ -147,11 +147,13 @@ def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
         assert check.returncode == 1
         assert f"{LOCK}: made at mini-vllm {old[:12]}, stale; regenerate: pants lock-build-requirements {VLLM}" in check.stdout
 
-        # The program form of the `lock-build-requirements` goal; it runs the goal nested.
+        # The program form of the `lock-build-requirements` goal; a nested Pants writes the lock
+        # by its resolve of `generate-lockfiles`, as Pants writes every lock.
         lock = require_success(
             ws.pants("run", "rules:lock-build-requirements", "--", "--only", "mini-vllm"), "regenerating the lock"
         )
-        assert f"Wrote {LOCK}: 2 distribution(s) for tests/mini/vllm:wheel" in lock.stdout
+        assert f"refreshing 1 lock(s): ./pants generate-lockfiles --resolve=build:py3.11/mini-vllm" in lock.stdout
+        assert f"Wrote lockfile for the resolve `build:py3.11/mini-vllm` to {LOCK}" in lock.stderr
         assert f"# pin: mini-vllm {new}\n" in ws.read(LOCK)
         assert f"six==1.16.0 --hash=sha256:{SIX_SHA}\n" in ws.read(LOCK)
         assert require_success(ws.package(VLLM), "with the new lock").built == [VLLM]
@@ -159,7 +161,7 @@ def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
         # update-pins itself refreshes the locks of the pins it moves.
         newer = ws.upstreams.new_commit("vllm", {"README.md": "# mini_vllm, again\n"}, "readme")
         moved = require_success(update_pins(ws), "update-pins refreshing the lock")
-        assert f"refreshing 1 lock(s): ./pants lock-build-requirements {VLLM}" in moved.stdout
+        assert "refreshing 1 lock(s): ./pants generate-lockfiles --resolve=build:py3.11/mini-vllm" in moved.stdout
         assert f"# pin: mini-vllm {newer}\n" in ws.read(LOCK)
         assert require_success(ws.package(VLLM), "after update-pins").built == [VLLM]
     finally:
@@ -186,7 +188,8 @@ def test_generate_lockfiles_writes_the_mini_locks_byte_for_byte_as_the_old_goals
         # The old goals, aliases by target, on the same inputs.
         for path in committed:
             ws.path(path).unlink()
-        require_success(ws.pants("lock-build-requirements", VLLM), "lock-build-requirements")
+        alias = require_success(ws.pants("lock-build-requirements", VLLM), "lock-build-requirements")
+        assert f"Wrote {LOCK}: 2 distribution(s) for tests/mini/vllm:wheel" in alias.stdout
         require_success(ws.pants("lock-runtime-requirements", "tests/mini/flash_attention:wheel"), "lock-runtime-requirements")
         old = {path: ws.path(path).read_bytes() for path in committed}
     finally:

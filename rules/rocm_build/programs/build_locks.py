@@ -1,18 +1,21 @@
 """The build-requirements locks (3rdparty/build/py*/<pin>.lock, see locks/lockfile.py) as
 the pin programs see them: the pin commit each was made at, which are stale once pins move,
-and regenerating them with a nested Pants."""
+and regenerating them with a nested Pants' `generate-lockfiles`, the one way locks are made."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from rocm_build.programs.host_git import UpdateError
 from rocm_build.programs.new_commits import Move
 from rocm_build.upstream.pins import Pin
 from rocm_build.locks import lockfile
+
+BUILD_LOCKS = "3rdparty/build/"  # where a lock's resolve is named by its path under it
 
 
 @dataclass
@@ -42,11 +45,37 @@ def stale_locks(locks: Sequence[LockState], pins: Dict[str, Pin], moves: Sequenc
     return [lock for lock in locks if lock.pin in after and lock.commit != after[lock.pin]]
 
 
-def refresh_locks(pants: str, locks: Sequence[LockState]) -> Optional[str]:
-    """Regenerates `locks` with a nested Pants (`--concurrent`: this program runs under one)."""
-    if not locks:
-        return None
-    targets = [lock.target for lock in locks]
-    print(f"refreshing {len(locks)} lock(s): {pants} lock-build-requirements {' '.join(targets)}")
-    result = subprocess.run([pants, "--concurrent", "--no-dynamic-ui", "lock-build-requirements", *targets])
-    return None if result.returncode == 0 else f"`{pants} lock-build-requirements {' '.join(targets)}` failed"
+def resolve_of(lock: LockState) -> str:
+    """The lock's resolve of `generate-lockfiles`, named as goals/lockfiles.py names it:
+    `build:py3.11/mini-vllm` for 3rdparty/build/py3.11/mini-vllm.lock, the whole path for a
+    lock elsewhere."""
+    path = Path(os.path.relpath(lock.path)).with_suffix("").as_posix()
+    return f"build:{path[len(BUILD_LOCKS):] if path.startswith(BUILD_LOCKS) else path}"
+
+
+def refresh_commands(
+    pants: str, locks: Sequence[LockState], new_targets: Sequence[str] = ()
+) -> List[Tuple[int, List[str]]]:
+    """The nested Pants runs that write `locks` and the first locks of `new_targets`. A lock
+    that exists is written as Pants writes every lock, by its resolve of `generate-lockfiles`;
+    a target without one yet has no resolve name here (its path is its target's to say), so
+    it goes through the alias by target, `lock-build-requirements`: both render the same
+    bytes (`RocmLockRequest`). `--concurrent`: this program runs under a Pants itself."""
+    nested = [pants, "--concurrent", "--no-dynamic-ui"]
+    commands = []  # (how many locks, the command)
+    if locks:
+        resolves = sorted({f"--resolve={resolve_of(lock)}" for lock in locks})
+        commands.append((len(resolves), [*nested, "generate-lockfiles", *resolves]))
+    if new_targets:
+        commands.append((len(new_targets), [*nested, "lock-build-requirements", *new_targets]))
+    return commands
+
+
+def refresh_locks(pants: str, locks: Sequence[LockState], new_targets: Sequence[str] = ()) -> Optional[str]:
+    """Regenerates `locks` (and makes the first locks of `new_targets`) with a nested Pants."""
+    for count, command in refresh_commands(pants, locks, new_targets):
+        shown = " ".join(command[:1] + command[3:])  # without the nested run's own flags
+        print(f"refreshing {count} lock(s): {shown}")
+        if subprocess.run(command).returncode != 0:
+            return f"`{shown}` failed"
+    return None

@@ -2,8 +2,9 @@
 
 The `lock-build-requirements` goal as a program, for scripts and CI: with `--only`, the
 locks of those pins in 3rdparty/build are regenerated; with targets, those targets'; with
-neither, every lock there. It runs the goal with a nested Pants (`--concurrent`, since this
-program itself runs under one).
+neither, every lock there. A thin entry: a nested Pants (`--concurrent`, since this program
+itself runs under one) writes them, a lock by its resolve of `generate-lockfiles` and a
+target by the goal (build_locks.py).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 1
     # --only picks locks by pin; targets add themselves; neither means every lock.
     chosen: List[LockState] = [lock for lock in locks if lock.pin in args.only] if args.only else []
-    chosen += [LockState(Path(), "", "", target) for target in args.targets]
     if not args.only and not args.targets:
         chosen = locks
     missing = set(args.only or ()) - {lock.pin for lock in locks}
@@ -39,7 +39,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"lock-build-requirements: no lock in {args.locks_dir} for pin(s) {', '.join(sorted(missing))}; "
               "name the rocm_wheel target instead", file=sys.stderr)  # fmt: skip
         return 1
-    problem = refresh_locks(args.pants, chosen)
+    problem = refresh_locks(args.pants, chosen, args.targets)
     if problem:
         print(f"lock-build-requirements: {problem}", file=sys.stderr)
         return 1
