@@ -94,7 +94,7 @@ def test_a_first_build_downloads_its_independent_inputs_at_once(tmp_path: Path) 
         runner.set_options(
             [
                 f'--rocm-build-mirrors={{"https://github.com/rocm-pants-mini/": "{git_url}/"}}',
-                f"--rocm-build-index-urls=['{http_url}/simple/']",
+                f"--python-repos-indexes=['{http_url}/simple/']",
             ],
             env_inherit={"PATH"},
         )

@@ -105,7 +105,7 @@ def _resolving(tmp_path: Path) -> Dict[str, Any]:
         (links / filename).write_bytes(data)
     return dict(
         global_args=[
-            "--rocm-build-index-urls=[]", f"--rocm-build-find-links=['{links}']",
+            "--python-repos-indexes=[]", f"--python-repos-find-links=['{links}']",
             "--python-bootstrap-search-path=['<PYENV>', '<PATH>']",
         ],
         env_inherit={"PATH", "PYENV_ROOT", "HOME"},

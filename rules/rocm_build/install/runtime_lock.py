@@ -1,7 +1,7 @@
 """Run-time requirement locks (written by `pants lock-runtime-requirements`, goals/).
 
 A rocm_wheel's `runtime_requirements` (what the installed wheel needs beside its chain, e.g.
-flash-attention's einops) are resolved once against `[rocm-build].index_urls` for the build
+flash-attention's einops) are resolved once against `[python-repos] indexes` for the build
 Python, together with those of every rocm_wheel below it in its chain (one venv holds them
 all: vLLM's setuptools<80 and torch's setuptools>=77.0.3 resolve to one version only when
 resolved together), and pinned by sha256, in the build lock's format (lockfile.py) under its

@@ -36,10 +36,10 @@ from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
-from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
+from rocm_build.subsystems.package_indexes import PipIndexArgs
 from rocm_build.upstream.source_tree import SourceTree, source_files
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
-from rocm_build.subsystems import bootstrap_wheels, host_tools
+from rocm_build.subsystems import bootstrap_wheels, host_tools, package_indexes
 from rocm_build.upstream import source_tree
 
 LOCK_IN_SANDBOX = f"{SCRIPTS_DIR}/build.lock"
@@ -205,7 +205,7 @@ class PipRun:
 
 @rule
 async def pip_run_process(
-    request: PipRun, tools: HostTools, settings: RocmBuildSubsystem, global_options: GlobalOptions, bootstrap: BootstrapWheels
+    request: PipRun, tools: HostTools, index: PipIndexArgs, global_options: GlobalOptions, bootstrap: BootstrapWheels
 ) -> Process:
     python = request.python
     scripts = await Get(Digest, script_files("run_pip.sh"))
@@ -213,7 +213,7 @@ async def pip_run_process(
         Digest, MergeDigests([request.inputs, scripts, await Get(Digest, AddPrefix(bootstrap.digest, "bootstrap"))])
     )
     return Process(
-        argv=(tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.in_sandbox, *request.args, *settings.pip_index_args()),
+        argv=(tools.bash.path, f"{SCRIPTS_DIR}/run_pip.sh", python.in_sandbox, *request.args, *index.args),
         env=pip_environment(python, global_options),
         append_only_caches={python.cache_name: PYTHON_LINK},
         input_digest=input_digest,
@@ -281,7 +281,7 @@ async def resolve_with_pip(request: PipResolveRequest) -> PipResolved:
 
 
 @rule(desc="Downloading a wheelhouse")
-async def download_wheelhouse(request: WheelhouseRequest, settings: RocmBuildSubsystem) -> Wheelhouse:
+async def download_wheelhouse(request: WheelhouseRequest, index: PipIndexArgs) -> Wheelhouse:
     process = await Get(
         Process,
         PipRun(
@@ -298,11 +298,11 @@ async def download_wheelhouse(request: WheelhouseRequest, settings: RocmBuildSub
     result = await Get(FallibleProcessResult, Process, process)
     if result.exit_code != 0:
         output = result.stdout.decode(errors="replace") + result.stderr.decode(errors="replace")
-        raise RocmBuildError(explain_download_failure(request, settings, output))
+        raise RocmBuildError(explain_download_failure(request, index, output))
     return Wheelhouse(result.output_digest)
 
 
-def explain_download_failure(request: WheelhouseRequest, settings: RocmBuildSubsystem, output: str) -> str:
+def explain_download_failure(request: WheelhouseRequest, index: PipIndexArgs, output: str) -> str:
     where = f"rocm_wheel {request.owner}: lock {request.lock_path}"
     m = _HASH_MISMATCH.search(output)
     if m:
@@ -313,10 +313,10 @@ def explain_download_failure(request: WheelhouseRequest, settings: RocmBuildSubs
             f"the index really serves new bytes under the same version, check why before you "
             f"trust them, then regenerate the lock: {regenerate_command(request.owner)}"
         )
-    sources = " ".join(settings.pip_index_args())
+    sources = " ".join(index.args)
     return (
         f"{where}: the locked distributions could not be downloaded ({sources}). Check "
-        f"`[rocm-build].index_urls`/`find_links` and the network.\n{indent(tail(output, 12))}"
+        f"`{index.where}` and the network.\n{indent(tail(output, 12))}"
     )
 
 
@@ -324,7 +324,7 @@ def explain_download_failure(request: WheelhouseRequest, settings: RocmBuildSubs
 def rules():
     return FrozenOrderedSet([
         *collect_rules(),
-        *RocmBuildSubsystem.rules(),
+        *package_indexes.rules(),
         *bootstrap_wheels.rules(),
         *host_tools.rules(),
         *source_tree.rules(),

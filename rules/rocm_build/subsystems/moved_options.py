@@ -16,11 +16,11 @@ def moved_hint(new_scope: str, option: str) -> str:
     return f"Moved to `[{new_scope}] {option}`: set it there (pants.toml, or PANTS_{new_scope.upper().replace('-', '_')}_{option.upper()})."
 
 
-def moved_value(new: Subsystem, old: Subsystem, option: str) -> Any:
+def moved_value(new: Subsystem, old: Subsystem, option: str, new_option: str = "") -> Any:
     """The old key's value where it is set, else the new one's (both set: an error naming both)."""
     return resolve_conflicting_options(
         old_option=option,
-        new_option=option,
+        new_option=new_option or option,
         old_scope=old.options_scope,
         new_scope=new.options_scope,
         old_container=old.options,

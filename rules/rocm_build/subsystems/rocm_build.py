@@ -1,17 +1,15 @@
-"""`[rocm-build]` options: where locked build requirements come from, the build Python, mirrors and
-the compiler launcher. Isolation is `[build-isolation]` (build_isolation.py)."""
+"""`[rocm-build]` options: the build Python, mirrors and the compiler launcher. Package indexes
+are Pants' `[python-repos]` (package_indexes.py), isolation `[build-isolation]`
+(build_isolation.py); the keys they took from here still count until their removal."""
 
 from __future__ import annotations
 
-import urllib.parse
 from enum import Enum
-from typing import Tuple
 
 from pants.option.option_types import BoolOption, DictOption, EnumOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
-from rocm_build.errors import RocmBuildError
 from rocm_build.subsystems.build_isolation import BuildIsolationSubsystem, ContainerEngineName
 from rocm_build.subsystems.moved_options import REMOVAL_VERSION, moved_hint
 
@@ -23,18 +21,14 @@ class CompilerLauncher(Enum):
 
 class RocmBuildSubsystem(Subsystem):
     options_scope = "rocm-build"
-    help = "How rocm_wheel builds get their locked build requirements, their Python, mirrors and compiler launcher."
+    help = "The Python rocm_wheel builds use, the mirrors they fetch through, their compiler launcher."
 
+    # Moved to Pants' `[python-repos]` (package_indexes.py), which Pants' resolves read too.
     index_urls = StrListOption(
         default=["https://pypi.org/simple"],
-        help=softwrap(
-            """
-            Package indexes that locks are resolved against and wheelhouses are downloaded
-            from (the first is pip's `--index-url`, the others `--extra-index-url`). Empty: no
-            index, only `find_links`. Every file is checked against the lock's sha256, so an
-            index can change the speed of a build, never its inputs.
-            """
-        ),
+        help="Deprecated: `[python-repos] indexes`.",
+        removal_version=REMOVAL_VERSION,
+        removal_hint=moved_hint("python-repos", "indexes"),
     )
     python = StrOption(
         default="3.11",
@@ -51,7 +45,9 @@ class RocmBuildSubsystem(Subsystem):
     )
     find_links = StrListOption(
         default=[],
-        help="Directories or URLs with wheels, searched as pip's `--find-links` (e.g. a local mirror).",
+        help="Deprecated: `[python-repos] find_links`.",
+        removal_version=REMOVAL_VERSION,
+        removal_hint=moved_hint("python-repos", "find_links"),
     )
     # Moved to `[build-isolation]` (subsystems/build_isolation.py); read there, with these.
     network_isolation = BoolOption(
@@ -121,19 +117,3 @@ class RocmBuildSubsystem(Subsystem):
 
     def launcher(self) -> str:
         return self.compiler_launcher.value  # Pants refuses any other value, naming the choices
-
-    def pip_index_args(self) -> Tuple[str, ...]:
-        """pip's index arguments; they are in lock and download processes' keys, so no URL
-        may carry a user, password or token (pip reads those from ~/.netrc instead)."""
-        for option, values in (("index_urls", self.index_urls), ("find_links", self.find_links)):
-            for url in values:
-                parts = urllib.parse.urlsplit(url)
-                if "@" in parts.netloc:  # shown without its user part: that may be the token
-                    raise RocmBuildError(
-                        f"[rocm-build] {option}: the URL for {parts.hostname}{parts.path} carries credentials "
-                        "(`USER[:PASSWORD]@`), which would reach cache keys, logs and error messages. Remove them "
-                        "from the URL and give them to pip in ~/.netrc (`machine HOST login USER password TOKEN`)."
-                    )
-        urls = list(self.index_urls)
-        args = ["--index-url", urls[0], *(a for u in urls[1:] for a in ("--extra-index-url", u))] if urls else ["--no-index"]
-        return (*args, *(a for link in self.find_links for a in ("--find-links", link)))

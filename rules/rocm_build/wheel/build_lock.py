@@ -1,7 +1,7 @@
 """The build-requirements lock of one rocm_wheel, resolved (locks/lockfile.py has its format).
 
 The patched tree at its pin is fetched (for the `-r` files its `build_requirements` name),
-pip resolves the requirements against `[rocm-build].index_urls` for the build Python, and
+pip resolves the requirements against `[python-repos] indexes` for the build Python, and
 the lock names the pin commit, the Python and the requirement files it was made from, with a
 sha256 per distribution. `pants generate-lockfiles` and `pants lock-build-requirements` write
 it (goals/lockfiles.py).

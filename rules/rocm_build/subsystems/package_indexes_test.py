@@ -1,0 +1,51 @@
+"""pip's index arguments from Pants' `[python-repos]`, and `[rocm-build]`'s deprecated keys
+for them (package_indexes.py)."""
+
+from __future__ import annotations
+
+import pytest
+from pants.engine.internals.scheduler import ExecutionError
+from pants.testutil.rule_runner import QueryRule, RuleRunner
+
+from rocm_build.subsystems import package_indexes
+from rocm_build.subsystems.package_indexes import PipIndexArgs
+
+
+def index_args(*options: str) -> PipIndexArgs:
+    rule_runner = RuleRunner(rules=[*package_indexes.rules(), QueryRule(PipIndexArgs, [])])
+    rule_runner.set_options(list(options))
+    return rule_runner.request(PipIndexArgs, [])
+
+
+def test_python_repos_defaults_are_pypi_and_no_find_links() -> None:
+    assert index_args().args == ("--index-url", "https://pypi.org/simple/")
+
+
+def test_python_repos_indexes_and_find_links_become_pip_arguments() -> None:
+    got = index_args("--python-repos-indexes=['https://a/simple', 'https://b/simple']", "--python-repos-find-links=['/w']")
+    assert got.args == ("--index-url", "https://a/simple", "--extra-index-url", "https://b/simple", "--find-links", "/w")
+    assert got.where == "[python-repos] indexes/find_links"
+    assert index_args("--python-repos-indexes=[]").args == ("--no-index",)
+
+
+def test_the_old_rocm_build_keys_still_count_until_their_removal() -> None:
+    got = index_args("--rocm-build-index-urls=[]", "--rocm-build-find-links=['/old']")
+    assert got.args == ("--no-index", "--find-links", "/old")
+    assert got.where == "[rocm-build] index_urls/find_links"
+
+
+def test_a_url_with_credentials_is_refused_naming_the_option_not_the_secret() -> None:
+    with pytest.raises(ExecutionError) as failure:
+        index_args("--python-repos-indexes=['https://user:s3cret@example.com/simple']")
+    message = str(failure.value)
+    assert "[python-repos] indexes: the URL for example.com/simple carries credentials" in message
+    assert "s3cret" not in message
+    with pytest.raises(ExecutionError) as failure:
+        index_args("--rocm-build-find-links=['https://tok@example.com/wheels']")
+    assert "[rocm-build] find_links: the URL for example.com/wheels carries credentials" in str(failure.value)
+
+
+def test_an_old_and_a_new_key_together_are_refused() -> None:
+    with pytest.raises(ExecutionError) as failure:
+        index_args("--rocm-build-index-urls=[]", "--python-repos-indexes=[]")
+    assert "--python-repos-indexes" in str(failure.value) and "--rocm-build-index-urls" in str(failure.value)
