@@ -453,7 +453,7 @@ def farm_builds(out: Path, n_tus: int) -> None:
     fields = 'env={"CC": "$ROCM_PATH/bin/clang", "MAX_JOBS": "8"}'
 
     def build(name: str, farm=None):
-        env = {"PANTS_ROCM_BUILD_COMPILER_LAUNCHER": "sccache"}
+        env = {"PANTS_COMPILER_CACHE_LAUNCHER": "sccache"}
         if farm:
             env.update({"PANTS_SCCACHE_DIST_SCHEDULER_URL": farm.scheduler_url,
                         "PANTS_SCCACHE_DIST_TOKEN_FILE": str(farm.token_file())})
@@ -497,7 +497,7 @@ def shared_ccache(out: Path, n_files: int, n_tus: int) -> None:
     component with one unit changed."""
     upstream = big_upstream(out, n_files, n_tus, cmake=True)
     with redis_server(out / "redis") as port:
-        env = {"PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE": f"redis://127.0.0.1:{port}"}
+        env = {"PANTS_COMPILER_CACHE_CCACHE_REMOTE_STORAGE": f"redis://127.0.0.1:{port}"}
         a = big_workspace(out / "a", n_files, n_tus, upstream, env)[0]
         try:
             _, clean = timed(lambda: require_success(a.package("bench_big:wheel"), "machine a, clean"))

@@ -28,7 +28,7 @@ def machine(tmp_path: Path, upstreams, name: str, repo: Path, sha: str, address:
     ws.path("ccache_demo").mkdir()
     ws.write("ccache_demo/BUILD", 'upstream_repo(name="src", pin="demo", pins_file="tests/mini/pins")\n'
              'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"]' + fields + ')\n')  # fmt: skip
-    ws.pants_env_extra = {"PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE": address}
+    ws.pants_env_extra = {"PANTS_COMPILER_CACHE_CCACHE_REMOTE_STORAGE": address}
     return ws
 
 

@@ -37,7 +37,7 @@ def test_a_second_machine_reuses_the_first_machines_objects(tmp_path: Path) -> N
         # The server is gone: b's next build warns, uses its own cache, and succeeds.
         b.pin_extra("demo", repo, make_upstreams.commit(repo, {"csrc/u1.c": "int u1(int x) { return -x; }\n"}, "another"))
         run = require_success(b.package(WHEEL), "machine b, server down")
-        assert f"ccache remote storage redis://127.0.0.1:{port} ([rocm-build] ccache_remote_storage" in run.stderr
+        assert f"ccache remote storage redis://127.0.0.1:{port} ([compiler-cache] ccache_remote_storage" in run.stderr
         assert "does not answer: cannot connect" in run.stderr
         stats = launcher_stats(b, "ccache")
         assert stats["cache_miss"] == 1 and stats["remote_storage_error"] >= 1, stats

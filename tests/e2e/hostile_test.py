@@ -228,7 +228,7 @@ def test_no_credential_reaches_a_log_a_key_or_dist(tmp_path: Path, remote_cache)
             ws.pants_env_extra = {
                 "PANTS_REMOTE_STORE_HEADERS": f"@{headers_file}",
                 "PANTS_REMOTE_EXECUTION_HEADERS": f"{{'x-exec-key': '{secrets['execheader']}'}}",
-                "PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE": f"redis://:{secrets['redispass']}@127.0.0.1:{port}",
+                "PANTS_COMPILER_CACHE_CCACHE_REMOTE_STORAGE": f"redis://:{secrets['redispass']}@127.0.0.1:{port}",
                 "GITHUB_TOKEN": secrets["ghtoken"],
             }
             run = require_success(ws.pants("-ldebug", "package", AOT, extra_options=[

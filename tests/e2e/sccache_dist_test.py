@@ -43,7 +43,7 @@ def machine(tmp_path: Path, name: str, upstream, farm: Optional[Farm] = None) ->
     ws.write("farm_demo/BUILD", 'upstream_repo(name="src", pin="big", pins_file="tests/mini/pins")\n'
              'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], '
              'env={"CC": "$ROCM_PATH/bin/clang", "MAX_JOBS": "6"})\n')  # fmt: skip
-    ws.pants_env_extra = {"PANTS_ROCM_BUILD_COMPILER_LAUNCHER": "sccache"}
+    ws.pants_env_extra = {"PANTS_COMPILER_CACHE_LAUNCHER": "sccache"}
     if farm:
         ws.pants_env_extra.update(
             {"PANTS_SCCACHE_DIST_SCHEDULER_URL": farm.scheduler_url, "PANTS_SCCACHE_DIST_TOKEN_FILE": str(farm.token_file())}

@@ -1,4 +1,4 @@
-"""sccache as the compiler launcher (`[rocm-build] compiler_launcher = "sccache"`), on the
+"""sccache as the compiler launcher (`[compiler-cache] launcher = "sccache"`), on the
 C component of ccache_remote_test: its local cache in a named cache makes a one-unit change
 one compile; its server lives inside the build process (a Unix socket in the sandbox, so two
 builds never share one) and is gone when the build is; the objects are the ones ccache's
@@ -50,7 +50,7 @@ def extension_bytes(ws: Workspace) -> Dict[str, bytes]:
 
 
 def launcher(ws: Workspace, name: str) -> Workspace:
-    ws.pants_env_extra = {**ws.pants_env_extra, "PANTS_ROCM_BUILD_COMPILER_LAUNCHER": name}
+    ws.pants_env_extra = {**ws.pants_env_extra, "PANTS_COMPILER_CACHE_LAUNCHER": name}
     return ws
 
 
@@ -89,7 +89,7 @@ def test_sccache_in_a_build_image(tmp_path: Path) -> None:
 
 
 def test_a_second_machine_reuses_objects_through_redis(tmp_path: Path) -> None:
-    # The same Redis server as ccache's remote storage ([rocm-build] ccache_remote_storage),
+    # The same Redis server as ccache's remote storage ([compiler-cache] ccache_remote_storage),
     # reached from builds that have no network through the forwarder's socket and a relay on
     # the build's own loopback.
     password = "sccache-s3cret"

@@ -1,4 +1,4 @@
-"""ccache's remote storage (`[rocm-build] ccache_remote_storage`), kept out of every key.
+"""ccache's remote storage (`[compiler-cache] ccache_remote_storage`), kept out of every key.
 
 The plugin writes the configured address into a named cache that every build process has
 (named caches are not part of a process's key), or removes it when unset; each session
@@ -25,6 +25,7 @@ from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
+from rocm_build.subsystems.compiler_cache import REMOTE_STORAGE_OPTION, CompilerCacheSubsystem
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.subsystems import host_tools
@@ -33,7 +34,7 @@ logger = logging.getLogger(__name__)
 
 CCACHE_REMOTE_CACHE = "rocm_build_ccache_remote"
 CCACHE_REMOTE_DIR = ".ccache-remote"
-OPTION = "[rocm-build] ccache_remote_storage (PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE)"
+OPTION = REMOTE_STORAGE_OPTION
 SCRIPT = load_script("ccache_remote.py")  # the same bytes the build's forwarder runs
 
 
@@ -60,12 +61,12 @@ async def settings_probe(tools: HostTools, scripts: Tuple[str, ...], cache: str,
 
 @rule(desc="Configuring ccache's remote storage")
 async def configure_ccache_remote(
-    settings: RocmBuildSubsystem, tools: HostTools, named_caches: NamedCachesDirOption
+    compilers: CompilerCacheSubsystem, settings: RocmBuildSubsystem, tools: HostTools, named_caches: NamedCachesDirOption
 ) -> CcacheRemote:
     # Written here, not by a process: a process's env and argv are in its key and in Pants'
     # -ldebug log ("spawned local process ... env: {...}"), and the address may hold a password.
     try:
-        SCRIPT.store(os.path.join(named_caches.val, CCACHE_REMOTE_CACHE), settings.ccache_remote_storage)
+        SCRIPT.store(os.path.join(named_caches.val, CCACHE_REMOTE_CACHE), compilers.remote_storage(settings))
     except SCRIPT.BadAddress as e:
         raise RocmBuildError(f"{OPTION}: {e}; expected {SCRIPT.ACCEPTED}") from None
     probe = await settings_probe(tools, ("ccache_remote.py",), CCACHE_REMOTE_CACHE, CCACHE_REMOTE_DIR, "Checking ccache's remote storage")

@@ -86,11 +86,11 @@ def test_the_address_goes_to_a_private_file_in_a_named_cache_and_a_silent_server
     # set_options drops the runner's bootstrap args: name the named caches again, or the rule
     # would write to the real ones.
     named = f"--named-caches-dir={tmp_path / 'named'}"
-    rule_runner.set_options([f"--rocm-build-ccache-remote-storage=redis://:pw@127.0.0.1:{port}", named])
+    rule_runner.set_options([f"--compiler-cache-ccache-remote-storage=redis://:pw@127.0.0.1:{port}", named])
     remote = rule_runner.request(CcacheRemote, [])
     assert remote.shown == f"redis://127.0.0.1:{port}"
     assert remote.problem.startswith("cannot connect: [Errno 111] Connection refused")
-    assert f"ccache remote storage redis://127.0.0.1:{port} ([rocm-build] ccache_remote_storage" in caplog.text
+    assert f"ccache remote storage redis://127.0.0.1:{port} ([compiler-cache] ccache_remote_storage" in caplog.text
     assert "pw" not in caplog.text
     stored = tmp_path / "named" / CCACHE_REMOTE_CACHE / "storage.json"
     assert json.loads(stored.read_text())["url"] == "redis+unix://pw@localhost@SOCKET@"
@@ -102,11 +102,11 @@ def test_the_address_goes_to_a_private_file_in_a_named_cache_and_a_silent_server
 
 
 def test_a_bad_address_names_the_option(rule_runner: RuleRunner, tmp_path: Path) -> None:
-    rule_runner.set_options(["--rocm-build-ccache-remote-storage=memcached://cache:11211", f"--named-caches-dir={tmp_path / 'named'}"])
+    rule_runner.set_options(["--compiler-cache-ccache-remote-storage=memcached://cache:11211", f"--named-caches-dir={tmp_path / 'named'}"])
     with pytest.raises(ExecutionError) as e:
         rule_runner.request(CcacheRemote, [])
     assert (
-        "[rocm-build] ccache_remote_storage (PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE): the scheme `memcached` is "
+        "[compiler-cache] ccache_remote_storage (PANTS_COMPILER_CACHE_CCACHE_REMOTE_STORAGE): the scheme `memcached` is "
         "not redis or redis+unix; expected redis://[[USER:]PASSWORD@]HOST[:PORT][/DB] or redis+unix:/PATH/TO/SOCKET"
     ) in str(e.value)
 

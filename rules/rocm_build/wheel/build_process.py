@@ -29,6 +29,7 @@ from rocm_build.toolchain.container import BuildImage
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 from rocm_build.subsystems.build_isolation import BuildIsolationSubsystem
+from rocm_build.subsystems.compiler_cache import CompilerCacheSubsystem
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.errors import RocmBuildError
 from rocm_build.subsystems.sccache import Sccache, SccacheBinary
@@ -228,7 +229,7 @@ def component_cache_name(kind: str, owner: str, gpu_targets: Tuple[str, ...]) ->
 
 @dataclass(frozen=True)
 class LauncherRequest:
-    launcher: str  # [rocm-build] compiler_launcher
+    launcher: str  # [compiler-cache] launcher
     owner: str
     gpu_targets: Tuple[str, ...]
     toolchain: Optional[ResolvedToolchain] = None  # on this machine (not in a build image): a farm may compile
@@ -246,8 +247,8 @@ async def set_up_launcher(request: LauncherRequest, farm: Sccache) -> Launcher:
     if request.launcher == "ccache":
         if farm.dist_scheduler_url:
             raise RocmBuildError(
-                "[sccache] dist_scheduler_url is set, but [rocm-build] compiler_launcher is ccache, which "
-                "compiles everything here. Set compiler_launcher = \"sccache\" to use the farm, or unset the URL."
+                "[sccache] dist_scheduler_url is set, but [compiler-cache] launcher is ccache, which "
+                "compiles everything here. Set launcher = \"sccache\" to use the farm, or unset the URL."
             )
         cache = component_cache_name("ccache", request.owner, request.gpu_targets)
         return Launcher(FrozenDict(), FrozenDict({cache: CCACHE_DIR}), FrozenDict())
@@ -284,11 +285,15 @@ def self_link_env(request: WheelBuildRequest, search_path: Tuple[str, ...]) -> D
 
 @rule(desc="Describing a rocm_wheel build process")
 async def describe_wheel_build_process(
-    request: WheelBuildRequest, tools: HostTools, settings: RocmBuildSubsystem, isolation: BuildIsolationSubsystem
+    request: WheelBuildRequest,
+    tools: HostTools,
+    settings: RocmBuildSubsystem,  # the deprecated keys the other two read with theirs
+    isolation: BuildIsolationSubsystem,
+    compilers: CompilerCacheSubsystem,
 ) -> Process:
     spec = request.spec
     on_host = None if request.image else request.toolchain
-    launcher = await Get(Launcher, LauncherRequest(settings.launcher(), spec.owner, spec.gpu_targets, on_host))
+    launcher = await Get(Launcher, LauncherRequest(compilers.launcher_name(settings), spec.owner, spec.gpu_targets, on_host))
     scripts = await Get(
         Digest,
         CreateDigest(
@@ -321,7 +326,7 @@ async def describe_wheel_build_process(
         caches[SOURCE_TREES_CACHE] = SOURCE_TREES_DIR
     if request.kept_key:
         # Objects of another launcher are the same bytes, but its settings are in CMake's cache.
-        key = hashlib.sha256(f"{request.kept_key} {settings.launcher()}".encode()).hexdigest()[:32]
+        key = hashlib.sha256(f"{request.kept_key} {compilers.launcher_name(settings)}".encode()).hexdigest()[:32]
         env.update(ROCM_BUILD_KEPT_DIR=spec.kept_build_dir, ROCM_BUILD_KEPT_KEY=key)
         # Taken and mounted by build_wheel.sh in its namespace, or for a container by
         # in_container.sh, which mounts only the entry.

@@ -195,7 +195,7 @@ def test_ccache_remote_storage_is_in_no_key(rule_runner) -> None:
     spec = wheel_build(rule_runner)
     before = process_for(rule_runner, spec)
     assert dict(before.append_only_caches)["rocm_build_ccache_remote"] == ".ccache-remote"
-    rule_runner.set_options(["--rocm-build-ccache-remote-storage=redis://alice:s3cret@cache.example.com:6379"])
+    rule_runner.set_options(["--compiler-cache-ccache-remote-storage=redis://alice:s3cret@cache.example.com:6379"])
     assert process_for(rule_runner, spec) == before
 
 
@@ -207,7 +207,7 @@ def test_sccache_is_a_pinned_input_with_its_own_named_cache(rule_runner, tmp_pat
     # archive packed from Debian's clang-19, linked where the toolchain rule links it.
     (tmp_path / "named" / "rocm_toolchain_abc").mkdir(parents=True)
     (tmp_path / "named" / "rocm_toolchain_abc" / "root").symlink_to("/usr/lib/llvm-19")
-    sccache = ["--rocm-build-compiler-launcher=sccache"]
+    sccache = ["--compiler-cache-launcher=sccache"]
     rule_runner.set_options(sccache)
     process = process_for(rule_runner, spec)
     env = dict(process.env)
@@ -247,9 +247,9 @@ def test_sccache_is_a_pinned_input_with_its_own_named_cache(rule_runner, tmp_pat
 
     # A farm asks for sccache: with ccache it would be ignored, so it is refused.
     rule_runner.set_options(["--sccache-dist-scheduler-url=http://127.0.0.1:9"])
-    with pytest.raises(ExecutionError, match='dist_scheduler_url is set, but \\[rocm-build\\] compiler_launcher is ccache.*compiler_launcher = "sccache"'):
+    with pytest.raises(ExecutionError, match='dist_scheduler_url is set, but \\[compiler-cache\\] launcher is ccache.*launcher = "sccache"'):
         process_for(rule_runner, spec)
-    rule_runner.set_options(["--rocm-build-compiler-launcher=distcc"])
+    rule_runner.set_options(["--compiler-cache-launcher=distcc"])
     with pytest.raises(ExecutionError, match="Invalid choice 'distcc'.*Choose from: ccache, sccache"):
         process_for(rule_runner, spec)
 
