@@ -18,13 +18,6 @@ class RocmBuildSubsystem(Subsystem):
     options_scope = "rocm-build"
     help = "The Python rocm_wheel builds use, and the mirrors their upstreams are fetched through."
 
-    # Moved to Pants' `[python-repos]` (package_indexes.py), which Pants' resolves read too.
-    index_urls = StrListOption(
-        default=["https://pypi.org/simple"],
-        help="Deprecated: `[python-repos] indexes`.",
-        removal_version=REMOVAL_VERSION,
-        removal_hint=moved_hint("python-repos", "indexes"),
-    )
     python = StrOption(
         default="3.11",
         help=softwrap(
@@ -38,13 +31,37 @@ class RocmBuildSubsystem(Subsystem):
             """
         ),
     )
+    mirrors = DictOption[str](
+        default={},
+        advanced=True,
+        help=softwrap(
+            """
+            Upstream URL prefixes fetched from a mirror instead, as git's `insteadOf`:
+            `{"https://github.com/": "file:///srv/mirrors/github/"}`; the longest prefix wins.
+            For git pins and their submodules, archives and package indexes. What is fetched is
+            still checked against its pin (commit, sha256), and the table is in no cache key, so
+            a wheel built through a mirror is the same cache entry as one built without.
+            Mirrors may be https, ssh or file:// URLs.
+            """
+        ),
+    )
+
+    # Keys that moved to the scope of their concern: still read there, with a deprecation
+    # warning, until REMOVAL_VERSION (moved_options.py). Package indexes: Pants' `[python-repos]`
+    # (package_indexes.py), which Pants' own resolves read too.
+    index_urls = StrListOption(
+        default=["https://pypi.org/simple"],
+        help="Deprecated: `[python-repos] indexes`.",
+        removal_version=REMOVAL_VERSION,
+        removal_hint=moved_hint("python-repos", "indexes"),
+    )
     find_links = StrListOption(
         default=[],
         help="Deprecated: `[python-repos] find_links`.",
         removal_version=REMOVAL_VERSION,
         removal_hint=moved_hint("python-repos", "find_links"),
     )
-    # Moved to `[build-isolation]` (subsystems/build_isolation.py); read there, with these.
+    # `[build-isolation]` (build_isolation.py).
     network_isolation = BoolOption(
         default=True,
         help="Deprecated: `[build-isolation] network_isolation`.",
@@ -65,21 +82,7 @@ class RocmBuildSubsystem(Subsystem):
         removal_version=REMOVAL_VERSION,
         removal_hint=moved_hint(BuildIsolationSubsystem.options_scope, "worker_search_path"),
     )
-    mirrors = DictOption[str](
-        default={},
-        advanced=True,
-        help=softwrap(
-            """
-            Upstream URL prefixes fetched from a mirror instead, as git's `insteadOf`:
-            `{"https://github.com/": "file:///srv/mirrors/github/"}`; the longest prefix wins.
-            For git pins and their submodules, archives and package indexes. What is fetched is
-            still checked against its pin (commit, sha256), and the table is in no cache key, so
-            a wheel built through a mirror is the same cache entry as one built without.
-            Mirrors may be https, ssh or file:// URLs.
-            """
-        ),
-    )
-    # Moved to `[compiler-cache]` (subsystems/compiler_cache.py); read there, with these.
+    # `[compiler-cache]` (compiler_cache.py).
     compiler_launcher = EnumOption(
         default=CompilerLauncher.ccache,
         help="Deprecated: `[compiler-cache] launcher`.",
