@@ -21,7 +21,6 @@ from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.prepare.inputs import BuiltRocmWheel
-from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest
 from rocm_build.upstream.sources import SourceDescription, SourceRequest
@@ -70,9 +69,8 @@ def under_test(target: str, source: Mapping[str, Any], wheel: str = "") -> Dict[
 
 def tree_source(upstream: ResolvedUpstream) -> Dict[str, Any]:
     """A patched tree's pin and patches, as a build info's `source` records them (prepare/inputs.py)."""
-    kind = "sha256" if isinstance(upstream.pin, ArchiveSourcePin) else "commit"
     patches = [{"path": p.path, "sha256": p.sha256} for p in upstream.patches]
-    return {"pin": upstream.pin_name, "url": upstream.pin.url, kind: upstream.pin.commit, "patches": patches}
+    return {"pin": upstream.pin_name, "url": upstream.pin.url, upstream.identity_key: upstream.pin.commit, "patches": patches}
 
 
 async def wheels_under_test(address: Address, what: str) -> List[Dict[str, Any]]:
