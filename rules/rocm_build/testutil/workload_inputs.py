@@ -108,6 +108,7 @@ def workload_rule_runner(*queries: Any, target_types: Iterable[Type[Target]] = (
             # stand-ins below stand for: two sources of one product).
             *(r for m in (dependency_inference, venv, source, sandbox, kernels, choices) for r in collect_rules(vars(m))),
             UnionRule(InferDependenciesRequest, dependency_inference.InferWorkloadEdges),
+            *venv.kinds(),
             *kernels.TritonKernelTestRequest.rules(),
             *choices.UpstreamChoicesTestRequest.rules(),
             *source_files.rules(),
