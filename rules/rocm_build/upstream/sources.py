@@ -41,12 +41,19 @@ from rocm_build.upstream.target_types import (
 )
 
 
+# What a kind is among a rocm_wheel's `dependencies` (wheel/build_spec.py): a wheel the chain
+# builds (with the build's Python), prebuilt wheels (with those they pull in), or neither.
+BUILT_WHEEL, PINNED_WHEELS, NOT_A_DEPENDENCY = "built", "pinned", ""
+
+
 @union
 @dataclass(frozen=True)
 class SourceFieldSet(FieldSet):
-    """A kind of source; `alias` is the target type it serves, for messages."""
+    """A kind of source; `alias` is the target type it serves, for messages; `as_dependency`
+    what it is in a rocm_wheel's `dependencies`."""
 
     alias: ClassVar[str]
+    as_dependency: ClassVar[str] = NOT_A_DEPENDENCY
 
 
 # Its members ask the engine for targets and files, which needs the environment in scope.
@@ -87,6 +94,11 @@ def source_kind(kinds: Iterable[Type[SourceFieldSet]], target: Target, descripti
     raise RocmBuildError(f"{description_of_origin} names {target.address.spec}, a `{target.alias}`; it must be {names} target")
 
 
+def as_dependency(kinds: Iterable[Type[SourceFieldSet]], target: Target) -> str:
+    """What `target` is in a rocm_wheel's `dependencies`, by its kind; other targets are none."""
+    return next((k.as_dependency for k in kinds if k.is_applicable(target)), NOT_A_DEPENDENCY)
+
+
 @rule(desc="Reading what kind of source a target is")
 async def describe_source(request: SourceRequest, union_membership: UnionMembership) -> SourceDescription:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
@@ -118,6 +130,7 @@ class UpstreamArchiveSource(SourceFieldSet):
 @dataclass(frozen=True)
 class PrebuiltWheelSource(SourceFieldSet):
     alias = PrebuiltWheelTarget.alias
+    as_dependency = PINNED_WHEELS
     required_fields = (PrebuiltPinField, PinsFileField)
 
     pin: PrebuiltPinField
