@@ -6,10 +6,11 @@ pants-backend-oci's image bundles (each kind a member, the consumer blind to whi
 - `SourceFieldSet`: every kind (`upstream_repo`, `upstream_archive`, `prebuilt_wheel`, and
   `rocm_wheel`, whose member is in wheel/source_kind.py), each saying what it is before anything is
   read or fetched (`SourceDescription`): an upstream tree or wheels, the pin its locks are named
-  by, the file its pin is read from. The graph (graph/edges.py) and the workload tests ask it.
+  by, the file its pin is read from. The graph (graph/edges.py) and the workload tests ask it;
+  its `as_dependency` says how a rocm_wheel's `dependencies` take it (wheel/build_spec.py).
 - `TreeSourceRequest`: the kinds that are an upstream tree to patch and build, each giving its
-  `UpstreamSpec` (pin and ordered patches) by its own rule; upstream_repo.py resolves any of
-  them the same way.
+  `UpstreamSpec` (pin, ordered patches, how it is named) and its `UnpatchedUpstream` (the tree
+  as a pack) by its own rules; upstream_repo.py resolves any of them the same way.
 
 A new kind of source is a target type and its members here; no consumer changes.
 """
