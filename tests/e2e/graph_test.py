@@ -212,7 +212,7 @@ def test_the_ci_recipe_packages_and_tests_what_a_change_reads(ws: Workspace, pat
     assert sorted(selected & set(every(ws, PACKAGED[len("--filter-target-type=") :]))) == packaged
     assert sorted(selected & set(every(ws, TEST_KINDS))) == sorted(tested)
     # Against every end-to-end file (each a nested Pants with a 1,800 s timeout) before issue 57.
-    assert len([a for a in every(ws, "python_test") if a.startswith("tests/e2e/")]) == 28
+    assert len([a for a in every(ws, "python_test") if a.startswith("tests/e2e/")]) == 29
 
 
 def test_each_end_to_end_file_has_a_test_generator_of_its_own(ws: Workspace) -> None:
