@@ -32,10 +32,10 @@ GOOD_BUILD: Dict[str, str] = {}  # what the fixture's good build printed
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory):
+def ws(tmp_path_factory, batch_store):
     root = tmp_path_factory.mktemp("errors")
     upstreams = make_fixture_upstreams(root / "upstreams")
-    workspace = Workspace(root / "checkout", upstreams, root / "store", root / "named")
+    workspace = Workspace(root / "checkout", upstreams, batch_store, root / "named")
     GOOD_BUILD["stderr"] = require_success(workspace.package(VLLM), "the good build every case starts from").stderr
     yield workspace
     workspace.stop()

@@ -64,9 +64,9 @@ def submodule_at(repo: Path, url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory):
+def ws(tmp_path_factory, batch_store):
     root = tmp_path_factory.mktemp("hostile")
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
     workspace.path("hostile").mkdir()
     workspace.write("hostile/BUILD", HOSTILE_BUILD)
     require_success(workspace.package(AOT), "the good build every case starts from")

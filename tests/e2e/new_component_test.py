@@ -42,8 +42,8 @@ rocm_wheel(
 """
 
 
-def test_a_new_miniature_component_as_the_docs_say(tmp_path: Path) -> None:
-    ws = Workspace(tmp_path / "checkout", make_fixture_upstreams(tmp_path / "upstreams"), tmp_path / "store", tmp_path / "named")
+def test_a_new_miniature_component_as_the_docs_say(tmp_path: Path, batch_store: Path) -> None:
+    ws = Workspace(tmp_path / "checkout", make_fixture_upstreams(tmp_path / "upstreams"), batch_store, tmp_path / "named")
     try:
         repo = tmp_path / "upstreams" / NAME
         repo.mkdir()

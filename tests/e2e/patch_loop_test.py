@@ -24,9 +24,9 @@ NO_HEADER_PATCH = "--- a/README.md\n+++ b/README.md\n@@ -1 +1 @@\n-# mini_vllm\n
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory):
+def ws(tmp_path_factory, batch_store):
     root = tmp_path_factory.mktemp("patch-loop")
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
     yield workspace
     workspace.stop()
 

@@ -71,10 +71,10 @@ def prebuilt_table(index_url: str, track: str = ">=1,<2", **resolved: str) -> st
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory):
+def index(tmp_path_factory, batch_store):
     """A PEP 503 index on 127.0.0.1 with the mini torch and aotriton wheels a first checkout built."""
     root = tmp_path_factory.mktemp("index")
-    builder = Workspace(root / "builder", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    builder = Workspace(root / "builder", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
     try:
         require_success(builder.package("tests/mini/torch:wheel"), "the wheels for the index")
     finally:
@@ -101,10 +101,10 @@ def index(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory, index):
+def ws(tmp_path_factory, index, batch_store):
     index_url = index[0]
     root = tmp_path_factory.mktemp("prebuilt")
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
     add_variants(workspace)
     workspace.write(PINS, workspace.read(PINS) + prebuilt_table(index_url))
     yield workspace

@@ -1,5 +1,7 @@
 """`pants rocm-plan --check`: every problem found in seconds, before any compile; `package`
-stops the same way. Each case starts from an empty store, so "nothing was built" is real."""
+stops the same way. The cases share one copy (its pantsd and store), put back after each; those
+that build a wheel come last, so before them the store holds none and "nothing was built" is
+real. The case that proves "before any fetch" has a copy of its own: the others fetch."""
 
 from __future__ import annotations
 
@@ -24,8 +26,22 @@ def upstreams(tmp_path_factory):
     return make_fixture_upstreams(tmp_path_factory.mktemp("preflight-upstreams"))
 
 
+@pytest.fixture(scope="module")
+def shared_ws(tmp_path_factory, upstreams):
+    root = tmp_path_factory.mktemp("preflight")
+    workspace = Workspace(root / "checkout", upstreams, root / "store", root / "named")
+    yield workspace
+    workspace.stop()
+
+
 @pytest.fixture
-def ws(tmp_path, upstreams):
+def ws(shared_ws):
+    yield shared_ws
+    shared_ws.reset()
+
+
+@pytest.fixture
+def fresh_ws(tmp_path, upstreams):
     workspace = Workspace(tmp_path / "checkout", upstreams, tmp_path / "store", tmp_path / "named")
     yield workspace
     workspace.stop()
@@ -89,7 +105,8 @@ SUPPORTED = (
 )
 
 
-def test_a_required_component_asked_for_a_target_upstream_does_not_build(ws: Workspace) -> None:
+def test_a_required_component_asked_for_a_target_upstream_does_not_build(fresh_ws: Workspace) -> None:
+    ws = fresh_ws
     ws.write(AOT_BUILD, ws.read(AOT_BUILD).replace('    kind="aotriton",\n', '    kind="aotriton",\n' + SUPPORTED))
     expected = (
         "tests/mini/aotriton:wheel is asked for gfx1151 (gpu_targets: gfx1151), but its upstream builds only "
@@ -105,46 +122,6 @@ def test_a_required_component_asked_for_a_target_upstream_does_not_build(ws: Wor
     # Stopped before any fetch, too: the quick checks come first.
     assert "Fetching mini-" not in package.stderr
     assert_nothing_built(ws, package)
-
-
-def test_an_optional_component_asked_for_a_target_upstream_does_not_build_is_skipped(ws: Workspace) -> None:
-    # An AITER stand-in, optional, whose upstream list lacks gfx1151.
-    ws.path("tests/mini/aiter").mkdir()
-    ws.write("tests/mini/aiter/BUILD", (
-        'rocm_wheel(\n    name="wheel",\n    source="tests/mini/aotriton:src",\n    toolchain="tests/mini:llvm",\n'
-        '    gpu_targets=["gfx1151"],\n    kind="aiter",\n    optional=True,\n' + SUPPORTED + ")\n"
-    ))  # fmt: skip
-    ws.write("tests/mini/vllm/BUILD", ws.read("tests/mini/vllm/BUILD").replace(
-        '"tests/mini/flash_attention:wheel"]', '"tests/mini/flash_attention:wheel", "tests/mini/aiter:wheel"]'
-    ))  # fmt: skip
-    why = "tests/mini/aiter:wheel is asked for gfx1151 (gpu_targets: gfx1151), but its upstream builds only gfx942, gfx950"
-    run = check(ws)
-    assert run.returncode == 0, run.stdout
-    skip = [line for line in run.stdout.splitlines() if line.startswith("skip  tests/mini/aiter:wheel: ")]
-    assert len(skip) == 1 and why in skip[0] and skip[0].endswith("It is optional: skipped, its dependents are built without it.")
-    assert run.stdout.splitlines()[-1] == "4 component(s) ok, 1 skipped."
-    package = ws.package(VLLM)
-    assert package.returncode == 0, package.stderr[-3000:]
-    assert f"tests/mini/vllm:wheel: building without optional tests/mini/aiter:wheel: {why}" in package.stderr
-    assert package.built == ["tests/mini/aotriton:wheel", "tests/mini/torch:wheel", "tests/mini/flash_attention:wheel", VLLM]
-    assert sorted(p.name for p in ws.path("dist").iterdir()) == [
-        "tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.sdk.core", "tests.mini.sdk.gfx1151",
-        "tests.mini.torch", "tests.mini.vllm", "tests.mini.vllm.install",
-    ]
-    # The install set has no aiter either.
-    assert "aiter" not in ws.read("dist/tests.mini.vllm.install/requirements.txt")
-
-
-def test_an_accepted_missing_target_is_recorded_with_the_arches_found(ws: Workspace) -> None:
-    ws.write(AOT_BUILD, ws.read(AOT_BUILD).replace('    kind="aotriton",\n', (
-        '    kind="aotriton",\n    env={"PYTORCH_ROCM_ARCH": "gfx1100"},\n    allow_missing_gpu_targets=["gfx1151"],\n'
-    )))  # fmt: skip
-    run = ws.package("tests/mini/aotriton:wheel")
-    assert run.returncode == 0, run.stderr[-3000:]
-    (wheel,) = ws.path("dist").glob("tests.mini.aotriton/*.whl")
-    info = json.loads(zipfile.ZipFile(wheel).read(f"{'-'.join(wheel.name.split('-')[:2])}.dist-info/rocm_build_info.json"))
-    assert info["gpu_code"] == {"mini_aotriton/kernels/scale-gfx1100.co": ["gfx1100"]}
-    assert info["allow_missing_gpu_targets"] == ["gfx1151"]
 
 
 # Three small upstreams beside the mini chain (issue 35): each fails the preflight for one of
@@ -295,17 +272,17 @@ def test_the_upstreams_own_steps_report_git_versions_downloads_and_torch_before_
 TORCH_PIN, SDK_PIN, FA_PIN = (f"tests/mini/pins/mini-{name}.toml" for name in ("torch", "sdk", "flash_attention"))
 
 
-def test_a_pin_derived_from_a_recipe_line_must_be_what_the_line_names(tmp_path) -> None:
+def test_a_pin_derived_from_a_recipe_line_must_be_what_the_line_names(ws: Workspace) -> None:
     # Mini flash-attention's tree carries the recipe (vLLM's docker/Dockerfile.rocm_base in small):
     # mini torch is derived from its ARG, as the real torch pin is from vLLM's.
-    ups = make_fixture_upstreams(tmp_path / "upstreams")
-    torch = ups.commits["torch"]
+    ups = ws.upstreams
+    torch, first = ups.commits["torch"], ups.commits["flash_attention"]
     recipe = "docker/Dockerfile.rocm_base"
     # Its requirement file names the SDK the prebuilt pin must be (requirements/build/rocm.txt in small).
     requirements = "requirements/rocm.txt"
     fa = ups.new_commit("flash_attention", {recipe: f'ARG PYTORCH_BRANCH="{torch[:7]}" # release\n',
                                             requirements: "mini-rocm-sdk-core==1.0.0\n"}, "recipe")  # fmt: skip
-    ws = Workspace(tmp_path / "checkout", ups, tmp_path / "store", tmp_path / "named")
+    ws.write(FA_PIN, ws.read(FA_PIN).replace(first, fa))
     derived = f'commit = "{torch}"\nderived_from = "mini-flash_attention:{recipe}#PYTORCH_BRANCH"\n'
     sdk = 'project = "mini-rocm-sdk-core"\n'
     ws.write(TORCH_PIN, ws.read(TORCH_PIN).replace(f'commit = "{torch}"\n', derived))
@@ -333,4 +310,45 @@ def test_a_pin_derived_from_a_recipe_line_must_be_what_the_line_names(tmp_path) 
         ) in run.stdout, run.stdout
         assert_nothing_built(ws, run)
     finally:
-        ws.stop()
+        ups.commits["flash_attention"] = first  # what the copy pins again once reset
+
+
+# The cases that build a wheel: last (see the module's docstring).
+def test_an_optional_component_asked_for_a_target_upstream_does_not_build_is_skipped(ws: Workspace) -> None:
+    # An AITER stand-in, optional, whose upstream list lacks gfx1151.
+    ws.path("tests/mini/aiter").mkdir()
+    ws.write("tests/mini/aiter/BUILD", (
+        'rocm_wheel(\n    name="wheel",\n    source="tests/mini/aotriton:src",\n    toolchain="tests/mini:llvm",\n'
+        '    gpu_targets=["gfx1151"],\n    kind="aiter",\n    optional=True,\n' + SUPPORTED + ")\n"
+    ))  # fmt: skip
+    ws.write("tests/mini/vllm/BUILD", ws.read("tests/mini/vllm/BUILD").replace(
+        '"tests/mini/flash_attention:wheel"]', '"tests/mini/flash_attention:wheel", "tests/mini/aiter:wheel"]'
+    ))  # fmt: skip
+    why = "tests/mini/aiter:wheel is asked for gfx1151 (gpu_targets: gfx1151), but its upstream builds only gfx942, gfx950"
+    run = check(ws)
+    assert run.returncode == 0, run.stdout
+    skip = [line for line in run.stdout.splitlines() if line.startswith("skip  tests/mini/aiter:wheel: ")]
+    assert len(skip) == 1 and why in skip[0] and skip[0].endswith("It is optional: skipped, its dependents are built without it.")
+    assert run.stdout.splitlines()[-1] == "4 component(s) ok, 1 skipped."
+    package = ws.package(VLLM)
+    assert package.returncode == 0, package.stderr[-3000:]
+    assert f"tests/mini/vllm:wheel: building without optional tests/mini/aiter:wheel: {why}" in package.stderr
+    assert package.built == ["tests/mini/aotriton:wheel", "tests/mini/torch:wheel", "tests/mini/flash_attention:wheel", VLLM]
+    assert sorted(p.name for p in ws.path("dist").iterdir()) == [
+        "tests.mini.aotriton", "tests.mini.flash_attention", "tests.mini.sdk.core", "tests.mini.sdk.gfx1151",
+        "tests.mini.torch", "tests.mini.vllm", "tests.mini.vllm.install",
+    ]
+    # The install set has no aiter either.
+    assert "aiter" not in ws.read("dist/tests.mini.vllm.install/requirements.txt")
+
+
+def test_an_accepted_missing_target_is_recorded_with_the_arches_found(ws: Workspace) -> None:
+    ws.write(AOT_BUILD, ws.read(AOT_BUILD).replace('    kind="aotriton",\n', (
+        '    kind="aotriton",\n    env={"PYTORCH_ROCM_ARCH": "gfx1100"},\n    allow_missing_gpu_targets=["gfx1151"],\n'
+    )))  # fmt: skip
+    run = ws.package("tests/mini/aotriton:wheel")
+    assert run.returncode == 0, run.stderr[-3000:]
+    (wheel,) = ws.path("dist").glob("tests.mini.aotriton/*.whl")
+    info = json.loads(zipfile.ZipFile(wheel).read(f"{'-'.join(wheel.name.split('-')[:2])}.dist-info/rocm_build_info.json"))
+    assert info["gpu_code"] == {"mini_aotriton/kernels/scale-gfx1100.co": ["gfx1100"]}
+    assert info["allow_missing_gpu_targets"] == ["gfx1151"]

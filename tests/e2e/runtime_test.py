@@ -25,9 +25,9 @@ SIX = "six-1.16.0-py2.py3-none-any.whl"
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory):
+def ws(tmp_path_factory, batch_store):
     root = tmp_path_factory.mktemp("runtime")
-    workspace = Workspace(root / "ws", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    workspace = Workspace(root / "ws", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
     yield workspace
     workspace.stop()
 

@@ -12,6 +12,7 @@ import re
 import shutil
 import signal
 import subprocess
+import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,9 +75,12 @@ def make_fixture_upstreams(root: Path) -> Upstreams:
     return Upstreams(root, make_upstreams.make_all(root))
 
 
-# The line of Pants' traceback when its client gave up waiting for a new pantsd
-# (pants/pantsd/pants_daemon_client.py).
-PANTSD_LAUNCH_TIMEOUT = "pantsd_pid = self.await_pid(60)"
+# The lines of Pants' traceback when its client gave up waiting for a new pantsd to write its
+# pid or open its socket (pants/pantsd/pants_daemon_client.py: 60 s each, a constant).
+PANTSD_LAUNCH_TIMEOUTS = ("pantsd_pid = self.await_pid(60)", "listening_port = self.await_socket(60)")
+# How long a pantsd the client gave up on gets to finish starting before the run is tried again:
+# it goes on starting after its client left (it is a daemon), and it opens its socket last.
+PANTSD_START_GRACE = 600.0
 
 
 class Workspace:
@@ -107,6 +111,8 @@ class Workspace:
             (named_caches / "pex_root").symlink_to(SHARED_PEX_ROOT)
         # Host variables a test adds on purpose (e.g. a canary that must not reach builds).
         self.pants_env_extra: Dict[str, str] = {}
+        # What `write` found at each path it changed since the last `reset` (None: no file).
+        self._before: Dict[Path, Optional[bytes]] = {}
 
     def write_pins(self, upstreams: Optional[Upstreams] = None) -> None:
         """tests/mini/pins/ pinning the fixture repositories (these, or `upstreams`)."""
@@ -120,8 +126,29 @@ class Workspace:
         return self.root / rel
 
     def write(self, rel: str, text: str) -> None:
-        self.path(rel).parent.mkdir(parents=True, exist_ok=True)
-        self.path(rel).write_text(text)
+        path = self.path(rel)
+        if path not in self._before:
+            self._before[path] = path.read_bytes() if path.is_file() else None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+    def reset(self) -> None:
+        """This copy as it was before the last test: each file `write` changed back, each it made
+        gone (and the folders they leave empty), no dist/, no extra host variables. Tests of one
+        file share a copy this way, and its pantsd (~10 s of CPU to start, the rule graph alone)
+        and store, where a fresh copy per test proves nothing more."""
+        for path, data in self._before.items():
+            if data is not None:
+                path.write_bytes(data)
+                continue
+            path.unlink(missing_ok=True)
+            for parent in path.parents:
+                if parent == self.root or any(parent.iterdir()):
+                    break
+                parent.rmdir()
+        self._before.clear()
+        shutil.rmtree(self.path("dist"), ignore_errors=True)
+        self.pants_env_extra = {}
 
     def read(self, rel: str) -> str:
         return self.path(rel).read_text()
@@ -148,9 +175,11 @@ class Workspace:
         """Runs the nested Pants; `prefix` wraps it (e.g. `unshare --net`)."""
         argv, env = self._argv_env(args, extra_options, prefix)
         proc = subprocess.run(argv, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
-        if proc.returncode != 0 and PANTSD_LAUNCH_TIMEOUT in proc.stderr:
-            # Pants' client gives a starting pantsd 60 s (its own constant), which a loaded
-            # 2-core machine can exceed; nothing of the run started then. Once more, as a user would.
+        if proc.returncode != 0 and any(line in proc.stderr for line in PANTSD_LAUNCH_TIMEOUTS):
+            # Pants' client gives a starting pantsd 60 s, which a loaded 2-core machine can
+            # exceed; nothing of the run started then. The daemon goes on starting: once it has
+            # its socket, the same command finds it (a second try at once would spawn another).
+            self.await_pantsd()
             proc = subprocess.run(argv, cwd=self.root, env=env, capture_output=True, text=True, timeout=timeout)
         return Run(proc.returncode, proc.stdout, proc.stderr)
 
@@ -168,13 +197,25 @@ class Workspace:
         run = self.pants("package", *addresses, extra_options=extra_options)
         return run
 
+    def await_pantsd(self, grace: float = PANTSD_START_GRACE) -> None:
+        """Waits until this copy's pantsd has opened its socket, or no process runs in this copy
+        any more (the client has exited: what is left there is the starting daemon, a fork of
+        it), or `grace` passed."""
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            if any(self.root.glob(".pids/*/pantsd/socket")) or not _processes_in(self.root):
+                return
+            time.sleep(1.0)
+
     def stop(self) -> None:
-        """Stops this copy's pantsd, so tests leave no daemons behind."""
-        for pid_file in self.root.glob(".pids/*/pantsd/pid"):
-            try:
-                os.kill(int(pid_file.read_text().strip()), signal.SIGTERM)
-            except (ValueError, ProcessLookupError):
-                pass
+        """Stops this copy's pantsd and waits until it is gone, so tests leave no daemons behind
+        (a pantsd busy in a build outlived its SIGTERM, holding memory and the cores of the
+        tests after it): 30 s to stop, then SIGKILL. A daemon still starting has written no pid
+        file yet: it runs in this copy, as does nothing else of ours once the test is done."""
+        pids = {int(p.read_text().strip()) for p in self.root.glob(".pids/*/pantsd/pid") if p.read_text().strip().isdigit()}
+        for pid in sorted(pids | set(_processes_in(self.root))):
+            stop_process(pid)
+
 
     def dist_wheels(self, prebuilt: bool = False) -> Dict[str, Path]:
         """The wheels the chain built in dist/, by directory; with `prebuilt`, also the prebuilt
@@ -182,6 +223,40 @@ class Workspace:
         found = {p.parent.name: p for p in sorted((self.root / "dist").glob("*/*.whl"))}
         return {d: p for d, p in found.items() if prebuilt or _built_by_us(p)}
 
+
+def stop_process(pid: int, grace: float = 30.0) -> None:
+    """SIGTERM, then SIGKILL when `pid` still runs after `grace` seconds; returns once it is gone."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 10.0)):
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _running(pid):
+                return
+            time.sleep(0.1)
+
+
+def _processes_in(directory: Path) -> List[int]:
+    """The live processes whose working directory is `directory`."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and os.readlink(proc / "cwd") == str(directory.resolve()) and _running(int(proc.name)):
+                found.append(int(proc.name))
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return found
+
+
+def _running(pid: int) -> bool:
+    """Whether `pid` is a live process (a zombie, which only its parent can reap, is not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
 
 # Who commits in a patch workspace (work/<pin>/): the user, with an identity of their own.
 USER_GIT_ENV = {

@@ -4,8 +4,8 @@ Usage: python pants_api_report.py [--write] [ROOT]   (ROOT: the repository; prin
 or with --write puts it between the markers of ROOT/docs/pants-versions.md)
 
 - `Get` and `MultiGet` call sites (warned about in Pants 2.30/2.31, removed in 2.32 with the
-  `migrate-call-by-name` goal), each `Get` classified as one that goal rewrites or one to migrate
-  by hand, with the reason, by module (see `get_sites`);
+  `migrate-call-by-name` goal), each `Get` classified as one that goal, as Pants 2.31 has it,
+  rewrites or leaves to migrate by hand, with the reason, by module (see `get_sites`);
 - imports of modules Pants moved without a shim, marked where one is only the fallback for
   older Pants (in an `except ImportError:`);
 - options Pants removed, wherever a file still names them (as an option or its variable).
@@ -19,12 +19,13 @@ from __future__ import annotations
 import ast
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Set, Tuple
 
 PLUGIN = "rules/rocm_build"
-# The decorators whose `async def`s `pants migrate-call-by-name` visits, as plain names
-# (`@rule`, `@rule(...)`); it visits no other function, nor an attribute form (`@rules.rule`).
-RULE_DECORATORS = {"rule", "goal_rule"}
+# The decorators that make a function a rule the engine's rule graph holds (the goal looks a
+# function up there by its file and name), as the last part of their name (`@rule`,
+# `@rule(...)`, `@rules.rule`).
+RULE_DECORATORS = {"rule", "goal_rule", "_uncacheable_rule"}
 MOVED = {
     "pants.core.util_rules.environments": (
         "2.28", "pants.core.environments.target_types and .rules (pantsbuild/pants#22438)"
@@ -34,103 +35,97 @@ REMOVED_OPTIONS = {
     "remote_oauth_bearer_token_path": ("2.23", "PANTS_REMOTE_OAUTH_BEARER_TOKEN=@/path (pantsbuild/pants#21041)"),
 }
 
-# What becomes of a `Get` call site under `pants migrate-call-by-name` (Pants 2.2x,
-# src/python/pants/goal/migrate_call_by_name.py): rewritten, or left to migrate by hand, for the
-# first of these reasons that holds, in the order the goal meets them.
+# What becomes of a `Get` call site under `pants migrate-call-by-name` as Pants 2.31 has it
+# (src/python/pants/goal/migrate_call_by_name.py at release_2.31.0): a libcst transformer that
+# replaces each call of the plain name `Get` in a function its rule graph knows as a rule of that
+# file, wherever the call stands in it (a nested statement, a `return`, inside an expression, a
+# MultiGet's generator), by the rule that provides it, and renames every name `MultiGet` to
+# `concurrently`. It leaves a `Get` for the first of these reasons that holds:
 REWRITTEN = "rewritten"
-IN_A_HELPER = "in a helper"  # not in an `async def` the goal visits (RULE_DECORATORS; not inside another `async def`)
-NESTED = "nested statement"  # in an if/for/while/try/with/match of the rule, not directly in its body
-NOT_ASSIGNMENT = "not an assignment"  # its statement is no plain `x = ...` (`return`, a bare `await`, `x: T = ...`)
-MULTIGET_ITERABLE = "MultiGet over an iterable"  # `x = await MultiGet(Get(...) for ...)`, `MultiGet([...])`, `*(...)`
-IN_EXPRESSION = "in an expression"  # `x = ...`, but the value is not `Get(...)`, `await Get(...)` or `await MultiGet(Get(...), ...)`
-FORM = "form"  # not `Get(Out)`, `Get(Out, In(...))`, `Get(Out, {...})` or `Get(Out, In, value)` with those as names
-COMMENT = "comment in range"  # a `#` on one of its lines: the goal skips such a replacement
-BY_HAND = (IN_A_HELPER, NESTED, NOT_ASSIGNMENT, MULTIGET_ITERABLE, IN_EXPRESSION, FORM, COMMENT)
-ITERABLES = (ast.GeneratorExp, ast.ListComp, ast.SetComp, ast.List, ast.Tuple, ast.Set, ast.Starred)
-COMPOUND = tuple(
-    getattr(ast, n)
-    for n in ("If", "For", "AsyncFor", "While", "Try", "TryStar", "With", "AsyncWith", "Match", "ClassDef")
-    if hasattr(ast, n)
-)
+IN_A_HELPER = "in a helper"  # the innermost `def` around it is no rule of the file (or there is none)
+AFTER_NESTED_DEF = "after a nested def"  # in a rule, below a `def` nested in it: leaving any `def`, the goal forgets which function it is in
+FORM = "form"  # not `Get(Out)`, `Get(Out, In(...))`, `Get(Out, {v: In, ...})` or `Get(Out, In, v)` with plain names
+BUILT_BY_A_CALL = "request built by a function"  # `Get(Out, make_request(...))`: it looks for a rule taking a type named `make_request`
+UNION = "union"  # `Get(Out, Base, member)` over a `@union` base: no one rule provides it
+BY_HAND = (IN_A_HELPER, AFTER_NESTED_DEF, FORM, BUILT_BY_A_CALL, UNION)
 
 
 def _name(node: ast.AST) -> str:
     return node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
 
 
-def _plain(node: ast.AST, name: str) -> bool:
-    """A call to the plain name `name` (the goal matches no attribute form)."""
-    return isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name
-
-
-def visited_by_the_goal(function: ast.AST) -> bool:
-    """An `async def` decorated `@rule`, `@goal_rule`, or either called with arguments."""
-    if not isinstance(function, ast.AsyncFunctionDef):
+def is_rule(function: ast.AST) -> bool:
+    """A `def` or `async def` under one of RULE_DECORATORS, called with arguments or not."""
+    if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
         return False
     decorators = [d.func if isinstance(d, ast.Call) else d for d in function.decorator_list]
-    return any(isinstance(d, ast.Name) and d.id in RULE_DECORATORS for d in decorators)
+    return any(_name(d) in RULE_DECORATORS for d in decorators)
 
 
-def _has_the_form(get: ast.Call) -> bool:
-    """One of the four forms the goal maps, with the names it looks the rule up by."""
+def union_bases(tree: ast.Module) -> List[str]:
+    """The union bases a module declares (`@union`) or registers members of (`UnionRule(Base, ...)`)."""
+    declared = [
+        n.name for n in ast.walk(tree)
+        if isinstance(n, ast.ClassDef)
+        and any(_name(d.func if isinstance(d, ast.Call) else d) == "union" for d in n.decorator_list)
+    ]  # fmt: skip
+    registered = [_name(n.args[0]) for n in ast.walk(tree) if isinstance(n, ast.Call) and _name(n.func) == "UnionRule" and n.args]
+    return [*declared, *(r for r in registered if r)]
+
+
+def _is_type(name: str) -> bool:
+    # The rule graph knows a request by its type; a name in snake_case is a function that builds
+    # one, and the goal finds no rule taking a type of that name.
+    return name[:1].isupper()
+
+
+def _mapped(get: ast.Call, unions: Set[str]) -> str:
+    """REWRITTEN, or why the goal's four mappings leave this `Get` (in a rule it knows)."""
     args = get.args
-    if not args or not isinstance(args[0], ast.Name):
-        return False
-    if len(args) == 1:
-        return True
-    if len(args) == 2 and isinstance(args[1], ast.Call):
-        return isinstance(args[1].func, ast.Name)
-    if len(args) == 2 and isinstance(args[1], ast.Dict):
-        return all(isinstance(v, ast.Name) for v in args[1].values)
-    return len(args) == 3 and isinstance(args[1], ast.Name)
-
-
-def _fate(get: ast.Call, statement: Optional[ast.stmt], lines: List[str]) -> str:
-    """REWRITTEN, or why not, for a `Get` call in `statement` (a statement directly in the body of
-    a rule the goal visits; None: it is not in one)."""
-    if statement is None:
-        return IN_A_HELPER
-    if isinstance(statement, COMPOUND):
-        return NESTED
-    if not isinstance(statement, ast.Assign):
-        return NOT_ASSIGNMENT
-    value = statement.value
-    awaited = value.value if isinstance(value, ast.Await) else value
-    if awaited is not get:
-        if not (isinstance(value, ast.Await) and isinstance(awaited, ast.Call) and _plain(awaited, "MultiGet")):
-            return IN_EXPRESSION
-        arg = next((a for a in awaited.args if any(n is get for n in ast.walk(a))), None)
-        if arg is None or (arg is not get and not isinstance(arg, ITERABLES)):
-            return IN_EXPRESSION
-        if arg is not get:
-            return MULTIGET_ITERABLE
-    if not _plain(get, "Get") or not _has_the_form(get):
+    if not isinstance(get.func, ast.Name) or get.keywords or not args or any(isinstance(a, ast.Starred) for a in args):
         return FORM
-    if any("#" in lines[n - 1] for n in range(get.lineno, (get.end_lineno or get.lineno) + 1)):
-        return COMMENT
-    return REWRITTEN
+    if len(args) > 3 or not isinstance(args[0], ast.Name):
+        return FORM
+    if len(args) == 1:
+        return REWRITTEN
+    if len(args) == 2 and isinstance(args[1], ast.Call):
+        if not isinstance(args[1].func, ast.Name):
+            return FORM
+        return REWRITTEN if _is_type(args[1].func.id) else BUILT_BY_A_CALL
+    if len(args) == 2 and isinstance(args[1], ast.Dict):
+        if not all(isinstance(v, ast.Name) for v in args[1].values):
+            return FORM
+        return UNION if any(v.id in unions for v in args[1].values) else REWRITTEN  # type: ignore[attr-defined]
+    if len(args) == 3 and isinstance(args[1], ast.Name):
+        return UNION if args[1].id in unions else REWRITTEN
+    return FORM
 
 
-def get_sites(tree: ast.Module, source: str) -> List[Tuple[int, str]]:
+def get_sites(tree: ast.Module, unions: Iterable[str] = ()) -> List[Tuple[int, str]]:
     """(line, REWRITTEN or the reason it is left by hand) for each `Get(...)` call, in the order of
-    the source. The goal also needs the rule graph: it skips a `Get` it finds no rule for, and the
-    `Get`s of a rule that is not registered; this counts them as rewritten."""
-    lines = source.splitlines()
+    the source. `unions`: the union bases of the plugin. The goal also needs its rule graph to
+    hold each rule and a rule for each `Get`; a rule the plugin registers always is there."""
+    rules = {n.name for n in tree.body if is_rule(n)}
+    bases = set(unions)
     sites: List[Tuple[int, int, str]] = []
+    current = [""]  # the function the goal believes it is in (its `calling_function`)
 
-    def scan(node: ast.AST, statement: Optional[ast.stmt], in_async: bool) -> None:
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
-            # The goal does not look inside an `async def`'s nested functions.
-            body = {id(s): s for s in node.body} if not in_async and visited_by_the_goal(node) else {}
-            for child in ast.iter_child_nodes(node):
-                scan(child, body.get(id(child)), in_async or isinstance(node, ast.AsyncFunctionDef))
-            return
-        if isinstance(node, ast.Call) and _name(node.func) == "Get":
-            sites.append((node.lineno, node.col_offset, _fate(node, statement, lines)))
+    def scan(node: ast.AST, in_rule: bool) -> None:
         for child in ast.iter_child_nodes(node):
-            scan(child, statement, in_async)
+            if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                current[0] = child.name
+                scan(child, in_rule or child.name in rules)
+                current[0] = ""
+                continue
+            scan(child, in_rule)
+            if isinstance(child, ast.Call) and _name(child.func) == "Get":
+                if current[0] in rules:
+                    fate = _mapped(child, bases)
+                else:
+                    fate = AFTER_NESTED_DEF if in_rule and not current[0] else IN_A_HELPER
+                sites.append((child.lineno, child.col_offset, fate))
 
-    scan(tree, None, False)
+    scan(tree, False)
     return [(line, fate) for line, _, fate in sorted(sites)]
 
 
@@ -172,12 +167,18 @@ def report(root: Path) -> str:
     modules: Dict[str, Tuple[List[str], int]] = {}  # module: (the fate of each Get, MultiGet sites)
     moved: Dict[str, List[str]] = {}
     options: Dict[str, List[str]] = {}
-    for path in scanned_files(root):
+    files = scanned_files(root)
+    plugin = {
+        str(p.relative_to(root)): ast.parse(p.read_text(), str(p))
+        for p in files
+        if str(p.relative_to(root)).startswith(PLUGIN) and p.suffix == ".py" and not p.name.endswith("_test.py")
+    }
+    unions = {base for tree in plugin.values() for base in union_bases(tree)}
+    for path in files:
         rel = str(path.relative_to(root))
-        if rel.startswith(PLUGIN) and rel.endswith(".py") and not rel.endswith("_test.py"):
-            source = path.read_text()
-            tree = ast.parse(source, rel)
-            fates, multi = [fate for _, fate in get_sites(tree, source)], multiget_sites(tree)
+        if rel in plugin:
+            tree = plugin[rel]
+            fates, multi = [fate for _, fate in get_sites(tree, unions)], multiget_sites(tree)
             if fates or multi:
                 modules[rel] = (fates, multi)
             for module, fallback in moved_imports(tree):
@@ -192,7 +193,7 @@ def report(root: Path) -> str:
     lines = [
         f"- `Get`: {len(every)} call sites in {len(modules)} modules: {every.count(REWRITTEN)} rewritten by "
         f"`pants migrate-call-by-name`, {len(by_hand)} by hand{f' ({_reasons(by_hand)})' if by_hand else ''}",
-        f"- `MultiGet`: {sum(multi for _, multi in modules.values())} call sites (the goal rewrites the `Get`s in them, not the `MultiGet`)",
+        f"- `MultiGet`: {sum(multi for _, multi in modules.values())} call sites, each renamed `concurrently` by the goal",
         "",
         "| module | `Get` | rewritten | by hand | by hand, why |",
         "| --- | ---: | ---: | ---: | --- |",
