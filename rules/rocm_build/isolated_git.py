@@ -19,6 +19,7 @@ Standard library only: the engine-free modules (upstream/workspace_repo.py, prog
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from typing import Dict, Mapping, Optional, Sequence
@@ -42,20 +43,20 @@ PINNED_ENV = {"GIT_TERMINAL_PROMPT": "0", "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFI
 # Before every command: no hook runs, whatever a config file says.
 HOOKS_OFF = ("-c", "core.hooksPath=/dev/null")
 
-_asked: Optional[frozenset] = None
+# Asked once per process: cached by the function, no global rebound (free-threaded Python).
+@functools.lru_cache(maxsize=None)
+def _asked_git() -> frozenset:
+    """What this git says points it elsewhere, asked once per process with none of them set."""
+    listed = subprocess.run(
+        ["git", "rev-parse", "--local-env-vars"], capture_output=True, cwd="/",
+        env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **PINNED_ENV},
+    )  # fmt: skip
+    return frozenset(listed.stdout.decode(errors="replace").split()) if listed.returncode == 0 else frozenset()
 
 
 def local_env_vars() -> frozenset:
-    """What this git says points it elsewhere (asked once per process, with none of them set),
-    with our own list."""
-    global _asked
-    if _asked is None:
-        listed = subprocess.run(
-            ["git", "rev-parse", "--local-env-vars"], capture_output=True, cwd="/",
-            env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **PINNED_ENV},
-        )  # fmt: skip
-        _asked = frozenset(listed.stdout.decode(errors="replace").split()) if listed.returncode == 0 else frozenset()
-    return _asked | frozenset(LOCAL_ENV_VARS)
+    """What this git says points it elsewhere, with our own list."""
+    return _asked_git() | frozenset(LOCAL_ENV_VARS)
 
 
 def dropped(name: str) -> bool:

@@ -11,10 +11,11 @@ for every goal."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import sys
 from types import ModuleType
-from typing import Iterable, List
+from typing import Callable, Iterable, List, get_type_hints
 
 import pytest
 from pants.engine.goal import Goal
@@ -40,13 +41,21 @@ def modules_with_rules() -> List[ModuleType]:
     ]  # fmt: skip
 
 
+def parameter_types(func: Callable) -> List[type]:
+    """A rule's parameter types, from its signature: what the engine reads too, where its own
+    name for them changed (`TaskRule.input_selectors`, `parameters` from Pants 2.20)."""
+    # A subsystem's rule is a partial of Pants' own function, the subsystem bound.
+    hints = get_type_hints(func.func if isinstance(func, functools.partial) else func)
+    return [hints[name] for name in inspect.signature(func).parameters]
+
+
 def queries(rules: Iterable) -> List[QueryRule]:
     """A query for each of the plugin's rules in `rules`, given what its callers hand it."""
     out = []
     for r in rules:
         if not isinstance(r, TaskRule) or not r.func.__module__.startswith("rocm_build") or issubclass(r.output_type, Goal):
             continue
-        given = [t for t in r.input_selectors if t not in PRODUCED and (t.__module__.startswith("rocm_build") or t in MEMBERS)]
+        given = [t for t in parameter_types(r.func) if t not in PRODUCED and (t.__module__.startswith("rocm_build") or t in MEMBERS)]
         out.append(QueryRule(r.output_type, given))
     return out
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pants.engine.fs import CreateDigest, FileContent
 
-from rocm_build.script_modules import SCRIPTS_DIR, load_script, script_bytes
+from rocm_build.script_modules import SCRIPTS_DIR, script_bytes
 
-__all__ = ["SCRIPTS_DIR", "load_script", "script_bytes", "script_files"]
+__all__ = ["SCRIPTS_DIR", "script_bytes", "script_files"]
 
 
 def script_files(*names: str) -> CreateDigest:

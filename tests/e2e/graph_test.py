@@ -67,9 +67,12 @@ def edited(ws: Workspace, path: str, edit: str, *args: str) -> List[str]:
 
 def test_a_wheel_depends_on_everything_it_is_built_from(ws: Workspace) -> None:
     vllm = lines(ws, "dependencies", "tests/mini/vllm:wheel")
-    # Every script the plugin runs in its sandboxes (the `resources` that ship them), none of their tests.
-    scripts = [a for a in vllm if a.startswith("rules/rocm_build/scripts/")]
-    assert "rules/rocm_build/scripts/build_wheel.sh" in scripts and not [s for s in scripts if s.endswith("_test.py")]
+    # The scripts the plugin runs in its sandboxes, as one edge: the `target` gathering the `resources`
+    # that ship them, which has every script as a dependency and none of their tests.
+    scripts = [a for a in vllm if a.startswith("rules/rocm_build/scripts")]
+    assert scripts == ["rules/rocm_build/scripts:sandbox-scripts"]
+    gathered = lines(ws, "dependencies", scripts[0])
+    assert "rules/rocm_build/scripts/build_wheel.sh" in gathered and not [s for s in gathered if s.endswith("_test.py")]
     assert [a for a in vllm if a not in scripts] == [
         "//pants.offline.toml:config",  # the config files Pants read the options from (./pants adds this one)
         "//pants.toml:config",
@@ -88,7 +91,8 @@ def test_a_wheel_depends_on_everything_it_is_built_from(ws: Workspace) -> None:
     # A pinned archive, and a kernel test's source and the plugin's own inputs.
     assert "components/archives/vllm-sdist.toml" in lines(ws, "dependencies", "components/vllm:sdist")
     kernels = lines(ws, "dependencies", "components/vllm:kernels")
-    assert {"components/vllm:sdist", "//pants.toml:config", "rules/rocm_build/scripts/kernel_test.sh"} <= set(kernels)
+    assert {"components/vllm:sdist", "//pants.toml:config", "rules/rocm_build/scripts:sandbox-scripts"} <= set(kernels)
+    assert not [a for a in kernels if a.startswith("rules/rocm_build/scripts/")]  # the scripts as one edge
     # A choices test on the module its workload imports: the kernel test whose workload it is.
     assert {"components/vllm:sdist", "components/vllm:kernels"} <= set(lines(ws, "dependencies", "components/vllm:choices"))
     assert "components/vllm/kernels_workload.py" in lines(ws, "filedeps", "--transitive", "components/vllm:choices")
@@ -212,7 +216,7 @@ def test_the_ci_recipe_packages_and_tests_what_a_change_reads(ws: Workspace, pat
     assert sorted(selected & set(every(ws, PACKAGED[len("--filter-target-type=") :]))) == packaged
     assert sorted(selected & set(every(ws, TEST_KINDS))) == sorted(tested)
     # Against every end-to-end file (each a nested Pants with a 1,800 s timeout) before issue 57.
-    assert len([a for a in every(ws, "python_test") if a.startswith("tests/e2e/")]) == 28
+    assert len([a for a in every(ws, "python_test") if a.startswith("tests/e2e/")]) == 29
 
 
 def test_each_end_to_end_file_has_a_test_generator_of_its_own(ws: Workspace) -> None:

@@ -11,9 +11,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from fuzz.scripts import load_script
+from rocm_build.scripts import check_box as BOX
 
-BOX = load_script("check_box.py")
 INSTRUMENTED = [BOX]
 # In memory where there is a tmpfs: a run writes the files that changed since the last.
 ROOT = Path(tempfile.mkdtemp(prefix="fuzz-box-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))

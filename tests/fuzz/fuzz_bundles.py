@@ -9,10 +9,10 @@ import sys
 import zlib
 
 from fuzz import hostile
-from fuzz.scripts import load_script
+from rocm_build.scripts import amdgpu_elf
+from rocm_build.scripts import gpu_code as GPU_CODE
 
-GPU_CODE = load_script("gpu_code.py", "amdgpu_elf.py", "kpack.py", "wheel_zip.py")
-INSTRUMENTED = [GPU_CODE, sys.modules["amdgpu_elf"]]
+INSTRUMENTED = [GPU_CODE, amdgpu_elf]
 # A short run explores the logic, not throughput: a bundle may inflate to 64 MiB here.
 GPU_CODE.MAX_INFLATED = 64 << 20
 

@@ -11,10 +11,10 @@ import sys
 
 from fuzz import hostile
 from fuzz.hostile import mp_bin, mp_float, mp_int, mp_list, mp_map, mp_str
-from fuzz.scripts import load_script
+from rocm_build.scripts import amdgpu_elf
+from rocm_build.scripts import kpack as KPACK
 
-KPACK = load_script("kpack.py", "amdgpu_elf.py")
-INSTRUMENTED = [KPACK, sys.modules["amdgpu_elf"]]
+INSTRUMENTED = [KPACK, amdgpu_elf]
 KEY = "lib/libtorch_hip.so#0"
 
 

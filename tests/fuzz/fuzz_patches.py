@@ -12,9 +12,8 @@ import sys
 import tempfile
 
 
-from fuzz.scripts import load_script
+from rocm_build.scripts import apply_patches as APPLY
 
-APPLY = load_script("apply_patches.py")
 INSTRUMENTED = [APPLY]
 WORK = tempfile.mkdtemp(prefix="fuzz-patches-")
 DIFF, EDIT = os.path.join(WORK, "0001-fix.patch"), os.path.join(WORK, "0002-fix.edit.toml")

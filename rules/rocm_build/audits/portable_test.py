@@ -16,7 +16,6 @@ from pants.testutil.rule_runner import MockGet, run_rule_with_mocks
 
 from rocm_build.wheel.built_wheel import BuiltWheel
 from rocm_build.audits.portable import Auditwheel, check_platform_policy, policy_tag
-from rocm_build.sandbox_scripts import load_script
 
 # What auditwheel 6.8.2 printed for the mini aotriton wheel (it wraps lines), and the ending
 # of its report for a wheel that needs a library outside every policy.
@@ -40,17 +39,6 @@ def test_the_policy_is_read_from_auditwheels_report() -> None:
     assert policy_tag(LINUX) == "linux_x86_64"
     with pytest.raises(ValueError, match="auditwheel said no platform tag"):
         policy_tag("usage: auditwheel show [-h] WHEEL_FILE\n")
-
-
-def test_retagging_rewrites_the_wheel_tags_and_the_name() -> None:
-    wheel_files = load_script("wheel_files.py", "wheel_zip.py")
-    data, name = wheel_files.retag(
-        b"Wheel-Version: 1.0\nGenerator: setuptools\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
-        "mini_aotriton-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl",
-        "manylinux_2_5_x86_64",
-    )
-    assert data == b"Wheel-Version: 1.0\nGenerator: setuptools\nRoot-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_5_x86_64\n"
-    assert name == "mini_aotriton-1.0.0+llvm19gfx1151-cp311-cp311-manylinux_2_5_x86_64.whl"
 
 
 def test_a_pure_wheel_is_not_given_to_auditwheel() -> None:

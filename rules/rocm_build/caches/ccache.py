@@ -24,7 +24,8 @@ from pants.util.ordered_set import FrozenOrderedSet
 from pants.util.logging import LogLevel
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
+from rocm_build.scripts import ccache_remote as SCRIPT  # the same file the build's forwarder runs
 from rocm_build.subsystems.compiler_cache import REMOTE_STORAGE_OPTION, CompilerCacheSubsystem
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.subsystems.host_tools import HostTools
@@ -35,7 +36,6 @@ logger = logging.getLogger(__name__)
 CCACHE_REMOTE_CACHE = "rocm_build_ccache_remote"
 CCACHE_REMOTE_DIR = ".ccache-remote"
 OPTION = REMOTE_STORAGE_OPTION
-SCRIPT = load_script("ccache_remote.py")  # the same bytes the build's forwarder runs
 
 
 @dataclass(frozen=True)

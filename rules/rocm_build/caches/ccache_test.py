@@ -9,7 +9,6 @@ import sys
 import re
 import socket
 import stat
-import types
 from pathlib import Path
 
 import pytest
@@ -19,12 +18,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 from rocm_build.caches import ccache
 from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CcacheRemote
 from rocm_build.sandbox_scripts import script_bytes
-
-
-def script() -> types.ModuleType:
-    module = types.ModuleType("ccache_remote")
-    exec(script_bytes("ccache_remote.py"), module.__dict__)
-    return module
+from rocm_build.scripts import ccache_remote
 
 
 @pytest.mark.parametrize(
@@ -41,7 +35,7 @@ def script() -> types.ModuleType:
     ],
 )  # fmt: skip
 def test_the_address_becomes_a_server_to_relay_to_and_a_url_for_ccache(address, target, shown, url) -> None:
-    parsed = script().parse(address)
+    parsed = ccache_remote.parse(address)
     assert (parsed["target"], parsed["shown"], parsed["url"]) == (target, shown, url)
 
 
@@ -58,9 +52,8 @@ def test_the_address_becomes_a_server_to_relay_to_and_a_url_for_ccache(address, 
     ],
 )
 def test_a_bad_address_is_refused(address, why) -> None:
-    module = script()
-    with pytest.raises(module.BadAddress, match=re.escape(why)) as e:
-        module.parse(address)
+    with pytest.raises(ccache_remote.BadAddress, match=re.escape(why)) as e:
+        ccache_remote.parse(address)
     assert "s3cret" not in str(e.value)
 
 

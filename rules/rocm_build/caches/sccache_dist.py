@@ -25,7 +25,8 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, process_failed
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
+from rocm_build.scripts import dist_relay as RELAY  # the same file the build's relay runs
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
 from rocm_build.subsystems.sccache import Sccache
 from rocm_build.toolchain.rocm_sdk import SANDBOX_ROOT, ResolvedToolchain
@@ -38,7 +39,6 @@ FARM_CACHE = "rocm_build_sccache_dist"
 FARM_DIR = ".sccache-dist-conf"
 TOOLCHAIN_DIR = ".sccache-toolchain"
 OPTION = "[sccache] dist_scheduler_url (PANTS_SCCACHE_DIST_SCHEDULER_URL)"
-RELAY = load_script("dist_relay.py")  # the same bytes the build's relay runs
 
 
 def read_token(sccache: Sccache) -> str:

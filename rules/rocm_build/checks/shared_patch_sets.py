@@ -64,7 +64,7 @@ class SourceTrialRequest:
 
 @dataclass(frozen=True)
 class SourceTrial(EngineAwareReturnType):
-    pinned: str  # "pin flash_attention @ 0e60e39473e8", an archive's URL and sha256
+    pinned: str  # "flash_attention @ 0e60e39473e8", an archive's URL and sha256
     problem: str = ""  # why it could not be fetched and patched, as its own build would say
 
     def cacheable(self) -> bool:
@@ -77,9 +77,7 @@ async def try_source(request: SourceTrialRequest) -> SourceTrial:
         spec = await Get(UpstreamSpec, UpstreamRequest(request.address, ORIGIN))
     except EXPECTED_FAILURES as e:
         return SourceTrial("its pin could not be read", problem_text(e))
-    pinned = (
-        f"{spec.pin.url} sha256 {spec.pin.commit[:12]}" if spec.is_archive else f"pin {spec.pin_name} @ {spec.pin.commit[:12]}"
-    )
+    pinned = spec.pinned
     try:
         await Get(ResolvedUpstream, UpstreamRequest(request.address, ORIGIN))
     except EXPECTED_FAILURES as e:

@@ -68,7 +68,7 @@ def test_a_patch_set_that_does_not_apply_to_the_other_source_names_it_and_its_pi
     (problem,) = found.problems
     said, _, git_said = problem.partition("\ngit apply said:\n")
     assert said == (
-        f"patches/fa:gfx1151, which components/fa:sdist applies, is applied by components/fa:src (pin fa @ "
+        f"patches/fa:gfx1151, which components/fa:sdist applies, is applied by components/fa:src (fa @ "
         f"{commit[:12]}) too, and applying it there failed:\n"
         "components/fa:src: patches/fa/0001-archs.patch: the hunk at setup.py line 1 does not match the pinned source. "
         "No patch before it changes setup.py: the pinned file changed there (or this patch did); refresh the patch "

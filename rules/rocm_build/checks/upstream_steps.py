@@ -49,7 +49,8 @@ from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.rust.cargo_lock import CRATES_IO
 from rocm_build.wheel.chain_versions import module_name
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_bytes
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
+from rocm_build.scripts import tree_scan as TREE_SCAN
 from rocm_build.prepare import inputs as build_inputs
 from rocm_build.wheel import build_process
 from rocm_build.upstream import tree_scan
@@ -58,7 +59,6 @@ from rocm_build.install import runtime_lock
 
 HOOK_OUT = "out/preflight.json"
 TAIL_LINES = 4
-TREE_SCAN = load_script("tree_scan.py")
 
 
 # ------------------------------------------------------------------------- the metadata hook

@@ -43,7 +43,7 @@ from rocm_build.wheel import chain_order
 from rocm_build.goals.package_summary import (
     DistWheel,
     changed_folders,
-    expect_written,
+    DistHashes,
     summary_lines,
     unwritable,
     unwritable_message,
@@ -281,21 +281,30 @@ def dist_wheel(w: BuiltRocmWheel, folder: DistFolder, run_id: RunId) -> DistWhee
     )
 
 
+@rule
+async def dist_hashes() -> DistHashes:
+    """What is known of dist/'s files: one value for the life of pantsd (a rule with no inputs
+    is run once and kept), handed to each comparison."""
+    return DistHashes()
+
+
 @rule(desc="Comparing a rocm_wheel chain with dist/", level=LogLevel.DEBUG)
-async def compare_with_dist(request: DistOutcomeRequest, dist: DistDir, build_root: BuildRoot, run_id: RunId) -> DistOutcome:
+async def compare_with_dist(
+    request: DistOutcomeRequest, dist: DistDir, build_root: BuildRoot, run_id: RunId, known: DistHashes
+) -> DistOutcome:
     """The folders dist/ does not hold already, and the summary. The run id tells a build that
     ran in this run from one a cache gave."""
     root = build_root.pathlib_path / dist.relpath
     by_relpath = {f.relpath: f for f in request.folders}
     wheels = [dist_wheel(w, by_relpath[dist_dir(w.address)], run_id) for w in request.closure]
-    changed = changed_folders(root, {f.relpath: f.files() for f in request.folders})
-    outcomes = wheel_outcomes(root, wheels, held=[f.relpath for f in request.folders if f.relpath not in changed])
+    changed = changed_folders(root, {f.relpath: f.files() for f in request.folders}, known)
+    outcomes = wheel_outcomes(root, wheels, held=[f.relpath for f in request.folders if f.relpath not in changed], known=known)
     blocked = unwritable(root, changed, [f.relpath for f in request.folders if f.relpath not in changed])
     if blocked:
         raise RocmBuildError(unwritable_message(root, blocked))
     for folder in request.folders:  # Pants writes every file of the package, changed or not
         for e in folder.entries:
-            expect_written(root / folder.relpath / e.path, e.file_digest.fingerprint, e.file_digest.serialized_bytes_length)
+            known.expect_written(root / folder.relpath / e.path, e.file_digest.fingerprint, e.file_digest.serialized_bytes_length)
     install = request.folders[-1].relpath
     install_written = install in changed
     # What the set's check found is said when the set is new in dist/.

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,57 +27,73 @@ from pants.engine.fs import FileEntry
 
 from rocm_build.wheel.rebuild import first_reason, last_build_info
 
-# (path, size, mtime, ctime in ns, inode) -> sha256 of the file: pantsd keeps it between runs,
-# so an unchanged GB wheel in dist/ is hashed once, not on every `package`. A file changed
-# within a timestamp tick of its last hashing could keep all five: a file whose mtime is
-# younger than _RACY_NS is hashed, not remembered (git's "racy clean" rule).
-_HASHES: Dict[Tuple[str, int, int, int, int], str] = {}
 _RACY_NS = 2_000_000_000
-# path -> (size, sha256, when `package` decided to write it, ns): what Pants is about to write
-# (it writes what the package rule returns). The next run finds the file unchanged without
-# reading it: it must, quickly, since Pants compares that run's result with this one's while
-# it decides what to run again (a slow comparison there could outlast the checks and cancel a
-# build they let start). Timestamps are coarser than the clock: a margin.
-_WRITING: Dict[str, Tuple[int, str, int]] = {}
 _MTIME_MARGIN_NS = 100_000_000
 
 BUILT, CACHED, UNCHANGED, PINNED = "built", "cached", "unchanged", "pinned"
 
 
-def expect_written(path: Path, sha256: str, size: int) -> None:
-    _WRITING[str(path)] = (size, sha256, time.time_ns())
+class DistHashes:
+    """What is known of the files in dist/ between runs: a value the package rule is handed (a
+    rule result pantsd keeps, goals/package.py), so nothing of the module is changed at run time;
+    its own lock keeps it whole when rules run on several threads.
+
+    `hashes`: (path, size, mtime, ctime in ns, inode) -> sha256 of the file, so an unchanged GB
+    wheel in dist/ is hashed once, not on every `package`. A file changed within a timestamp
+    tick of its last hashing could keep all five: a file whose mtime is younger than _RACY_NS is
+    hashed, not remembered (git's "racy clean" rule).
+    `writing`: path -> (size, sha256, when `package` decided to write it, ns): what Pants is about
+    to write (it writes what the package rule returns). The next run finds the file unchanged
+    without reading it: it must, quickly, since Pants compares that run's result with this one's
+    while it decides what to run again (a slow comparison there could outlast the checks and
+    cancel a build they let start). Timestamps are coarser than the clock: a margin."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.hashes: Dict[Tuple[str, int, int, int, int], str] = {}
+        self.writing: Dict[str, Tuple[int, str, int]] = {}
+
+    def expect_written(self, path: Path, sha256: str, size: int) -> None:
+        with self._lock:
+            self.writing[str(path)] = (size, sha256, time.time_ns())
+
+    def file_sha256(self, path: Path) -> str:
+        st = path.stat()
+        key = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+        with self._lock:
+            known = self.hashes.get(key)
+            pending = None if known is not None else self.writing.pop(str(path), None)
+        if known is not None:
+            return known
+        if pending and pending[0] == st.st_size and st.st_mtime_ns >= pending[2] - _MTIME_MARGIN_NS:
+            found = pending[1]
+        else:
+            found = _read_sha256(path)
+        if time.time_ns() - st.st_mtime_ns >= _RACY_NS:
+            with self._lock:
+                self.hashes[key] = found
+        return found
 
 
-def file_sha256(path: Path) -> str:
-    st = path.stat()
-    key = (str(path), st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
-    if key in _HASHES:
-        return _HASHES[key]
-    pending = _WRITING.pop(str(path), None)
-    if pending and pending[0] == st.st_size and st.st_mtime_ns >= pending[2] - _MTIME_MARGIN_NS:
-        found = pending[1]
-    else:
-        digest = hashlib.sha256()
-        with open(path, "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                digest.update(block)
-        found = digest.hexdigest()
-    if time.time_ns() - st.st_mtime_ns >= _RACY_NS:
-        _HASHES[key] = found
-    return found
+def _read_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
-def holds(path: Path, sha256: str, size: int) -> bool:
-    """Whether the file at `path` has these bytes."""
-    return path.is_file() and path.stat().st_size == size and file_sha256(path) == sha256
+def holds(path: Path, sha256: str, size: int, known: Optional[DistHashes] = None) -> bool:
+    """Whether the file at `path` has these bytes (`known`: what is known of dist/, else nothing)."""
+    return path.is_file() and path.stat().st_size == size and (known or DistHashes()).file_sha256(path) == sha256
 
 
-def holds_file(path: Path, entry: FileEntry) -> bool:
+def holds_file(path: Path, entry: FileEntry, known: Optional[DistHashes] = None) -> bool:
     """Whether the file at `path` has the bytes of this digest entry."""
-    return holds(path, entry.file_digest.fingerprint, entry.file_digest.serialized_bytes_length)
+    return holds(path, entry.file_digest.fingerprint, entry.file_digest.serialized_bytes_length, known)
 
 
-def holds_files(folder: Path, files: Mapping[str, Tuple[str, int]]) -> bool:
+def holds_files(folder: Path, files: Mapping[str, Tuple[str, int]], known: Optional[DistHashes] = None) -> bool:
     """Whether `folder` holds exactly these files (relative path -> sha256 and size)."""
     if not folder.is_dir():
         return False
@@ -87,7 +104,8 @@ def holds_files(folder: Path, files: Mapping[str, Tuple[str, int]]) -> bool:
             found[path.relative_to(folder).as_posix()] = path
     if set(found) != set(files):
         return False
-    return all(p.stat().st_size == files[rel][1] and file_sha256(p) == files[rel][0] for rel, p in found.items())
+    known = known or DistHashes()
+    return all(p.stat().st_size == files[rel][1] and known.file_sha256(p) == files[rel][0] for rel, p in found.items())
 
 
 @dataclass(frozen=True)
@@ -135,7 +153,9 @@ class DistWheel:
     log: Optional[Tuple[str, str, int]] = None  # its build log: name, sha256, size
 
 
-def wheel_outcomes(root: Path, wheels: Sequence[DistWheel], held: Collection[str] = ()) -> List[WheelOutcome]:
+def wheel_outcomes(
+    root: Path, wheels: Sequence[DistWheel], held: Collection[str] = (), known: Optional[DistHashes] = None
+) -> List[WheelOutcome]:
     """What each wheel is to dist/ (at `root`), in chain order: dependencies come first, so a
     wheel's reason can name the dependency that changed under it. `held`: the folders
     changed_folders found dist/ holding exactly (their wheels and logs are these bytes), whose
@@ -144,10 +164,10 @@ def wheel_outcomes(root: Path, wheels: Sequence[DistWheel], held: Collection[str
     changed: List[str] = []
     for w in wheels:
         where = root / w.folder
-        same = w.folder in held or holds(where / w.name, w.sha256, w.size)
+        same = w.folder in held or holds(where / w.name, w.sha256, w.size, known)
         status = status_of(same, w.prebuilt, w.ran_here)
         reason = ""
-        if status == UNCHANGED and w.ran_here and w.log and w.folder not in held and not holds(where / w.log[0], *w.log[1:]):
+        if status == UNCHANGED and w.ran_here and w.log and w.folder not in held and not holds(where / w.log[0], *w.log[1:], known):
             # Built in this run into the same bytes (Pants' cache off, say): its log is new.
             status, reason = BUILT, "the same bytes as the wheel in dist/ (its build log is new)"
         elif status == PINNED:
@@ -195,10 +215,10 @@ def unwritable_message(root: Path, found: Sequence[Path]) -> str:
     )
 
 
-def changed_folders(root: Path, folders: Mapping[str, Mapping[str, Tuple[str, int]]]) -> List[str]:
+def changed_folders(root: Path, folders: Mapping[str, Mapping[str, Tuple[str, int]]], known: Optional[DistHashes] = None) -> List[str]:
     """The folders (relative path -> its files' sha256 and size) whose files dist/ does not hold
     exactly: those Pants clears before it writes them, each named once."""
-    return [relpath for relpath, files in folders.items() if not holds_files(root / relpath, files)]
+    return [relpath for relpath, files in folders.items() if not holds_files(root / relpath, files, known)]
 
 
 # How the summary counts each status.

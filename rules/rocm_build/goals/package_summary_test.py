@@ -12,15 +12,13 @@ from pathlib import Path
 
 from pants.engine.fs import FileDigest, FileEntry
 
-from rocm_build.goals import package_summary
 from rocm_build.goals.package_summary import (
     BUILT,
     CACHED,
     PINNED,
     UNCHANGED,
     WheelOutcome,
-    expect_written,
-    file_sha256,
+    DistHashes,
     DistWheel,
     changed_folders,
     holds_file,
@@ -175,13 +173,15 @@ def test_a_file_package_is_about_to_write_is_known_without_reading_it(tmp_path: 
     # `package` decided to write it with this digest; Pants writes it after. The next run's
     # comparison takes the digest as said (here a made-up one: the file is not read).
     path = tmp_path / "set" / "requirements.txt"
-    expect_written(path, "f" * 64, 5)
+    known = DistHashes()
+    known.expect_written(path, "f" * 64, 5)
     path.parent.mkdir()
     path.write_bytes(b"x==1\n")
-    assert holds_files(tmp_path / "set", {"requirements.txt": ("f" * 64, 5)})
+    assert not holds_files(tmp_path / "set", {"requirements.txt": ("f" * 64, 5)})  # another run's knowledge
+    assert holds_files(tmp_path / "set", {"requirements.txt": ("f" * 64, 5)}, known)
     # Only once, and only for the file written after the decision: a rewrite is read.
     path.write_bytes(b"x==2\n")
-    assert not holds_files(tmp_path / "set", {"requirements.txt": ("f" * 64, 5)})
+    assert not holds_files(tmp_path / "set", {"requirements.txt": ("f" * 64, 5)}, known)
 
 
 def test_a_file_younger_than_a_timestamp_tick_is_hashed_not_remembered(tmp_path: Path) -> None:
@@ -189,11 +189,12 @@ def test_a_file_younger_than_a_timestamp_tick_is_hashed_not_remembered(tmp_path:
     # remembered for a fresh file could outlive its bytes. An old file's hash is remembered.
     path = tmp_path / WHEEL
     path.write_bytes(b"fresh")
-    assert file_sha256(path) == sha(b"fresh")
-    assert [k for k in package_summary._HASHES if k[0] == str(path)] == []
+    known = DistHashes()
+    assert known.file_sha256(path) == sha(b"fresh")
+    assert [k for k in known.hashes if k[0] == str(path)] == []
     os.utime(path, ns=(1, 1))
-    assert file_sha256(path) == sha(b"fresh")
-    assert [k[0] for k in package_summary._HASHES if k[0] == str(path)] == [str(path)]
+    assert known.file_sha256(path) == sha(b"fresh")
+    assert [k[0] for k in known.hashes if k[0] == str(path)] == [str(path)]
 
 
 @contextmanager

@@ -138,11 +138,10 @@ async def workspace_source(request: WorkspaceRequest, tools: HostTools) -> Works
     )  # fmt: skip
     sets = await Get(Targets, Addresses, addresses)
     hydrated = await MultiGet(Get(HydratedSources, HydrateSourcesRequest(t[PatchSourcesField])) for t in sets)
-    pinned = f"{spec.pin.url} sha256 {spec.pin.commit[:12]}" if spec.is_archive else f"{spec.pin_name} @ {spec.pin.commit[:12]}"
     return WorkspaceSource(
         owner=spec.address.spec,
         pin_name=spec.pin_name,
-        pinned=pinned,
+        pinned=spec.pinned,
         patch_files=tuple(p.path for p in spec.patches),
         patch_sets=tuple(
             PatchSetInfo(t.address, tuple(t[PatchSourcesField].globs), tuple(h.snapshot.files)) for t, h in zip(sets, hydrated)

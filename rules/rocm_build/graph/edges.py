@@ -8,7 +8,8 @@ and `--changed-since --changed-dependents=transitive` know what a wheel is built
   pin (and a prebuilt pin on its directory's shared `[prebuilt]` file), the patch sets of an
   `upstream_repo` or `upstream_archive` being edges already (`patches`);
 - a `rocm_wheel` on what the plugin puts into each of its processes and keys: its sandbox
-  scripts (the `resources` target that ships rules/rocm_build/scripts/) and the config files
+  scripts (one edge: the `target` that depends on the `resources` shipping
+  rules/rocm_build/scripts/, so `peek` lists them once and not file by file) and the config files
   Pants read its options from (`pants.toml`, and `pants.offline.toml` for ./pants), when they
   are in the repository; the workload tests take the same edges (workloads/dependency_inference.py);
 - a `rocm_wheel` built in a container on its `environment`'s `docker_environment` (the image it
@@ -28,15 +29,19 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import dataclass
-from typing import Iterable, Optional, Tuple
+from typing import Iterable, Mapping, Optional, Tuple
 
 from pants.base.build_root import BuildRoot
-from pants.core.target_types import ResourceSourceField
+from pants.base.specs import DirGlobSpec, RawSpecs
+from pants.core.target_types import GenericTarget, ResourceSourceField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.fs import DigestContents, PathGlobs, Snapshot
 from pants.engine.internals.graph import Owners, OwnersRequest
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import (
+    Dependencies,
+    DependenciesRequest,
+    ExplicitlyProvidedDependencies,
     FieldSet,
     InferDependenciesRequest,
     InferredDependencies,
@@ -179,6 +184,17 @@ def script_owners(owners_of: Iterable[Tuple[Address, ...]], resources: Iterable[
     return tuple(sorted(chosen))
 
 
+def one_edge_each(owners: Iterable[Address], gatherers: Mapping[Address, Iterable[Address]]) -> Tuple[Address, ...]:
+    """Each owner as one edge: a `target` that depends on it (`gatherers`: such targets, with what
+    they depend on), else the owner itself. Pants lists a dependency on a target generator as
+    every target it generates (`peek` of a wheel: each script), a `target` as itself."""
+    chosen = set()
+    for owner in owners:
+        gathering = sorted(g for g, deps in gatherers.items() if owner in set(deps))
+        chosen.add(gathering[0] if gathering else owner)
+    return tuple(sorted(chosen))
+
+
 @rule(desc="Finding the plugin's own inputs of every build")
 async def find_plugin_inputs(build_root: BuildRoot, global_options: GlobalOptions) -> PluginInputs:
     root = build_root.path
@@ -199,8 +215,17 @@ async def find_plugin_inputs(build_root: BuildRoot, global_options: GlobalOption
             f"Pants cannot see them change (`dependents`, `--changed-since`): add `resources(name=\"scripts\", "
             f"sources=[\"*\", \"!*_test.py\", \"!BUILD\"])` to {scripts_dir}/BUILD"
         )
+    shipping = script_owners((tuple(o) for o in owners_of), resources)
+    # The `target`s beside the shipping resources, with what each depends on: one of them is the edge.
+    beside = await Get(
+        Addresses,
+        RawSpecs(dir_globs=tuple(DirGlobSpec(d) for d in sorted({a.spec_path for a in shipping})), description_of_origin="the plugin's scripts"),
+    )
+    gatherers = [t for t in await Get(Targets, Addresses(beside)) if isinstance(t, GenericTarget)]
+    explicit = await MultiGet(Get(ExplicitlyProvidedDependencies, DependenciesRequest(t[Dependencies])) for t in gatherers)
+    gathering = {t.address: tuple(deps.includes) for t, deps in zip(gatherers, explicit)}
     files = await Get(Addresses, InputFilesRequest("Every rocm_wheel and test", tuple(config)))
-    return PluginInputs(Addresses(sorted({*script_owners((tuple(o) for o in owners_of), resources), *files})))
+    return PluginInputs(Addresses(sorted({*one_edge_each(shipping, gathering), *files})))
 
 
 # ----------------------------------------------------------------------------- rocm_wheel

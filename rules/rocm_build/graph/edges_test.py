@@ -18,7 +18,7 @@ from pants.testutil.rule_runner import RuleRunner
 from rocm_build import declared
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.graph import edges
-from rocm_build.graph.edges import inside, nearest_owner, script_owners
+from rocm_build.graph.edges import inside, nearest_owner, one_edge_each, script_owners
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream import prebuilt_wheels
@@ -170,3 +170,12 @@ def test_the_scripts_are_owned_by_the_resources_that_ship_them() -> None:
     assert script_owners(owners, shipped) == (Address("rules/rocm_build/scripts", target_name="scripts"),)
     # Without a `resources` target, each script's nearest owner.
     assert script_owners([(generated("files", "build_wheel.sh"),)], []) == (generated("files", "build_wheel.sh"),)
+
+
+def test_the_scripts_are_one_edge_through_the_target_that_gathers_them() -> None:
+    resources = Address("rules/rocm_build/scripts", target_name="scripts")
+    gatherer = Address("rules/rocm_build/scripts", target_name="sandbox-scripts")
+    bystander = Address("rules/rocm_build/scripts", target_name="other")
+    assert one_edge_each([resources], {bystander: (), gatherer: (resources,)}) == (gatherer,)
+    # Nothing gathers them: the resources themselves (listed file by file, still every edge).
+    assert one_edge_each([resources], {bystander: ()}) == (resources,)

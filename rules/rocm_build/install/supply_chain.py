@@ -17,10 +17,7 @@ from pants.engine.fs import FileContent
 from rocm_build.install.box_check import CHECK_STEP
 from rocm_build.install.runtime_set import RuntimeSet, header_lines
 from rocm_build.prepare.inputs import BuiltRocmWheel
-from rocm_build.sandbox_scripts import load_script
-
-sbom = load_script("sbom.py")
-pylock = load_script("pylock.py")
+from rocm_build.scripts import pylock, sbom
 
 # The uv way, in both headers: the same wheels by path and sha256, no index, no resolution.
 UV_INSTALL = "uv pip install --offline -r pylock.toml"

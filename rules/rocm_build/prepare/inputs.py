@@ -48,7 +48,6 @@ from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
-from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.locks import build_requirements
 from rocm_build.rust import cargo as rust_cargo
@@ -115,7 +114,7 @@ def build_info_json(
             "pin": upstream.pin_name,
             "url": upstream.pin.url,
             # An archive's identity is its sha256 (archive_source.py), a repository's its commit.
-            ("sha256" if isinstance(upstream.pin, ArchiveSourcePin) else "commit"): upstream.pin.commit,
+            upstream.identity_key: upstream.pin.commit,
             "patches": [{"path": p.path, "sha256": p.sha256} for p in upstream.patches],
         },
         "recipe": spec.recipe(),

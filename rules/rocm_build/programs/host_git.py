@@ -10,9 +10,7 @@ import subprocess
 from typing import Optional
 
 from rocm_build.isolated_git import run_git
-from rocm_build.sandbox_scripts import load_script
-
-GIT_URLS = load_script("git_urls.py")
+from rocm_build.scripts import git_urls as GIT_URLS
 
 
 class UpdateError(Exception):

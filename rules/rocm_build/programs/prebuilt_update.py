@@ -25,12 +25,12 @@ from rocm_build.upstream.pin_model import with_values
 from rocm_build.upstream.pins import PREBUILT, PrebuiltPin
 from rocm_build.upstream.wheel_tags import fits
 from rocm_build.upstream.prebuilt_devices import DeviceSetError, device_values, host_devices, pinned_requirement
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.scripts import simple_index as index_script
 
 
 def simple_index() -> types.ModuleType:
     """scripts/simple_index.py, which also runs in process sandboxes, as a module."""
-    return load_script("simple_index.py")
+    return index_script
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from typing import Iterator, Tuple
 
 import pytest
 
-from rocm_build.sandbox_scripts import load_script, script_bytes
+from rocm_build.sandbox_scripts import script_bytes
+from rocm_build.scripts import dist_relay
 
 TOKEN = "client-t0ken"
 
@@ -63,7 +64,7 @@ def farm(tmp_path: Path) -> Iterator[dict]:
     server, server_port = echo_server()
     sched = scheduler(f"127.0.0.1:{server_port}")
     url = f"http://127.0.0.1:{sched.server_address[1]}"
-    load_script("dist_relay.py").store(str(tmp_path / "conf"), url, TOKEN)
+    dist_relay.store(str(tmp_path / "conf"), url, TOKEN)
     build = subprocess.Popen(["sleep", "600"])  # the build whose end stops the relays
     run = lambda *args: subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, check=True)  # noqa: E731
     run("dist_relay.py", "forward", "conf", "sock", str(build.pid))
@@ -150,15 +151,14 @@ def test_inside_the_build_a_proxy_and_a_client_configuration(farm) -> None:
 
 
 def test_settings_are_checked_and_kept_private(tmp_path: Path) -> None:
-    relay = load_script("dist_relay.py")
     for url, token, why in [
         ("ftp://farm:10600", TOKEN, "`ftp://farm` is not an http:// or https:// URL with a host"),
         ("http://me:pw@farm:10600", TOKEN, "the URL carries credentials; give the token in the token file"),
         ("http://farm:port", TOKEN, "the port is not a number from 0 to 65535"),
         ("http://farm:10600", "", "the token file is empty or holds more than one line"),
     ]:
-        with pytest.raises(relay.BadSettings, match=f"^{re.escape(why)}$"):
-            relay.store(str(tmp_path), url, token)
-    assert relay.store(str(tmp_path), "https://farm.example", TOKEN) == "https://farm.example:443"
+        with pytest.raises(dist_relay.BadSettings, match=f"^{re.escape(why)}$"):
+            dist_relay.store(str(tmp_path), url, token)
+    assert dist_relay.store(str(tmp_path), "https://farm.example", TOKEN) == "https://farm.example:443"
     assert stat.S_IMODE((tmp_path / "dist.json").stat().st_mode) == 0o600
-    assert relay.store(str(tmp_path), "", "") == "" and not (tmp_path / "dist.json").exists()
+    assert dist_relay.store(str(tmp_path), "", "") == "" and not (tmp_path / "dist.json").exists()

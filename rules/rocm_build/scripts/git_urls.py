@@ -12,7 +12,7 @@ http or git:// (unauthenticated), remote helpers (`<name>::`), a leading `-` in 
 host or user, spaces or control characters, or a password in the URL.
 
 Stdlib only: also runs in process sandboxes (scripts/source_pack.py) and is loaded by the
-plugin from the same bytes (rocm_build.sandbox_scripts.load_script), so both check alike.
+plugin as the module rocm_build.scripts.git_urls, the same file, so both check alike.
 """
 
 import re

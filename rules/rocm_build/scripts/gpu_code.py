@@ -43,9 +43,14 @@ import zlib
 
 import zstandard
 
-import kpack
-from amdgpu_elf import ELF_MAGIC, HEADER_BYTES, amdgpu_arch
-from wheel_zip import data_offset
+if __package__:  # imported as rocm_build.scripts.gpu_code (tests)
+    from . import kpack
+    from .amdgpu_elf import ELF_MAGIC, HEADER_BYTES, amdgpu_arch
+    from .wheel_zip import data_offset
+else:  # run by path in a sandbox, its siblings beside it
+    import kpack
+    from amdgpu_elf import ELF_MAGIC, HEADER_BYTES, amdgpu_arch
+    from wheel_zip import data_offset
 
 OFFLOAD_SECTIONS = (".hip_fatbin", ".llvm.offloading")
 CCOB = b"CCOB"

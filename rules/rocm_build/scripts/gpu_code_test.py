@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from mini import kpack_writer
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.scripts import amdgpu_elf as amdgpu_elf_script
+from rocm_build.scripts import gpu_code as gpu_code_script
 from rocm_build.testutil import kpack_wheels
 from rocm_build.testutil.kpack_wheels import ARCHIVE, KERNEL_NAME
 from rocm_build.testutil.wheel_facts import read_script_json, wheel
@@ -39,12 +40,12 @@ extern "C" __global__ void scale(float *x, float a) {
 
 @pytest.fixture(scope="module")
 def gpu_code():
-    return load_script("gpu_code.py", "wheel_zip.py", "amdgpu_elf.py", "kpack.py")
+    return gpu_code_script
 
 
 @pytest.fixture(scope="module")
 def amdgpu_elf():
-    return load_script("amdgpu_elf.py")
+    return amdgpu_elf_script
 
 
 def compile_hip(tmp: Path, out: str, *args: str) -> Path:

@@ -9,7 +9,8 @@ import sys
 
 import pytest
 
-from rocm_build.sandbox_scripts import load_script, script_bytes
+from rocm_build.sandbox_scripts import script_bytes
+from rocm_build.scripts import kernel_verdict
 
 KERNEL = {
     "name": "attn_fwd", "case": "fwd_fp16_d128", "key": "BLOCK_M=128 | warps=4", "arch": "gfx1151",
@@ -25,7 +26,7 @@ REPORT = {"targets": {"gfx1151": {"kernels": [KERNEL], "failures": [FAILURE], "s
 
 @pytest.fixture(scope="module")
 def verdict():
-    return load_script("kernel_verdict.py").verdict
+    return kernel_verdict.verdict
 
 
 def expected(**fields):

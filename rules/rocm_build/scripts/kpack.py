@@ -53,7 +53,10 @@ import struct
 import msgpack
 import zstandard
 
-from amdgpu_elf import HEADER_BYTES, amdgpu_arch
+if __package__:  # imported as rocm_build.scripts.kpack (tests)
+    from .amdgpu_elf import HEADER_BYTES, amdgpu_arch
+else:  # run by path in a sandbox, amdgpu_elf.py beside it
+    from amdgpu_elf import HEADER_BYTES, amdgpu_arch
 
 MAGIC = b"KPAK"
 VERSION = 1

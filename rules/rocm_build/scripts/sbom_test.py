@@ -9,10 +9,7 @@ import hashlib
 import json
 import uuid
 
-from rocm_build.sandbox_scripts import load_script
-
-sbom = load_script("sbom.py")
-pylock = load_script("pylock.py")
+from rocm_build.scripts import pylock, sbom
 
 COMMIT = "e8b61258139e99360b1e3c9bd955b953d0bb0087"
 PATCH_SHA = "c2c5eeafc33628140a81e8f03d4c2e5dc81b1921cbbd031666c9640e97251738"

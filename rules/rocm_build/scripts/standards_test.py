@@ -21,11 +21,8 @@ from cyclonedx.schema import SchemaVersion
 from cyclonedx.validation.json import JsonStrictValidator
 from uv import find_uv_bin
 
-from rocm_build.script_modules import load_script
-
-sbom = load_script("sbom.py")
-pylock = load_script("pylock.py")
-wheel_files = load_script("wheel_files.py", "wheel_zip.py", "sbom.py")
+from rocm_build.scripts import pylock, sbom
+from rocm_build.testutil.script_runs import run_script
 
 SOURCE = {
     "pin": "mini-vllm",
@@ -90,7 +87,7 @@ def test_the_sbom_add_info_writes_into_a_wheel_is_valid_cyclonedx(tmp_path: Path
     src = tmp_path / "mini_vllm-1.0.0+llvm19gfx1151-py3-none-any.whl"
     write_wheel(src, "mini_vllm", "1.0.0+llvm19gfx1151", {"mini_vllm/__init__.py": b"PATCHED_FOR = 'gfx1151'\n"})
     (tmp_path / "info.json").write_text(json.dumps(INFO))
-    wheel_files.add_info(str(src), str(tmp_path / "out"), str(tmp_path / "info.json"))
+    run_script(tmp_path, ("wheel_files.py", "wheel_zip.py", "sbom.py"), "add-info", str(src), str(tmp_path / "out"), str(tmp_path / "info.json"))
     (wheel,) = (tmp_path / "out").glob("*.whl")
     info_dir = "mini_vllm-1.0.0+llvm19gfx1151.k2217db16.dist-info"
     with zipfile.ZipFile(wheel) as archive:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.scripts import upstream_choices
 
 
 def attention(choice: str) -> dict:
@@ -25,7 +25,7 @@ EXPECTED = {
 
 @pytest.fixture(scope="module")
 def choices():
-    return load_script("upstream_choices.py")
+    return upstream_choices
 
 
 def test_a_changed_choice_fails_naming_case_expected_and_new_choice(choices) -> None:

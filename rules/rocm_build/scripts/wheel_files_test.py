@@ -11,18 +11,18 @@ import json
 import zipfile
 from pathlib import Path
 
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.scripts import sbom, wheel_zip
+from rocm_build.testutil.script_runs import run_script
 
-wheel_files = load_script("wheel_files.py", "wheel_zip.py", "sbom.py")
-wheel_zip = load_script("wheel_zip.py")
-sbom = load_script("sbom.py")
+# As the build runs it (build_process.py, build_output.py): by path, what it imports beside it.
+WHEEL_FILES = ("wheel_files.py", "wheel_zip.py", "sbom.py")
 
 MEMBERS = {
     "pkg/__init__.py": b"ARCHS = ['gfx1151']\n",
     "pkg/odd,name.py": b"x = 1\n",  # RECORD is CSV: this path is quoted there
     "pkg/_C.so": bytes(range(256)) * 4096,
     "pkg-1.0.dist-info/METADATA": b"Metadata-Version: 2.1\nName: pkg\nVersion: 1.0\nRequires-Dist: torch>=2\n\nbody\n",
-    "pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nTag: cp311-cp311-linux_x86_64\n",
+    "pkg-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: setuptools\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
     "pkg-1.0.dist-info/RECORD": b"",
 }
 
@@ -47,7 +47,7 @@ def test_label_then_build_info(tmp_path: Path) -> None:
     with zipfile.ZipFile(src, "w", zipfile.ZIP_STORED) as archive:  # as bdist_wheel stores them
         for name, data in MEMBERS.items():
             archive.writestr(name, data)
-    wheel_files.label(str(src), str(tmp_path / "labelled"), "rocm7gfx1151", str(tmp_path / "chunks"))
+    run_script(tmp_path, WHEEL_FILES, "label", str(src), str(tmp_path / "labelled"), "rocm7gfx1151", str(tmp_path / "chunks"))
     labelled = tmp_path / "labelled" / "pkg-1.0+rocm7gfx1151-cp311-cp311-linux_x86_64.whl"
     contents = records(labelled)
     assert contents["pkg-1.0+rocm7gfx1151.dist-info/METADATA"].splitlines()[2] == b"Version: 1.0+rocm7gfx1151"
@@ -63,7 +63,7 @@ def test_label_then_build_info(tmp_path: Path) -> None:
         "version_key": {"label": "k1a2b3c4d", "digest": "1a2b3c4d"},
     }  # fmt: skip
     info.write_text(json.dumps(build_info))
-    wheel_files.add_info(str(labelled), str(tmp_path / "final"), str(info), "manylinux_2_28_x86_64")
+    run_script(tmp_path, WHEEL_FILES, "add-info", str(labelled), str(tmp_path / "final"), str(info), "manylinux_2_28_x86_64")
     # The version says which build it is; the dist-info directory and RECORD follow it.
     final = tmp_path / "final" / "pkg-1.0+rocm7gfx1151.k1a2b3c4d-cp311-cp311-manylinux_2_28_x86_64.whl"
     contents = records(final)
@@ -71,7 +71,10 @@ def test_label_then_build_info(tmp_path: Path) -> None:
     metadata = contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/METADATA"]
     assert metadata.splitlines()[2] == b"Version: 1.0+rocm7gfx1151.k1a2b3c4d"
     assert b"Requires-Dist: torch==2.9.0+rocm7gfx1151.k0badcafe" in metadata and b"torch>=2" not in metadata
-    assert b"Tag: cp311-cp311-manylinux_2_28_x86_64" in contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/WHEEL"]
+    # The platform tag auditwheel gave (audits/portable.py), in the name and in WHEEL's `Tag:` alone.
+    assert contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/WHEEL"] == (
+        b"Wheel-Version: 1.0\nGenerator: setuptools\nRoot-Is-Purelib: false\nTag: cp311-cp311-manylinux_2_28_x86_64\n"
+    )
     assert contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/rocm_build_info.json"] == info.read_bytes()
     # Its SBOM (PEP 770), made from that build info and the version, listed in RECORD (records()).
     assert contents["pkg-1.0+rocm7gfx1151.k1a2b3c4d.dist-info/sboms/rocm-pants.cdx.json"] == sbom.wheel_sbom(

@@ -11,9 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.sandbox_scripts import load_script
-
-wz = load_script("wheel_zip.py")
+from rocm_build.scripts import wheel_zip as wz
 
 
 def library(seed: int, size: int) -> bytes:

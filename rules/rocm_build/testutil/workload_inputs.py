@@ -61,8 +61,9 @@ def one_file(path: str, address: Address) -> CreateDigest:
 async def upstream_stand_in(request: UpstreamRequest) -> ResolvedUpstream:
     # The archive (`:sdist` in the tests' BUILD files) carries both patch sets, the repo the first.
     patches = PATCHES if request.address.target_name == "sdist" else PATCHES[:1]
-    pin = SDIST_PIN if request.address.target_name == "sdist" else REPO_PIN
-    return ResolvedUpstream(request.address, "up", pin, patches, SourceTree(EMPTY_DIGEST, EMPTY_DIGEST), "", 0)
+    sdist = request.address.target_name == "sdist"
+    pin, identity_key = (SDIST_PIN, "sha256") if sdist else (REPO_PIN, "commit")
+    return ResolvedUpstream(request.address, "up", pin, patches, SourceTree(EMPTY_DIGEST, EMPTY_DIGEST), "", 0, identity_key)
 
 @rule
 async def merged_tree_stand_in(request: MergedTreeRequest) -> MergedTree:
@@ -107,6 +108,7 @@ def workload_rule_runner(*queries: Any, target_types: Iterable[Type[Target]] = (
             # stand-ins below stand for: two sources of one product).
             *(r for m in (dependency_inference, venv, source, sandbox, kernels, choices) for r in collect_rules(vars(m))),
             UnionRule(InferDependenciesRequest, dependency_inference.InferWorkloadEdges),
+            *venv.kinds(),
             *kernels.TritonKernelTestRequest.rules(),
             *choices.UpstreamChoicesTestRequest.rules(),
             *source_files.rules(),

@@ -26,7 +26,7 @@ from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.scripts import fetch_archive as FETCH_ARCHIVE  # its exit codes say why a download failed; it unpacks into OUT
 from rocm_build.upstream.target_types import (
     ArchiveMirrorsField,
     ArchivePinField,
@@ -43,9 +43,6 @@ from rocm_build.upstream.patching import OrderedPatches, PatchedDigest, PatchFil
 from rocm_build.upstream.pins import SHA256
 from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream import download, patching
-
-# Its exit codes say why a download failed; it unpacks into FETCH_ARCHIVE.OUT.
-FETCH_ARCHIVE = load_script("fetch_archive.py")
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError, indent, tail
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.scripts import git_urls as GIT_URLS
+from rocm_build.scripts import source_pack as SOURCE_PACK  # its exit codes say which step failed
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.upstream.download import DownloadProcess
 from rocm_build.subsystems import host_tools
@@ -30,10 +31,6 @@ from rocm_build.upstream import download
 TREE_DIR = "tree"
 # The fetched commits as one git pack (scripts/source_pack.py): objects.pack, objects.idx, repos.
 PACK_DIR = "source"
-
-# Its exit codes say which step failed, so failures can be explained without parsing everything.
-SOURCE_PACK = load_script("source_pack.py")
-GIT_URLS = load_script("git_urls.py")
 
 _NOT_FOUND = re.compile(
     r"not our ref|couldn't find remote ref|no such remote ref|unadvertised object|"

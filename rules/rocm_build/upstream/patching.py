@@ -37,7 +37,8 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, load_script, script_files
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
+from rocm_build.scripts import apply_patches as APPLY_PATCHES
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.subsystems.host_tools import HostTools
@@ -46,7 +47,6 @@ from rocm_build.subsystems import host_tools
 from rocm_build.upstream import source_tree
 
 SCRIPT_PATH = f"{SCRIPTS_DIR}/apply_patches.py"
-APPLY_PATCHES = load_script("apply_patches.py")
 DOES_NOT_APPLY = APPLY_PATCHES.EXIT_DOES_NOT_APPLY
 GIT_SAID = APPLY_PATCHES.GIT_SAID
 

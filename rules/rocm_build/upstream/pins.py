@@ -16,7 +16,7 @@ from typing import Callable, Dict, Mapping, Optional, Type, TypeVar
 import toml
 from pydantic import ValidationError
 
-from rocm_build.script_modules import load_script
+from rocm_build.scripts import git_urls as GIT_URLS
 from rocm_build.upstream.pin_model import MISSING, UNKNOWN, FieldProblem, PinModel, checks, field_names, field_problems
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
@@ -28,7 +28,6 @@ HEX = re.compile(r"^[0-9a-fA-F]+$")
 # so one component that cannot climb (`..`), hide (`.x`) or pass for an option (`-x`).
 PIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 M = TypeVar("M", bound=PinModel)
-GIT_URLS = load_script("git_urls.py")
 # A pin may name a file:// repository (tests' fixtures, local mirrors); its submodules may then
 # be file:// too, those of an https pin never (scripts/git_urls.py).
 PIN_SCHEMES = GIT_URLS.NETWORK_SCHEMES + ("file",)

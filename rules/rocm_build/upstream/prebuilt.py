@@ -30,7 +30,7 @@ from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesReques
 from rocm_build.errors import RocmBuildError, indent, tail
 from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.pins import PREBUILT, PrebuiltPin, parse_prebuilt_pins
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.scripts import simple_index as SIMPLE_INDEX  # its exit codes say why a download failed
 from rocm_build.upstream.target_types import (
     PinsFileField,
     PrebuiltDependenciesField,
@@ -42,8 +42,7 @@ from rocm_build.upstream.pins_file import load_pins
 from rocm_build import declared
 from rocm_build.upstream import download
 
-# Its exit codes say why a download failed; `fetch` writes the file into WHEEL_DIR/.
-SIMPLE_INDEX = load_script("simple_index.py")
+# `fetch` (scripts/simple_index.py) writes the file into WHEEL_DIR/.
 WHEEL_DIR = "wheel"
 
 

@@ -6,10 +6,11 @@ pants-backend-oci's image bundles (each kind a member, the consumer blind to whi
 - `SourceFieldSet`: every kind (`upstream_repo`, `upstream_archive`, `prebuilt_wheel`, and
   `rocm_wheel`, whose member is in wheel/source_kind.py), each saying what it is before anything is
   read or fetched (`SourceDescription`): an upstream tree or wheels, the pin its locks are named
-  by, the file its pin is read from. The graph (graph/edges.py) and the workload tests ask it.
+  by, the file its pin is read from. The graph (graph/edges.py) and the workload tests ask it;
+  its `as_dependency` says how a rocm_wheel's `dependencies` take it (wheel/build_spec.py).
 - `TreeSourceRequest`: the kinds that are an upstream tree to patch and build, each giving its
-  `UpstreamSpec` (pin and ordered patches) by its own rule; upstream_repo.py resolves any of
-  them the same way.
+  `UpstreamSpec` (pin, ordered patches, how it is named) and its `UnpatchedUpstream` (the tree
+  as a pack) by its own rules; upstream_repo.py resolves any of them the same way.
 
 A new kind of source is a target type and its members here; no consumer changes.
 """
@@ -41,12 +42,19 @@ from rocm_build.upstream.target_types import (
 )
 
 
+# What a kind is among a rocm_wheel's `dependencies` (wheel/build_spec.py): a wheel the chain
+# builds (with the build's Python), prebuilt wheels (with those they pull in), or neither.
+BUILT_WHEEL, PINNED_WHEELS, NOT_A_DEPENDENCY = "built", "pinned", ""
+
+
 @union
 @dataclass(frozen=True)
 class SourceFieldSet(FieldSet):
-    """A kind of source; `alias` is the target type it serves, for messages."""
+    """A kind of source; `alias` is the target type it serves, for messages; `as_dependency`
+    what it is in a rocm_wheel's `dependencies`."""
 
     alias: ClassVar[str]
+    as_dependency: ClassVar[str] = NOT_A_DEPENDENCY
 
 
 # Its members ask the engine for targets and files, which needs the environment in scope.
@@ -87,6 +95,11 @@ def source_kind(kinds: Iterable[Type[SourceFieldSet]], target: Target, descripti
     raise RocmBuildError(f"{description_of_origin} names {target.address.spec}, a `{target.alias}`; it must be {names} target")
 
 
+def as_dependency(kinds: Iterable[Type[SourceFieldSet]], target: Target) -> str:
+    """What `target` is in a rocm_wheel's `dependencies`, by its kind; other targets are none."""
+    return next((k.as_dependency for k in kinds if k.is_applicable(target)), NOT_A_DEPENDENCY)
+
+
 @rule(desc="Reading what kind of source a target is")
 async def describe_source(request: SourceRequest, union_membership: UnionMembership) -> SourceDescription:
     wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
@@ -118,6 +131,7 @@ class UpstreamArchiveSource(SourceFieldSet):
 @dataclass(frozen=True)
 class PrebuiltWheelSource(SourceFieldSet):
     alias = PrebuiltWheelTarget.alias
+    as_dependency = PINNED_WHEELS
     required_fields = (PrebuiltPinField, PinsFileField)
 
     pin: PrebuiltPinField

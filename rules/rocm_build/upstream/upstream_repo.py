@@ -59,6 +59,7 @@ class ResolvedUpstream:
     source: SourceTree  # the patched tree, as the fetched pack and the files the patches wrote
     patch_log: str
     commit_time: int  # of the pinned commit: the builds' SOURCE_DATE_EPOCH
+    identity_key: str = "commit"  # UpstreamSpec's: "sha256" for an archive
 
 
 @dataclass(frozen=True)
@@ -71,19 +72,34 @@ class UpstreamSpec:
     pins_file: str
     patches: Tuple[PatchFile, ...]  # in the order they apply
     patch_digest: Digest
+    # Said by its kind, so no reader asks which kind it is: how messages name what is pinned
+    # ("vllm @ 0e60e39473e8", an archive's URL and sha256), and the key a build info records
+    # the pin's identity under ("commit"; "sha256" for an archive).
+    pinned: str = ""
+    identity_key: str = "commit"
 
-    @property
-    def is_archive(self) -> bool:
-        return isinstance(self.pin, ArchiveSourcePin)
+
+async def tree_source_request(request: UpstreamRequest, union_membership: UnionMembership) -> TreeSourceRequest:
+    """The member of `TreeSourceRequest` for the kind of the target `request` names."""
+    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
+    members = union_membership.get(TreeSourceRequest)
+    source_kind([m.field_set_type for m in members], wrapped.target, request.description_of_origin)  # else it says what fits
+    member = next(m for m in members if m.field_set_type.is_applicable(wrapped.target))
+    return member(request.address, request.description_of_origin)
 
 
 @rule
 async def resolve_upstream_spec(request: UpstreamRequest, union_membership: UnionMembership) -> UpstreamSpec:
     """Any kind of source that is an upstream tree (sources.py), the same way."""
-    wrapped = await Get(WrappedTarget, WrappedTargetRequest(request.address, request.description_of_origin))
-    members = {m.field_set_type: m for m in union_membership.get(TreeSourceRequest)}
-    kind = source_kind(members, wrapped.target, request.description_of_origin)
-    return await Get(UpstreamSpec, TreeSourceRequest, members[type(kind)](request.address, request.description_of_origin))
+    return await Get(UpstreamSpec, TreeSourceRequest, await tree_source_request(request, union_membership))
+
+@dataclass(frozen=True)
+class UnpatchedUpstream:
+    """Any tree kind's source, unpatched, as a pack: the fetched commit, or the packed archive.
+    (Its own type, not a FetchedTree: a rule whose request is in scope and that also returned a
+    FetchedTree would make each Get of one below it ambiguous.)"""
+
+    fetched: FetchedTree
 
 
 class RepoSpecRequest(TreeSourceRequest):
@@ -114,7 +130,22 @@ async def upstream_repo_spec(request: RepoSpecRequest) -> UpstreamSpec:
         pins_file=pins_file,
         patches=patches.files,
         patch_digest=patches.digest,
+        pinned=f"{pin_name} @ {pin.commit[:12]}",
     )
+
+
+@rule
+async def upstream_repo_source(request: RepoSpecRequest) -> UnpatchedUpstream:
+    spec = await Get(UpstreamSpec, RepoSpecRequest, request)
+    fetch_request = FetchRequest(
+        url=spec.pin.url,
+        commit=spec.pin.commit,
+        submodules=spec.pin.submodules,
+        pin_name=spec.pin_name,
+        pins_file=spec.pins_file,
+        owner=spec.address.spec,
+    )
+    return UnpatchedUpstream(await Get(FetchedTree, FetchRequest, fetch_request))
 
 
 @rule
@@ -130,35 +161,21 @@ async def upstream_archive_spec(request: ArchiveSourceSpecRequest) -> UpstreamSp
         pins_file=target[ArchivePinsFileField].value if target[ArchivePinField].value else "",
         patches=patches.files,
         patch_digest=patches.digest,
+        pinned=f"{archive.url} sha256 {archive.sha256[:12]}",
+        identity_key="sha256",
     )
-
-
-@dataclass(frozen=True)
-class UnpatchedUpstream:
-    """Any tree kind's source, unpatched, as a pack: the fetched commit, or the packed archive.
-    (Its own type, not a FetchedTree: a rule whose request is in scope and that also returned a
-    FetchedTree would make each Get of one below it ambiguous.)"""
-
-    fetched: FetchedTree
 
 
 @rule
-async def fetch_upstream_source(request: UpstreamRequest) -> UnpatchedUpstream:
-    spec = await Get(UpstreamSpec, UpstreamRequest, request)
-    if spec.is_archive:
-        return UnpatchedUpstream(await Get(FetchedTree, ArchivePackRequest(request.address, request.description_of_origin)))
-    fetched = await Get(
-        FetchedTree,
-        FetchRequest(
-            url=spec.pin.url,
-            commit=spec.pin.commit,
-            submodules=spec.pin.submodules,
-            pin_name=spec.pin_name,
-            pins_file=spec.pins_file,
-            owner=spec.address.spec,
-        ),
-    )
-    return UnpatchedUpstream(fetched)
+async def upstream_archive_source(request: ArchiveSourceSpecRequest) -> UnpatchedUpstream:
+    return UnpatchedUpstream(await Get(FetchedTree, ArchivePackRequest(request.address, request.description_of_origin)))
+
+
+
+@rule
+async def fetch_upstream_source(request: UpstreamRequest, union_membership: UnionMembership) -> UnpatchedUpstream:
+    """Any tree kind's source, unpatched, by its kind's own rule (a fetched commit, a packed archive)."""
+    return await Get(UnpatchedUpstream, TreeSourceRequest, await tree_source_request(request, union_membership))
 
 
 @rule
@@ -183,6 +200,7 @@ async def resolve_upstream(request: UpstreamRequest) -> ResolvedUpstream:
         source=patched.source,
         patch_log=patched.log,
         commit_time=fetched.commit_time,
+        identity_key=spec.identity_key,
     )
 
 

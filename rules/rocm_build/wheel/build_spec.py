@@ -17,6 +17,7 @@ from typing import Any, Dict, Optional, Sequence, Tuple
 from rocm_build.pants_environments import EnvironmentField
 from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.rules import Get, collect_rules, rule
+from pants.engine.unions import UnionMembership
 from pants.util.frozendict import FrozenDict
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
@@ -30,7 +31,7 @@ from rocm_build.upstream.prebuilt import PrebuiltClosure, PrebuiltClosureRequest
 from rocm_build.wheel.env import build_env, check_gpu_targets
 from rocm_build.wheel.kinds import KINDS
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
-from rocm_build.upstream.target_types import PrebuiltWheelTarget
+from rocm_build.upstream.sources import BUILT_WHEEL, PINNED_WHEELS, SourceFieldSet, as_dependency
 from rocm_build.wheel.target_types import (
     AllowMissingGpuTargetsField,
     GpuTargetsField,
@@ -63,7 +64,8 @@ from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest,
 from rocm_build.wheel.version_env import pin_version, version_values
 from rocm_build import declared
 from rocm_build.upstream import prebuilt as upstream_prebuilt
-from rocm_build.upstream import upstream_repo
+from rocm_build.upstream import sources, upstream_repo
+from rocm_build.wheel import source_kind
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NOT_RUN = "not run:"  # a `downloads_covered` value: why this build never reaches the file's download
@@ -166,21 +168,23 @@ async def _archives(target: RocmWheelTarget) -> Tuple[Tuple[str, Address], ...]:
 
 
 async def _dependencies(
-    target: RocmWheelTarget, python: str, defaults: RocmBuildSubsystem
+    target: RocmWheelTarget, python: str, defaults: RocmBuildSubsystem, union_membership: UnionMembership
 ) -> Tuple[Tuple[Address, ...], Tuple[Address, ...]]:
-    """The rocm_wheel dependencies (each with the same Python), and the prebuilt wheels."""
+    """The rocm_wheel dependencies (each with the same Python), and the prebuilt wheels: each
+    target by what its kind of source is as a dependency (upstream/sources.py)."""
     owner = target.address.spec
     deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(target[WheelDependenciesField]))
-    wheel_deps = [t for t in deps if isinstance(t, RocmWheelTarget)]
+    kinds = union_membership.get(SourceFieldSet)
+    wheel_deps = [t for t in deps if as_dependency(kinds, t) == BUILT_WHEEL]
     # Prebuilt wheels with what they depend on (a device wheel's host and family: prebuilt.py).
-    prebuilt_roots = tuple(t.address for t in deps if isinstance(t, PrebuiltWheelTarget))
+    prebuilt_roots = tuple(t.address for t in deps if as_dependency(kinds, t) == PINNED_WHEELS)
     closure = await Get(PrebuiltClosure, PrebuiltClosureRequest(prebuilt_roots, f"the `dependencies` field of {owner}"))
     check_same_python(owner, python, [(t.address.spec, t[WheelPythonField].value or defaults.python) for t in wheel_deps])
     return tuple(t.address for t in wheel_deps), tuple(s.address for s in closure.specs)
 
 
 @rule(desc="Reading a rocm_wheel target")
-async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem) -> WheelBuildSpec:
+async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsystem, union_membership: UnionMembership) -> WheelBuildSpec:
     target = await expect_target(request.address, RocmWheelTarget, "a rocm_wheel build")
     owner = target.address.spec
     python = target[WheelPythonField].value or defaults.python
@@ -222,7 +226,7 @@ async def read_wheel_build_spec(request: WheelRequest, defaults: RocmBuildSubsys
     toolchain = await _single(target, WheelToolchainField)
     sdk_requires = await _sdk_requirements(target[WheelKindField].value, toolchain, owner)
     env = {**sdk_requires, **version_values(version_env, version), **env}  # the target's `env` wins
-    dependencies, prebuilt = await _dependencies(target, python, defaults)
+    dependencies, prebuilt = await _dependencies(target, python, defaults, union_membership)
     return WheelBuildSpec(
         address=target.address,
         upstream=upstream,
@@ -332,4 +336,7 @@ def log_name(address: Address) -> str:
 
 @memoized
 def rules():
-    return FrozenOrderedSet([*collect_rules(), *declared.rules(), *upstream_prebuilt.rules(), *upstream_repo.rules()])
+    return FrozenOrderedSet([
+        *collect_rules(), *declared.rules(), *upstream_prebuilt.rules(), *upstream_repo.rules(),
+        *sources.rules(), *source_kind.rules(),  # the kinds a dependency is read by
+    ])

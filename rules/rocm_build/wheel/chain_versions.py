@@ -20,7 +20,7 @@ from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
-from rocm_build.wheel.kinds import KINDS, by_version_var
+from rocm_build.wheel.kinds import KINDS, by_project, by_version_var
 from rocm_build.wheel.recipe_paths import named_paths
 from rocm_build.upstream import prebuilt as upstream_prebuilt
 from rocm_build.wheel import build_spec
@@ -28,7 +28,8 @@ from rocm_build.wheel import build_spec
 # Versions a chain's torch and triton come as: the dependency's kind, and the variable its
 # recipe may set the version with (kinds.py).
 CHAIN_PACKAGES = by_version_var()
-TRITON_WHEELS = {"triton", "pytorch_triton_rocm", "pytorch_triton"}
+# A prebuilt wheel's project -> the kind it is, where they differ (PyTorch's triton wheels).
+KIND_OF_PROJECT = by_project()
 
 
 def module_name(name: str) -> str:
@@ -81,7 +82,7 @@ async def chain_versions(request: ChainVersionsRequest) -> ChainVersions:
     for pin in pins:
         name = module_name(pin.pin.project)
         dists[name] = (_known(pin.pin.version or exact_version(pin.pin.track)), pin.owner)
-        package = "triton" if name in TRITON_WHEELS else name
+        package = KIND_OF_PROJECT.get(name, name)
         if package in CHAIN_PACKAGES and pin.pin.version:
             versions.append((package, pin.pin.version, f"prebuilt_wheel {pin.owner} ({pin.where})"))
     return ChainVersions(tuple(versions), tuple(sorted(provided.items())), tuple((n, v, o) for n, (v, o) in sorted(dists.items())))

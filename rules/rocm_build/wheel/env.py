@@ -6,13 +6,13 @@ from __future__ import annotations
 import difflib
 from typing import Dict, List, Mapping, Sequence
 
-from rocm_build.sandbox_scripts import load_script
+from rocm_build.scripts import amdgpu_elf
 from rocm_build.wheel.kinds import COMMON_ENV, KINDS
 
 # gfx names the ROCm compilers accept (LLVM AMDGPU processors, gfx9 and later): the arch
 # table of the script that reads built wheels' GPU code, so a name asked for here is one the
 # audit can find.
-KNOWN_GPU_TARGETS = tuple(load_script("amdgpu_elf.py").MACH.values())
+KNOWN_GPU_TARGETS = tuple(amdgpu_elf.MACH.values())
 
 def nearest_gpu_target(name: str) -> List[str]:
     # Swapped digits (gfx1115 for gfx1151) are the common typo; difflib ranks them poorly.

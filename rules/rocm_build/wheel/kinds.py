@@ -16,7 +16,7 @@ toolchain's location must never be part of a cache key.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Dict, Mapping
+from typing import Dict, Mapping, Tuple
 
 # Set for every kind (seed 000's tables).
 COMMON_ENV: Mapping[str, str] = {
@@ -41,6 +41,9 @@ class ComponentKind:
     # wheel then requires that SDK and a triton, as TheRock's own torch wheels do
     # (build_prod_wheels.py: PYTORCH_EXTRA_INSTALL_REQUIREMENTS, read by PyTorch's setup.py).
     sdk_requirements_var: str = ""
+    # Other projects a prebuilt wheel of this upstream is published as (PyTorch's own triton
+    # wheels), for the chain's version of it (wheel/chain_versions.py).
+    projects: Tuple[str, ...] = ()
 
 
 KINDS: Dict[str, ComponentKind] = {
@@ -63,7 +66,13 @@ KINDS: Dict[str, ComponentKind] = {
             version_var="PYTORCH_BUILD_VERSION",
             sdk_requirements_var="PYTORCH_EXTRA_INSTALL_REQUIREMENTS",
         ),
-        ComponentKind("triton", "Triton", {"TRITON_BUILD_WITH_CLANG_LLD": "1"}, version_var="TRITON_WHEEL_VERSION"),
+        ComponentKind(
+            "triton",
+            "Triton",
+            {"TRITON_BUILD_WITH_CLANG_LLD": "1"},
+            version_var="TRITON_WHEEL_VERSION",
+            projects=("pytorch_triton_rocm", "pytorch_triton"),
+        ),
         # Nothing beyond the common table (its recipe sets FORCE_CUDA): the kind names its distribution.
         ComponentKind("vision", "torchvision", dist="torchvision"),
         ComponentKind(
@@ -93,6 +102,12 @@ def kind_help() -> str:
         sets += [f"its version is `{k.version_var}`"] if k.version_var else []
         lines.append(f"`{k.name}`: {k.what}{' (' + '; '.join(sets) + ')' if sets else ''}")
     return "; ".join(lines)
+
+
+def by_project() -> Dict[str, str]:
+    """project (a prebuilt wheel's, as a module name) -> the kind it is, for the kinds that name
+    other projects."""
+    return {p: k.name for k in KINDS.values() for p in k.projects}
 
 
 def by_version_var() -> Dict[str, str]:

@@ -8,13 +8,14 @@ from dataclasses import dataclass
 from pants.engine.rules import collect_rules, rule
 from pants.engine.unions import UnionRule
 
-from rocm_build.upstream.sources import SourceDescription, SourceFieldSet
+from rocm_build.upstream.sources import BUILT_WHEEL, SourceDescription, SourceFieldSet
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelSourceField, WheelToolchainField
 
 
 @dataclass(frozen=True)
 class RocmWheelSource(SourceFieldSet):
     alias = RocmWheelTarget.alias
+    as_dependency = BUILT_WHEEL
     required_fields = (WheelSourceField, WheelToolchainField)
 
 

@@ -15,20 +15,19 @@ from pants.engine.addresses import Address, Addresses, UnparsedAddressInputs
 from pants.engine.fs import EMPTY_DIGEST, Digest, DigestEntries, FileEntry, RemovePrefix
 from pants.engine.rules import Get, collect_rules, rule
 from pants.engine.target import Targets
+from pants.engine.unions import UnionMembership
 from pants.util.logging import LogLevel
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
 from rocm_build.prepare.inputs import BuiltRocmWheel
-from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.fetch import TREE_DIR
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest
-from rocm_build.upstream.sources import SourceDescription, SourceRequest
+from rocm_build.upstream.sources import BUILT_WHEEL, SourceDescription, SourceFieldSet, SourceRequest, as_dependency
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel.build_spec import WheelRequest
-from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.workloads.target_types import WorkloadSourceField
 from rocm_build.workloads.venv import VenvWheels, VenvWheelsRequest
 from rocm_build.upstream import source_tree, sources, upstream_repo
@@ -70,16 +69,16 @@ def under_test(target: str, source: Mapping[str, Any], wheel: str = "") -> Dict[
 
 def tree_source(upstream: ResolvedUpstream) -> Dict[str, Any]:
     """A patched tree's pin and patches, as a build info's `source` records them (prepare/inputs.py)."""
-    kind = "sha256" if isinstance(upstream.pin, ArchiveSourcePin) else "commit"
     patches = [{"path": p.path, "sha256": p.sha256} for p in upstream.patches]
-    return {"pin": upstream.pin_name, "url": upstream.pin.url, kind: upstream.pin.commit, "patches": patches}
+    return {"pin": upstream.pin_name, "url": upstream.pin.url, upstream.identity_key: upstream.pin.commit, "patches": patches}
 
 
-async def wheels_under_test(address: Address, what: str) -> List[Dict[str, Any]]:
-    """A wheel source's wheels: a rocm_wheel with the source its build info records; another kind
-    (a prebuilt wheel, pinned by sha256, or a group of wheels) by its venv wheels' file names."""
+async def wheels_under_test(address: Address, what: str, union_membership: UnionMembership) -> List[Dict[str, Any]]:
+    """A wheel source's wheels: one the chain builds with the source its build info records;
+    another kind (a prebuilt wheel, pinned by sha256, or a group of wheels) by its venv wheels'
+    file names. Which it is, its kind of source says (upstream/sources.py)."""
     targets = await Get(Targets, Addresses([address]))
-    if len(targets) == 1 and isinstance(targets[0], RocmWheelTarget):
+    if len(targets) == 1 and as_dependency(union_membership.get(SourceFieldSet), targets[0]) == BUILT_WHEEL:
         built = await Get(BuiltRocmWheel, WheelRequest(address))
         if built.wheel_name:  # else the venv's request names why it did not build
             return [under_test(address.spec, json.loads(built.build_info).get("source", {}), built.wheel_name)]
@@ -92,7 +91,7 @@ async def wheels_under_test(address: Address, what: str) -> List[Dict[str, Any]]
 # A rule, not a helper: the setup asks for it in one MultiGet with the Python, the declared
 # dependencies and the workload files, so an upstream's fetch runs beside the others.
 @rule(desc="Reading the source of a workload test", level=LogLevel.DEBUG)
-async def workload_source(request: WorkloadSourceRequest) -> WorkloadSource:
+async def workload_source(request: WorkloadSourceRequest, union_membership: UnionMembership) -> WorkloadSource:
     field = request.field
     if not field.value:  # the workload holds its kernels itself
         return WorkloadSource(EMPTY_DIGEST, (), ())
@@ -115,7 +114,7 @@ async def workload_source(request: WorkloadSourceRequest) -> WorkloadSource:
             f"`{UpstreamRepoTarget.alias}` ({field.wheel_refused})"
         )
     # A `rocm_wheel` or `prebuilt_wheel` (or what groups them): the venv installs it.
-    return WorkloadSource(EMPTY_DIGEST, (), (address,), json.dumps(await wheels_under_test(address, what), sort_keys=True))
+    return WorkloadSource(EMPTY_DIGEST, (), (address,), json.dumps(await wheels_under_test(address, what, union_membership), sort_keys=True))
 
 
 @memoized
