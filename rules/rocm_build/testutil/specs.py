@@ -44,5 +44,7 @@ def wheel_spec(**overrides: Any) -> WheelBuildSpec:
         max_jobs=None,
         timeout=3600,
         optional=False,
+        # What version_env.pin_version gives a pin on a branch without a `version`.
+        version=f"0.0.0+g{COMMIT[:12]}",
     )
     return replace(spec, **overrides)
