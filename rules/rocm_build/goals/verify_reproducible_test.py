@@ -8,24 +8,32 @@ DIFFERENT line and the two sha256 lines), at the rule; the comparison script is 
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from types import SimpleNamespace
 from typing import Any, List
 
 import pytest
-from pants.engine.addresses import Address
-from pants.engine.fs import EMPTY_DIGEST, AddPrefix, Digest
+from pants.base.build_root import BuildRoot
+from pants.core.target_types import FileTarget
+from pants.engine.addresses import Address, Addresses
+from pants.engine.fs import EMPTY_DIGEST, AddPrefix, CreateDigest, Digest, FileContent
 from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
+from pants.engine.target import Targets
+from pants.testutil.option_util import create_goal_subsystem
 
 from rocm_build.build.build_output import BuiltPayload, FinishedWheel
 from rocm_build.errors import RocmBuildError
-from rocm_build.goals.verify_reproducible import AgainstWheel, RebuildCheck, RebuildCheckRequest, rebuild_and_compare
+from rocm_build.goals.verify_reproducible import (
+    AgainstWheel, RebuildCheck, RebuildCheckRequest, VerifyReproducibleSubsystem, rebuild_and_compare, verify_reproducible,
+)  # fmt: skip
 from rocm_build.prepare.inputs import BuiltRocmWheel, PreparedWheelBuild
 from rocm_build.testutil.engine import drive
 from rocm_build.testutil.specs import wheel_spec
 from rocm_build.toolchain.interpreters import BuildPython
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
 from rocm_build.wheel.build_process import WheelBuildRequest
+from rocm_build.wheel.target_types import RocmWheelTarget
 
 AOT = Address("tests/mini/aotriton", target_name="wheel")
 WHEEL = "mini_aotriton-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl"
@@ -106,3 +114,60 @@ def test_against_a_wheel_the_finished_rebuild_is_compared_with_it() -> None:
 def test_a_failed_rebuild_is_an_error() -> None:
     with pytest.raises(RocmBuildError, match=r"^verify-reproducible: the rebuild of tests/mini/aotriton:wheel failed \(exit 2\)$"):
         run(rebuild_exit=2)
+
+
+# The goal: which targets it takes, the --against file it reads, the reports in the order given.
+TORCH = Address("tests/mini/torch", target_name="wheel")
+SRC = Address("tests/mini/torch", target_name="src")  # not a rocm_wheel: the goal leaves it out
+
+
+def target(address: Address) -> Any:
+    if address == SRC:
+        return FileTarget({"source": "x"}, address)
+    return RocmWheelTarget({"source": ":src", "toolchain": "tests/mini:llvm"}, address)
+
+
+def goal(addresses, against=None, reports=None):
+    printed: List[str] = []
+    console = SimpleNamespace(print_stdout=printed.append)  # the goal only prints to stdout
+    options = create_goal_subsystem(VerifyReproducibleSubsystem, against=against)
+    targets = Targets([target(a) for a in addresses])
+
+    def answer(output_type: type, request: Any) -> Any:
+        if output_type is Targets:
+            return targets
+        if output_type is Digest:
+            created.append(request)
+            return AGAINST
+        return (reports or {})[request.address]
+
+    created: List[Any] = []
+    result, asked = drive(verify_reproducible(console, Addresses(addresses), options), answer)
+    return result, printed, [r for t, r in asked if t is RebuildCheck], created
+
+
+def test_every_target_is_rebuilt_and_reported_in_order_and_one_difference_fails() -> None:
+    reports = {AOT: RebuildCheck(True, "ok aotriton"), TORCH: RebuildCheck(False, "DIFFERENT torch")}
+    result, printed, asked, _ = goal([AOT, SRC, TORCH], reports=reports)
+    assert asked == [RebuildCheckRequest(AOT, None), RebuildCheckRequest(TORCH, None)]  # only the rocm_wheels
+    assert (printed, result.exit_code) == (["ok aotriton", "DIFFERENT torch"], 1)
+    result, _, _, _ = goal([AOT], reports=reports)
+    assert result.exit_code == 0
+
+
+def test_no_rocm_wheel_or_two_with_against_is_refused() -> None:
+    for addresses, against in (([SRC], None), ([AOT, TORCH], "other.whl")):
+        with pytest.raises(RocmBuildError) as e:
+            goal(addresses, against)
+        assert str(e.value) == "verify-reproducible: give it rocm_wheel targets (exactly one with --against)"
+
+
+def test_against_reads_the_file_from_the_build_root(tmp_path) -> None:
+    (tmp_path / "downloads").mkdir()
+    (tmp_path / "downloads" / WHEEL).write_bytes(b"wheel bytes")
+    with BuildRoot().temporary(str(tmp_path)):
+        _, _, asked, created = goal([AOT], f"downloads/{WHEEL}", {AOT: RebuildCheck(True, "ok")})
+        with pytest.raises(RocmBuildError, match=r"^verify-reproducible: cannot read --against gone\.whl: "):
+            goal([AOT], "gone.whl")
+    assert asked == [RebuildCheckRequest(AOT, AgainstWheel(f"downloads/{WHEEL}", AGAINST, hashlib.sha256(b"wheel bytes").hexdigest()))]
+    assert created == [CreateDigest([FileContent(WHEEL, b"wheel bytes")])]

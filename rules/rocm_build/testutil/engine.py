@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, List, Tuple
 
-from pants.engine.internals.selectors import Get
+from pants.engine.rules import Get
 
 # (output type, input) of each Get the rule made, in order: what it asked for.
 Asked = List[Tuple[type, Any]]
