@@ -8,12 +8,19 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
+from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents, FileContent, PathGlobs
 
-from rocm_build.checks.recipe_pairing import RecipePairingRequest, agrees, check_recipe_pairing, git_pin_pairing
+from rocm_build.checks.findings import Findings
+from rocm_build.checks.recipe_pairing import (
+    ComponentPairingRequest, PairingCheck, RecipePairing, RecipePairingRequest, agrees, check_component_pairing, check_pairing,
+    check_recipe_pairing, git_pin_pairing,
+)  # fmt: skip
 from rocm_build.testutil.engine import drive
 from rocm_build.testutil.git_fixtures import pins_toml
-from rocm_build.testutil.specs import COMMIT, upstream_spec
+from rocm_build.testutil.specs import COMMIT, upstream_spec, wheel_spec
+from rocm_build.upstream.pins import PrebuiltPin
+from rocm_build.upstream.prebuilt import PrebuiltSpec
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.recipe_values import RecipeValue
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest
@@ -119,3 +126,28 @@ def test_only_a_pin_derived_from_one_line_is_paired() -> None:
     assert git_pin_pairing(whole_file, OWNER) is None
     one_line = git_pin_pairing(upstream_spec(derived_from=f"mini-flash_attention:{RECIPE}#PYTORCH_BRANCH"), OWNER)
     assert one_line is not None and (one_line.table, one_line.pins_file, one_line.commit) == ("[mini-torch]", "components/pins/mini.toml", COMMIT)
+
+
+def test_a_component_pairs_its_git_pin_and_each_derived_prebuilt_pin_in_one_result() -> None:
+    sdk = PrebuiltSpec(
+        Address("tests/mini/sdk", target_name="core"), "mini-sdk",
+        PrebuiltPin(index_url="https://example.invalid/simple/", project="mini-rocm-sdk-core", python="3.11", track="==1.0.0",
+                    derived_from=f"mini-flash_attention:{REQUIREMENTS}#mini-rocm-sdk-core"),
+        PINS,
+    )  # fmt: skip
+    plain = PrebuiltSpec(Address("tests/mini/sdk", target_name="other"), "other", PrebuiltPin(index_url="https://example.invalid/simple/", project="other", python="3.11"), PINS)
+    spec = wheel_spec(upstream=upstream_spec(derived_from=f"mini-flash_attention:{RECIPE}#PYTORCH_BRANCH"), prebuilt=(sdk.address, plain.address))
+    found = {"[mini-torch]": RecipePairing(notes=("torch paired",)), "[prebuilt.mini-sdk]": RecipePairing(("sdk moved",))}
+
+    def answer(output_type: type, request: Any) -> Any:
+        if output_type is PrebuiltSpec:
+            assert request.description_of_origin == f"the `dependencies` field of {OWNER}"
+            return {sdk.address: sdk, plain.address: plain}[request.address]
+        return found[request.table]
+
+    pairing, asked = drive(check_component_pairing(ComponentPairingRequest(spec)), answer)
+    # Only the pins derived from a line are paired: the plain prebuilt pin is not.
+    assert [r.table for t, r in asked if t is RecipePairing] == ["[mini-torch]", "[prebuilt.mini-sdk]"]
+    assert pairing == RecipePairing(("sdk moved",), ("torch paired",))
+    findings, _ = drive(check_pairing(PairingCheck(spec, None)), lambda t, r: pairing)
+    assert findings == Findings(("sdk moved",), ("torch paired",))
