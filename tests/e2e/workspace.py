@@ -216,7 +216,6 @@ class Workspace:
         for pid in sorted(pids | set(_processes_in(self.root))):
             stop_process(pid)
 
-
     def dist_wheels(self, prebuilt: bool = False) -> Dict[str, Path]:
         """The wheels the chain built in dist/, by directory; with `prebuilt`, also the prebuilt
         ones written beside them (the mini SDK's), which carry no rocm_build_info.json."""
