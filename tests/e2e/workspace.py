@@ -212,10 +212,10 @@ class Workspace:
         (a pantsd busy in a build outlived its SIGTERM, holding memory and the cores of the
         tests after it): 30 s to stop, then SIGKILL. A daemon still starting has written no pid
         file yet: it runs in this copy, as does nothing else of ours once the test is done."""
-        pids = {int(p.read_text().strip()) for p in self.root.glob(".pids/*/pantsd/pid") if p.read_text().strip().isdigit()}
+        written = (p.read_text().strip() for p in self.root.glob(".pids/*/pantsd/pid"))
+        pids = {int(text) for text in written if text.isdigit()}
         for pid in sorted(pids | set(_processes_in(self.root))):
             stop_process(pid)
-
 
     def dist_wheels(self, prebuilt: bool = False) -> Dict[str, Path]:
         """The wheels the chain built in dist/, by directory; with `prebuilt`, also the prebuilt
@@ -240,10 +240,10 @@ def stop_process(pid: int, grace: float = 30.0) -> None:
 
 def _processes_in(directory: Path) -> List[int]:
     """The live processes whose working directory is `directory`."""
-    found = []
+    found, wanted = [], str(directory.resolve())
     for proc in Path("/proc").iterdir():
         try:
-            if proc.name.isdigit() and os.readlink(proc / "cwd") == str(directory.resolve()) and _running(int(proc.name)):
+            if proc.name.isdigit() and os.readlink(proc / "cwd") == wanted and _running(int(proc.name)):
                 found.append(int(proc.name))
         except OSError:  # gone meanwhile, or not ours to read
             continue

@@ -140,6 +140,14 @@ def patch_components(source):
     ]
 
 
+def from_index(name, version, index_url, file_sha256):
+    """Where someone else's wheel comes from: its package URL and the index file, by sha256."""
+    return {
+        "purl": pypi_purl(name, version, index_url),
+        "externalReferences": [{"type": "distribution", "url": index_url, "hashes": sha256(file_sha256)}],
+    }
+
+
 def dependency_component(dep):
     """A wheel the build installed into its venv: one of ours by the payload it was built against
     (that wheel before its build info; dist/ holds it with its build info and version key), or
@@ -155,8 +163,7 @@ def dependency_component(dep):
         "scope": "required",
     }
     if "prebuilt" in source:
-        component["purl"] = pypi_purl(name, version, source["index_url"])
-        component["externalReferences"] = [{"type": "distribution", "url": source["index_url"], "hashes": sha256(source["sha256"])}]
+        component.update(from_index(name, version, source["index_url"], source["sha256"]))
         component["properties"] = props([("origin", "prebuilt: someone else's wheel, pinned by sha256"), ("pin", source["prebuilt"]), ("file", source["file"])])
     else:
         described = f"{source.get('pin', '')}@{source.get('commit') or source.get('sha256', '')}"
@@ -310,8 +317,7 @@ def set_wheel_component(wheel):
     }
     origin = wheel["origin"]
     if origin == "prebuilt":
-        component["purl"] = pypi_purl(name, version, wheel["index_url"])
-        component["externalReferences"] = [{"type": "distribution", "url": wheel["index_url"], "hashes": sha256(wheel["sha256"])}]
+        component.update(from_index(name, version, wheel["index_url"], wheel["sha256"]))
         said = [("origin", "prebuilt: someone else's wheel, pinned by sha256 from its index"), ("pin", wheel["pin"])]
     elif origin == "locked":
         component["purl"] = pypi_purl(name, version)
