@@ -54,7 +54,7 @@ def test_every_host_git_goes_through_isolated_git() -> None:
         and not path.name.endswith("_test.py") and path.name != "isolated_git.py"
     ]  # fmt: skip
     # The whole plugin is here (rules:tree), with the modules that run git.
-    assert {"upstream/workspace_repo.py", "programs/host_git.py"} <= {str(p.relative_to(PLUGIN)) for p in read}
+    assert {"upstream/workspace_repo.py", "pins/update/host_git.py"} <= {str(p.relative_to(PLUGIN)) for p in read}
     starts = [
         f"{path.relative_to(PLUGIN)}:{number}"
         for path in read

@@ -35,4 +35,4 @@ def test_no_module_is_put_into_sys_modules_by_hand() -> None:
 def test_the_scripts_are_a_package_the_plugin_imports() -> None:
     assert (PLUGIN / "scripts" / "__init__.py").is_file()
     imported = [path for path, text in sources().items() if re.search(r"^from rocm_build\.scripts import ", text, re.M)]
-    assert "install/supply_chain.py" in imported and "upstream/pins.py" in imported
+    assert "install/supply_chain.py" in imported and "pins/tables.py" in imported

@@ -29,8 +29,10 @@ from rocm_build.graph import edges
 from rocm_build.install import load_check, runtime_lock, runtime_set
 from rocm_build.locks import build_requirements
 from rocm_build.pants_environments import DockerEnvironmentTarget
-from rocm_build.provenance import provenance
+from rocm_build.prebuilt import target_generator as prebuilt_wheels
+from rocm_build.prebuilt import wheel_rules as prebuilt_wheel
 from rocm_build.prepare import inputs as build_inputs
+from rocm_build.provenance import signing as provenance_signing
 from rocm_build.rust import cargo, cargo_crates
 from rocm_build.subsystems import bootstrap_wheels, host_tools, sccache
 from rocm_build.target_types import target_types as _target_types
@@ -42,13 +44,11 @@ from rocm_build.upstream import (
     archives,
     download,
     fetch,
-    mirrors,
+    mirror_table,
     patching,
-    prebuilt,
-    prebuilt_wheels,
     source_tree,
     sources,
-    tree_scan,
+    tree_scan_rules,
     upstream_repo,
 )
 from rocm_build.wheel import build_lock, build_process, build_spec, chain_order, patch_files, source_kind
@@ -74,9 +74,9 @@ def rules():
         DockerEnvironmentTarget.register_plugin_field(ImageRecipeField),
         DockerEnvironmentTarget.register_plugin_field(ImageContainerfileField),
         *isolation.rules(),
-        # Upstream sources (upstream/): pins, fetch, patches, archives, prebuilt wheels, the tree scan,
+        # Upstream sources (upstream/, pins/, prebuilt/): pins, fetch, patches, archives, prebuilt wheels, the tree scan,
         # the kinds of `source` (sources.py)
-        *mirrors.rules(),
+        *mirror_table.rules(),
         *download.rules(),
         *fetch.rules(),
         *source_tree.rules(),
@@ -84,9 +84,9 @@ def rules():
         *upstream_repo.rules(),
         *archive_source.rules(),
         *archives.rules(),
-        *prebuilt.rules(),
+        *prebuilt_wheel.rules(),
         *prebuilt_wheels.rules(),
-        *tree_scan.rules(),
+        *tree_scan_rules.rules(),
         *sources.rules(),
         # Locks of build requirements (locks/) and compiler caches (caches/)
         *build_requirements.rules(),
@@ -118,7 +118,7 @@ def rules():
         *build.rules(),
         *build_output.rules(),
         # What a built wheel's folder in dist/ carries beside it: its in-toto provenance (provenance/)
-        *provenance.rules(),
+        *provenance_signing.rules(),
         # Workload tests (workloads/): Triton kernels compiled for each gpu target
         # (triton_kernel_test), upstreams' run-time choices on each (upstream_choices_test)
         *workloads.rules(),

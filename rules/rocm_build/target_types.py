@@ -4,8 +4,8 @@ field), workloads/ (the kernel and choices tests)."""
 
 from __future__ import annotations
 
+from rocm_build.prebuilt.target_generator import PrebuiltWheelsTarget
 from rocm_build.toolchain.target_types import RocmToolchainTarget
-from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
 from rocm_build.upstream.target_types import (
     PatchSetTarget,
     PrebuiltWheelTarget,

@@ -1,5 +1,5 @@
 """Fuzz target: the package index client (scripts/simple_index.py: PEP 503 HTML and PEP 691
-JSON pages) and update-pins' choice among the files an index lists (prebuilt_update.py).
+JSON pages) and update-pins' choice among the files an index lists (pins/update/prebuilt_index.py).
 An index is not ours: whatever it serves must end in an OSError (which fetch and update-pins
 report with the index's URL) or in a list of files, never in a traceback."""
 
@@ -10,9 +10,9 @@ import sys
 
 from packaging.version import InvalidVersion
 
-from rocm_build.programs import prebuilt_update
-from rocm_build.upstream.pins import PrebuiltPin
-from rocm_build.programs.prebuilt_update import IndexFile, newest, requires_rocm, simple_index
+from rocm_build.pins.tables import PrebuiltPin
+from rocm_build.pins.update import prebuilt_index as prebuilt_update
+from rocm_build.pins.update.prebuilt_index import IndexFile, newest, requires_rocm, simple_index
 
 INDEX = simple_index()
 INSTRUMENTED = [INDEX, prebuilt_update]

@@ -1,5 +1,5 @@
 """Fuzz target: the pins files (pins.toml with its [prebuilt.*] tables, archives.toml), from
-their bytes (pins_dir.py), and the in-place rewrites update-pins makes. Intended errors:
+their bytes (pins/files.py), and the in-place rewrites update-pins makes. Intended errors:
 PinsError only, whose message names the file; every pin read has a name of the one pattern
 (PIN_NAME: a path's last part); and a rewrite must keep the file parsing to the same pins with
 the new value."""
@@ -10,11 +10,11 @@ import sys
 
 import toml.decoder
 
-from rocm_build.upstream import archive_pins, pins, pins_dir, pins_text
-from rocm_build.upstream.archive_pins import parse_archive_pins
-from rocm_build.upstream.pins import PIN_NAME, PinsError, parse_pins, parse_prebuilt_pins
-from rocm_build.upstream.pins_dir import PinsFiles
-from rocm_build.upstream.pins_text import set_commit_in_text, set_fields_in_text
+from rocm_build.pins import archive_pins, files as pins_dir, tables as pins, text_fields as pins_text
+from rocm_build.pins.archive_pins import parse_archive_pins
+from rocm_build.pins.files import PinsFiles
+from rocm_build.pins.tables import PIN_NAME, PinsError, parse_pins, parse_prebuilt_pins
+from rocm_build.pins.text_fields import set_commit_in_text, set_fields_in_text
 
 INSTRUMENTED = [pins, pins_dir, pins_text, archive_pins, pins.GIT_URLS, toml.decoder]  # toml's: to reach valid TOML sooner
 

@@ -7,10 +7,10 @@ import pytest
 
 from fuzz import fuzz_index, fuzz_patch_headers, fuzz_pins
 from fuzz.harness import fuzz_for
-from rocm_build.upstream.archive_pins import parse_archive_pins
-from rocm_build.upstream.pins import PinsError, parse_pins
-from rocm_build.upstream.pins_text import set_commit_in_text, set_fields_in_text
-from rocm_build.programs.prebuilt_update import IndexFile, newest, requires_rocm
+from rocm_build.pins.archive_pins import parse_archive_pins
+from rocm_build.pins.tables import PinsError, parse_pins
+from rocm_build.pins.text_fields import set_commit_in_text, set_fields_in_text
+from rocm_build.pins.update.prebuilt_index import IndexFile, newest, requires_rocm
 
 SECONDS = 12  # per target; CI's whole fuzz budget is under a minute
 

@@ -28,24 +28,24 @@ from rocm_build.prepare.inputs import (
     WheelInputsRequest,
     usable_dependencies,
 )
+from rocm_build.audits import gpu_audit, portable
+from rocm_build.audits.gpu_audit import GpuCode, audit_problems, with_gpu_code
+from rocm_build.audits.portable import PlatformPolicy
+from rocm_build.build import build_output
+from rocm_build.caches import ccache
+from rocm_build.caches.ccache import CcacheRemote
+from rocm_build.checks import chain as chain_check
+from rocm_build.checks.chain import ChainRequest, CheckedChain
+from rocm_build.errors import RocmBuildError
+from rocm_build.prebuilt.wheel_rules import FetchedPrebuilt, PrebuiltRequest
+from rocm_build.prepare import inputs as build_inputs
+from rocm_build.toolchain.isolation import explain_build_failure
+from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
+from rocm_build.wheel import patch_files
 from rocm_build.wheel.build_process import LOG_CACHE, WheelBuildRequest, with_version_key
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, log_name
 from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.audits.portable import PlatformPolicy
-from rocm_build.caches.ccache import CcacheRemote
-from rocm_build.checks.chain import ChainRequest, CheckedChain
-from rocm_build.checks import chain as chain_check
-from rocm_build.errors import RocmBuildError
-from rocm_build.audits.gpu_audit import GpuCode, audit_problems, with_gpu_code
 from rocm_build.wheel.patch_files import PatchAddedFiles, PatchAddedFilesRequest, missing_patch_files
-from rocm_build.toolchain.isolation import explain_build_failure
-from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
-from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
-from rocm_build.audits import gpu_audit, portable
-from rocm_build.build import build_output
-from rocm_build.caches import ccache
-from rocm_build.wheel import patch_files
-from rocm_build.prepare import inputs as build_inputs
 
 logger = logging.getLogger(__name__)
 

@@ -12,12 +12,12 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import QuickCheckRequest, EXPECTED_FAILURES, Findings, problem_text
+from rocm_build.prebuilt import wheel_rules as prebuilt_rules
+from rocm_build.prebuilt.wheel_rules import PrebuiltRequest, PrebuiltSpec, missing_device_wheels
+from rocm_build.prebuilt.wheel_tags import fits
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.interpreters import parse_constraint
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainVersionField
-from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec, missing_device_wheels
-from rocm_build.upstream.wheel_tags import fits
-from rocm_build.upstream import prebuilt as upstream_prebuilt
 
 
 class PrebuiltDependenciesCheck(QuickCheckRequest):
@@ -57,5 +57,5 @@ async def check_prebuilt_dependencies(request: PrebuiltDependenciesCheck) -> Fin
 def rules():
     return FrozenOrderedSet([
         *collect_rules(),
-        *upstream_prebuilt.rules(),
+        *prebuilt_rules.rules(),
     ])

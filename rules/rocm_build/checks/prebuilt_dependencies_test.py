@@ -14,11 +14,11 @@ from pants.engine.target import WrappedTarget
 
 from rocm_build.checks.prebuilt_dependencies import PrebuiltDependenciesCheck, check_prebuilt_dependencies
 from rocm_build.errors import RocmBuildError
+from rocm_build.pins.tables import PrebuiltPin
+from rocm_build.prebuilt.wheel_rules import PrebuiltRequest, PrebuiltSpec
 from rocm_build.testutil.engine import drive
 from rocm_build.testutil.specs import wheel_spec
 from rocm_build.toolchain.target_types import RocmToolchainTarget
-from rocm_build.upstream.pins import PrebuiltPin
-from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 
 OWNER = "tests/mini/torch:wheel"
 PINS = "tests/mini/pins"

@@ -23,20 +23,20 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks import (
-    archive_pins, build_lock, gpu_targets, prebuilt_dependencies, recipe_files, recipe_pairing, shared_patch_sets, tools, upstream_steps,
+    archive_pin_check, build_lock_check, gpu_targets, prebuilt_dependencies, recipe_files, recipe_pairing, shared_patch_sets, tools, upstream_steps,
 )  # fmt: skip
 from rocm_build.checks.findings import EXPECTED_FAILURES, ComponentStatus, Findings, QuickCheckRequest, TreeCheckRequest, TreeUnderCheck, problem_text
+from rocm_build.locks import build_requirements
 from rocm_build.locks.build_requirements import LockWheels, LockWheelsRequest
+from rocm_build.prebuilt import wheel_rules as prebuilt_rules
+from rocm_build.prebuilt.wheel_rules import FetchedPrebuilt, PrebuiltRequest
+from rocm_build.toolchain import interpreters
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
-from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
+from rocm_build.upstream import upstream_repo
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel import chain_versions
-from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
-from rocm_build.locks import build_requirements
-from rocm_build.toolchain import interpreters
-from rocm_build.upstream import prebuilt as upstream_prebuilt
-from rocm_build.upstream import upstream_repo
 from rocm_build.wheel import build_spec
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 
 # Every check, in the order they run and report: a module of this folder each. Add one as a
 # module and an entry here (docs/layout.md, "Add a check").
@@ -44,7 +44,7 @@ QUICK_CHECKS = (
     gpu_targets.GpuTargetsCheck,
     tools.ToolsCheck,
     prebuilt_dependencies.PrebuiltDependenciesCheck,
-    archive_pins.ArchivePinsCheck,
+    archive_pin_check.ArchivePinsCheck,
 )
 TREE_CHECKS = (
     recipe_pairing.PairingCheck,
@@ -52,14 +52,14 @@ TREE_CHECKS = (
     # Gated (GATED): they run only while the component has no problem. The lock's check
     # downloads a wheelhouse, the upstream's steps run its build's sandbox, and either would
     # only say again what is already wrong.
-    build_lock.BuildLockCheck,
+    build_lock_check.BuildLockCheck,
     upstream_steps.UpstreamStepsCheck,
 )
-GATED = (build_lock.BuildLockCheck, upstream_steps.UpstreamStepsCheck)
+GATED = (build_lock_check.BuildLockCheck, upstream_steps.UpstreamStepsCheck)
 # Not a build's check, so in neither list: the report's (`pants check`, `rocm-plan --check`;
 # goals/preflight_report.py) tries each source's patch sets on the other sources that apply
 # them (shared_patch_sets.py). `package` does not wait for another source's fetch.
-CHECK_MODULES = (archive_pins, build_lock, gpu_targets, prebuilt_dependencies, recipe_files, recipe_pairing, shared_patch_sets, tools, upstream_steps)
+CHECK_MODULES = (archive_pin_check, build_lock_check, gpu_targets, prebuilt_dependencies, recipe_files, recipe_pairing, shared_patch_sets, tools, upstream_steps)
 
 
 class QuickCheck(WheelRequest):
@@ -148,7 +148,7 @@ def rules():
         *chain_versions.rules(),
         *build_requirements.rules(),
         *interpreters.rules(),
-        *upstream_prebuilt.rules(),
+        *prebuilt_rules.rules(),
         *upstream_repo.rules(),
         *build_spec.rules(),
         *(UnionRule(QuickCheckRequest, check) for check in QUICK_CHECKS),

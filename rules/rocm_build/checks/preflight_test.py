@@ -12,7 +12,7 @@ from pants.engine.addresses import Address
 from pants.engine.fs import EMPTY_DIGEST
 from pants.engine.unions import UnionMembership
 
-from rocm_build.checks import archive_pins, build_lock, recipe_files, recipe_pairing, tools, upstream_steps
+from rocm_build.checks import archive_pin_check, build_lock_check, recipe_files, recipe_pairing, tools, upstream_steps
 from rocm_build.checks.findings import ComponentStatus, Findings, QuickCheckRequest, TreeCheckRequest
 from rocm_build.checks.preflight import (
     QUICK_CHECKS, TREE_CHECKS, EarlyLockWheels, EarlyLockWheelsRequest, QuickCheck, TreeCheck, early_lock_wheels, quick_check, tree_check,
@@ -59,7 +59,7 @@ def test_an_optional_component_upstream_does_not_build_is_skipped_unchecked() ->
 
 
 def test_the_quick_checks_all_run_and_their_problems_add_up_in_order() -> None:
-    findings = {tools.ToolsCheck: Findings(("no clang",)), archive_pins.ArchivePinsCheck: Findings(("no sha256", "bad sha256"))}
+    findings = {tools.ToolsCheck: Findings(("no clang",)), archive_pin_check.ArchivePinsCheck: Findings(("no sha256", "bad sha256"))}
     status, asked = run(quick_check, QuickCheck(WHEEL), wheel_spec(), findings)
     assert [type(r) for t, r in asked if t is Findings] == list(QUICK_CHECKS)
     assert status.problems == ("no clang", "no sha256", "bad sha256")
@@ -70,7 +70,7 @@ def tree_run(findings: Dict[type, Findings], **spec: Any):
 
 
 def test_the_tree_checks_run_in_order_on_the_fetched_tree_and_add_their_summaries() -> None:
-    findings = {recipe_pairing.PairingCheck: Findings(notes=("paired",)), build_lock.BuildLockCheck: Findings(summary=", 2 locked distribution(s)")}
+    findings = {recipe_pairing.PairingCheck: Findings(notes=("paired",)), build_lock_check.BuildLockCheck: Findings(summary=", 2 locked distribution(s)")}
     status, asked = tree_run(findings)
     checks = [r for t, r in asked if t is Findings]
     assert [type(r) for r in checks] == list(TREE_CHECKS)
@@ -85,7 +85,7 @@ def test_a_problem_skips_the_gated_checks() -> None:
 
 
 def test_a_check_that_stops_ends_the_stage() -> None:
-    status, asked = tree_run({build_lock.BuildLockCheck: Findings(summary=", 1 locked distribution(s)", stop=True)})
+    status, asked = tree_run({build_lock_check.BuildLockCheck: Findings(summary=", 1 locked distribution(s)", stop=True)})
     assert upstream_steps.UpstreamStepsCheck not in [type(r) for t, r in asked if t is Findings]
     assert status.summary.endswith(", 1 locked distribution(s)")
 

@@ -21,16 +21,16 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import TreeCheckRequest, Findings
+from rocm_build.pins.load import load_pins
+from rocm_build.pins.tables import FULL_SHA, PREBUILT, SHORT_SHA
+from rocm_build.prebuilt import wheel_rules as prebuilt_rules
+from rocm_build.prebuilt.wheel_rules import PrebuiltRequest, PrebuiltSpec
+from rocm_build.upstream import fetch, source_tree
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
-from rocm_build.upstream.pins import FULL_SHA, PREBUILT, SHORT_SHA
-from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
-from rocm_build.upstream.pins_file import load_pins
 from rocm_build.upstream.recipe_values import RecipeValue, recipe_value, split_spec
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest
 from rocm_build.upstream.upstream_repo import UpstreamSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec
-from rocm_build.upstream import fetch, source_tree
-from rocm_build.upstream import prebuilt as upstream_prebuilt
 
 
 @dataclass(frozen=True)
@@ -140,4 +140,4 @@ async def check_pairing(request: PairingCheck) -> Findings:
 
 @memoized
 def rules():
-    return FrozenOrderedSet([*collect_rules(), *fetch.rules(), *upstream_prebuilt.rules(), *source_tree.rules()])
+    return FrozenOrderedSet([*collect_rules(), *fetch.rules(), *prebuilt_rules.rules(), *source_tree.rules()])

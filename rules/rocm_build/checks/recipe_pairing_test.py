@@ -16,11 +16,11 @@ from rocm_build.checks.recipe_pairing import (
     ComponentPairingRequest, PairingCheck, RecipePairing, RecipePairingRequest, agrees, check_component_pairing, check_pairing,
     check_recipe_pairing, git_pin_pairing,
 )  # fmt: skip
+from rocm_build.pins.tables import PrebuiltPin
+from rocm_build.prebuilt.wheel_rules import PrebuiltSpec
 from rocm_build.testutil.engine import drive
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.testutil.specs import COMMIT, upstream_spec, wheel_spec
-from rocm_build.upstream.pins import PrebuiltPin
-from rocm_build.upstream.prebuilt import PrebuiltSpec
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.recipe_values import RecipeValue
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest

@@ -39,23 +39,23 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.checks.findings import TreeCheckRequest, EXPECTED_FAILURES, Findings, problem_text
+from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.install import runtime_lock
 from rocm_build.install.requires_check import requires_findings
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
-from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
-from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, version_findings
-from rocm_build.wheel.recipe_paths import named_paths
-from rocm_build.wheel.build_process import PreflightBuild, PreflightWheelRequest, WheelBuildRequest
-from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec
-from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.prepare import inputs as build_inputs
 from rocm_build.rust.cargo_lock import CRATES_IO
-from rocm_build.wheel.chain_versions import module_name
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_bytes
 from rocm_build.scripts import tree_scan as TREE_SCAN
-from rocm_build.prepare import inputs as build_inputs
+from rocm_build.upstream import tree_scan_rules
+from rocm_build.upstream.tree_scan_rules import TreeScan, TreeScanRequest
 from rocm_build.wheel import build_process
-from rocm_build.upstream import tree_scan
 from rocm_build.wheel import chain_versions
-from rocm_build.install import runtime_lock
+from rocm_build.wheel.build_process import PreflightBuild, PreflightWheelRequest, WheelBuildRequest
+from rocm_build.wheel.build_spec import NOT_RUN, WheelBuildSpec
+from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, version_findings
+from rocm_build.wheel.chain_versions import module_name
+from rocm_build.wheel.recipe_paths import named_paths
 
 HOOK_OUT = "out/preflight.json"
 TAIL_LINES = 4
@@ -313,7 +313,7 @@ def rules():
         *collect_rules(),
         *build_inputs.rules(),
         *build_process.rules(),
-        *tree_scan.rules(),
+        *tree_scan_rules.rules(),
         *chain_versions.rules(),
         *runtime_lock.rules(),
     ])

@@ -13,17 +13,17 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 from pants.util.frozendict import FrozenDict
 
-from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
-from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
-from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
-from rocm_build.rust.cargo import cargo_config
-from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, release, version_findings
 from rocm_build.checks.upstream_steps import download_findings, hook_findings
-from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
+from rocm_build.rust.cargo import cargo_config
+from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.toolchain.target_types import RocmToolchainTarget
-from rocm_build.upstream import tree_scan, upstream_repo
+from rocm_build.upstream import tree_scan_rules, upstream_repo
 from rocm_build.upstream.target_types import PatchSetTarget, UpstreamRepoTarget
+from rocm_build.upstream.tree_scan_rules import TreeScan, TreeScanRequest
+from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel import build_spec, chain_versions
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
+from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, release, version_findings
 from rocm_build.wheel.target_types import RocmWheelTarget
 from rocm_build.wheel.version_env import pin_version
 
@@ -126,7 +126,7 @@ def rule_runner() -> RuleRunner:
     return RuleRunner(
         rules=[
             *upstream_repo.rules(),
-            *tree_scan.rules(),
+            *tree_scan_rules.rules(),
             *build_spec.rules(),
             *chain_versions.rules(),
             QueryRule(ResolvedUpstream, [UpstreamRequest]),

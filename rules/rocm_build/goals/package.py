@@ -22,24 +22,24 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 from pants.util.logging import LogLevel
 
+from rocm_build.build import build as wheel_build
+from rocm_build.build.build import ChainWheelRequest
+from rocm_build.checks import chain as chain_check
+from rocm_build.checks.chain import ChainRequest, CheckedChain
 from rocm_build.errors import RocmBuildError
+from rocm_build.install import load_check, runtime_set
 from rocm_build.install.box_check import CHECK_STEP, box_check_files
 from rocm_build.install.load_check import CheckedInstallSet, InstallSetCheckRequest, SetWheel, wheels_of
 from rocm_build.install.runtime_set import ENV_SCRIPT, RuntimeSet, RuntimeSetRequest, check_runtime_set, env_script, with_runtime_lines
 from rocm_build.install.supply_chain import UV_STEP, supply_chain_files
-from rocm_build.wheel.built_wheel import BuiltWheel
-from rocm_build.wheel.target_types import WheelSourceField
-from rocm_build.build.build import ChainWheelRequest
 from rocm_build.prepare.inputs import BuiltRocmWheel, is_prebuilt
-from rocm_build.wheel.build_spec import dist_dir
-from rocm_build.checks.chain import ChainRequest, CheckedChain
-from rocm_build.build import build as wheel_build
-from rocm_build.checks import chain as chain_check
-from rocm_build.install import load_check, runtime_set
-from rocm_build.provenance import provenance
-from rocm_build.provenance.provenance import WheelWithProvenance
+from rocm_build.provenance import signing as provenance_signing
+from rocm_build.provenance.signing import WheelWithProvenance
 from rocm_build.subsystems.provenance import ProvenanceSubsystem
 from rocm_build.wheel import chain_order
+from rocm_build.wheel.build_spec import dist_dir
+from rocm_build.wheel.built_wheel import BuiltWheel
+from rocm_build.wheel.target_types import WheelSourceField
 from rocm_build.goals.package_summary import (
     DistWheel,
     changed_folders,
@@ -323,5 +323,5 @@ def rules():
         *load_check.rules(),
         *runtime_set.rules(),
         *chain_order.rules(),
-        *provenance.rules(),
+        *provenance_signing.rules(),
     ])

@@ -28,28 +28,28 @@ from pants.util.strutil import softwrap
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
-from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
-from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
-from rocm_build.goals.preflight_report import chain_specs, component_report, dist_path, installed_set_report
-from rocm_build.locks.build_requirements import LockPath, ReadLock
-from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
-from rocm_build.errors import RocmBuildError
-from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
-from rocm_build.toolchain.isolation import NetworkIsolation
-from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
-from rocm_build.wheel.rebuild import Inputs, changes, last_build_info, verdict
-from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainLabelField, ToolchainProviderField
-from rocm_build.target_types_rules import expect_target
-from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
 from rocm_build.checks import preflight
+from rocm_build.errors import RocmBuildError
+from rocm_build.goals.preflight_report import chain_specs, component_report, dist_path, installed_set_report
 from rocm_build.install import load_check, runtime_set
 from rocm_build.locks import build_requirements
+from rocm_build.locks.build_requirements import LockPath, ReadLock
+from rocm_build.prebuilt import wheel_rules as prebuilt_rules
+from rocm_build.prebuilt.wheel_rules import PrebuiltRequest, PrebuiltSpec
+from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain import container, interpreters
 from rocm_build.toolchain import isolation as toolchain_isolation
+from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
+from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
+from rocm_build.toolchain.isolation import NetworkIsolation
+from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
+from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainLabelField, ToolchainProviderField
 from rocm_build.upstream import archives as upstream_archives
-from rocm_build.upstream import prebuilt as upstream_prebuilt
+from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
 from rocm_build.wheel import build_process, chain_order
+from rocm_build.wheel.build_process import WheelBuildRequest, describe_commands, local_version_label, quote_env
+from rocm_build.wheel.build_spec import WheelBuildSpec, dist_dir
+from rocm_build.wheel.rebuild import Inputs, changes, last_build_info, verdict
 
 UNRESOLVED = "<known when built>"
 
@@ -260,7 +260,7 @@ def rules():
         *interpreters.rules(),
         *toolchain_isolation.rules(),
         *upstream_archives.rules(),
-        *upstream_prebuilt.rules(),
+        *prebuilt_rules.rules(),
         *build_process.rules(),
         *chain_order.rules(),
     ])

@@ -56,11 +56,11 @@ from rocm_build import script_modules
 
 from rocm_build.install.runtime_lock import runtime_lock_path
 from rocm_build.pants_environments import EnvironmentField, EnvironmentsSubsystem
-from rocm_build.toolchain.target_types import ImageContainerfileField
+from rocm_build.pins.files import PinsFiles, glob_of, is_directory
+from rocm_build.pins.tables import PREBUILT, PinsError
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.toolchain.interpreters import parse_constraint
-from rocm_build.upstream.pins import PREBUILT, PinsError
-from rocm_build.upstream.pins_dir import PinsFiles, glob_of, is_directory
+from rocm_build.toolchain.target_types import ImageContainerfileField
 from rocm_build.upstream.sources import SourceDescription, SourceRequest
 from rocm_build.upstream.target_types import (
     ArchivePinField,

@@ -19,10 +19,10 @@ from rocm_build import declared
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
 from rocm_build.graph import edges
 from rocm_build.graph.edges import inside, nearest_owner, one_edge_each, script_owners
+from rocm_build.prebuilt import target_generator
+from rocm_build.prebuilt.target_generator import PrebuiltWheelsTarget
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.toolchain.target_types import RocmToolchainTarget
-from rocm_build.upstream import prebuilt_wheels
-from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
 from rocm_build.upstream.target_types import PrebuiltWheelTarget, UpstreamRepoTarget
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelDependenciesField
 
@@ -36,7 +36,7 @@ def rule_runner() -> RuleRunner:
         rules=[
             *edges.rules(),
             *declared.rules(),
-            *prebuilt_wheels.rules(),
+            *target_generator.rules(),
             QueryRule(Addresses, [DependenciesRequest]),
             QueryRule(Targets, [DependenciesRequest]),
             QueryRule(DeclaredDependencies, [DeclaredDependenciesRequest]),

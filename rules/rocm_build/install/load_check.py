@@ -33,18 +33,18 @@ from pants.util.logging import LogLevel
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.errors import RocmBuildError
-from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, project, system_libraries
-from rocm_build.install.sdk_modules import project_name
-from rocm_build.install.kpack_check import kpack_facts, kpack_problems
-from rocm_build.upstream.prebuilt_devices import base_requirements
-from rocm_build.upstream.target_types import SystemLibrariesField
-from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
-from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
-from rocm_build.wheel.built_wheel import BuiltWheel
+from rocm_build.audits import gpu_audit, portable
 from rocm_build.audits.gpu_audit import GpuCode, kpack_mismatches
 from rocm_build.audits.portable import AuditwheelPythonProcess
-from rocm_build.audits import gpu_audit, portable
+from rocm_build.errors import RocmBuildError
+from rocm_build.install.closure import Closure, check_closure, elves_of, glibc_names, project, system_libraries
+from rocm_build.install.kpack_check import kpack_facts, kpack_problems
+from rocm_build.install.sdk_modules import project_name
+from rocm_build.prebuilt.device_wheels import base_requirements
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
+from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS
+from rocm_build.upstream.target_types import SystemLibrariesField
+from rocm_build.wheel.built_wheel import BuiltWheel
 
 # elf_links.py and what it imports (kpack.py reads the split device code, amdgpu_elf.py the arch
 # of each code object).

@@ -28,8 +28,8 @@ from pants.util.logging import LogLevel
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
+from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 from rocm_build.wheel.build_process import (
     ARCHIVES_DIR,
     TREE_CHANGES,
@@ -38,26 +38,26 @@ from rocm_build.wheel.build_process import (
     WheelBuildRequest,
     local_version_label,
 )
-from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request
-from rocm_build.locks.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
-from rocm_build.rust.cargo import CargoBuild, CargoBuildRequest
-from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
-from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
-from rocm_build.toolchain.isolation import NetworkIsolation
-from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
-from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
-from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
-from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
-from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.locks import build_requirements
+from rocm_build.locks.build_requirements import LockedRequirements, LockedRequirementsRequest, LockWheels, LockWheelsRequest
+from rocm_build.prebuilt import wheel_rules as prebuilt_rules
+from rocm_build.prebuilt.wheel_rules import FetchedPrebuilt, PrebuiltRequest
 from rocm_build.rust import cargo as rust_cargo
+from rocm_build.rust.cargo import CargoBuild, CargoBuildRequest
 from rocm_build.subsystems import bootstrap_wheels
 from rocm_build.toolchain import container, interpreters, rocm_sdk
 from rocm_build.toolchain import isolation as toolchain_isolation
+from rocm_build.toolchain.container import BuildEnvironment, BuildEnvironmentRequest
+from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
+from rocm_build.toolchain.isolation import NetworkIsolation
+from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.upstream import archives as upstream_archives
-from rocm_build.upstream import prebuilt as upstream_prebuilt
 from rocm_build.upstream import source_tree, upstream_repo
+from rocm_build.upstream.fetch import PACK_DIR, TREE_DIR
+from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
+from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel import build_process, build_spec
+from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest, lock_request
 
 logger = logging.getLogger(__name__)
 
@@ -413,7 +413,7 @@ def rules():
         *toolchain_isolation.rules(),
         *rocm_sdk.rules(),
         *upstream_archives.rules(),
-        *upstream_prebuilt.rules(),
+        *prebuilt_rules.rules(),
         *source_tree.rules(),
         *upstream_repo.rules(),
         *build_process.rules(),

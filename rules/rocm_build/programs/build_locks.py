@@ -10,10 +10,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from rocm_build.programs.host_git import UpdateError
-from rocm_build.programs.new_commits import Move
-from rocm_build.upstream.pins import Pin
 from rocm_build.locks import lockfile
+from rocm_build.pins.tables import Pin
+from rocm_build.pins.update.commits import Move
+from rocm_build.pins.update.host_git import UpdateError
 
 BUILD_LOCKS = "3rdparty/build/"  # where a lock's resolve is named by its path under it
 

@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
+from rocm_build.pins.update.host_git import UpdateError
 from rocm_build.programs.build_locks import LockState, read_locks, refresh_locks
-from rocm_build.programs.host_git import UpdateError
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -10,9 +10,9 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Tuple
 
-from rocm_build.programs.host_git import checkout
-from rocm_build.programs.new_commits import Move
-from rocm_build.upstream.pins import Pin, pin_path
+from rocm_build.pins.tables import Pin, pin_path
+from rocm_build.pins.update.commits import Move
+from rocm_build.pins.update.host_git import checkout
 from rocm_build.upstream.workspace_repo import patches_apply
 
 

@@ -19,10 +19,10 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Sequence
 
-from rocm_build.programs.host_git import UpdateError, checkout, git
+from rocm_build.pins.files import read_pins_files
+from rocm_build.pins.tables import PinsError, check_pin_name, lookup_pin, parse_pins, pin_path
+from rocm_build.pins.update.host_git import UpdateError, checkout, git
 from rocm_build.programs.patch_check import patch_files, python3
-from rocm_build.upstream.pins import PinsError, check_pin_name, lookup_pin, parse_pins, pin_path
-from rocm_build.upstream.pins_dir import read_pins_files
 from rocm_build.upstream import workspace_repo
 from rocm_build.upstream.workspace_repo import PatchToApply, WorkspaceError
 

@@ -8,7 +8,7 @@ aotriton from torch's `cmake/External/aotriton.cmake`), check that each moved co
 patches still apply, and rewrite the pins file atomically, keeping comments and order.
 Nothing is written unless every step succeeded.
 
-With `--resolve` (a machine's first run, resolve_pins.py): fill every pin not resolved yet
+With `--resolve` (a machine's first run, pins/update/resolve.py): fill every pin not resolved yet
 (prebuilt wheels, archives, build images by digest) from what this machine reaches, list what it
 cannot, and move nothing that is resolved.
 """
@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from rocm_build.programs.archive_update import ArchiveMove, plan_archives
+from rocm_build.pins.update.archive_moves import ArchiveMove, plan_archives
+from rocm_build.pins.update.host_git import UpdateError, checkout
 from rocm_build.programs.build_locks import read_locks, refresh_locks, stale_locks
-from rocm_build.programs.host_git import UpdateError, checkout
-from rocm_build.programs.new_commits import (
+from rocm_build.pins.update.commits import (
     RELEASE,
     Move,
     derived_commit_and_source,
@@ -35,13 +35,13 @@ from rocm_build.programs.new_commits import (
     resolve_ref,
     resolve_release,
 )
+from rocm_build.pins.archive_pins import ArchivePin, parse_archive_pins
+from rocm_build.pins.files import PinsFiles, read_pins_files
+from rocm_build.pins.tables import Pin, PinsError, PrebuiltPin, parse_pins, parse_prebuilt_pins, pin_path
+from rocm_build.pins.update import resolve as resolve_pins
+from rocm_build.pins.update.prebuilt_index import PrebuiltMove, derived_tracks, plan_prebuilt, with_tracks
+from rocm_build.pins.update.rewrite import moved_archive_files, moved_pin_files, print_diff, write_if_changed
 from rocm_build.programs.patch_check import keep_patchable
-from rocm_build.programs.pins_rewrite import moved_archive_files, moved_pin_files, print_diff, write_if_changed
-from rocm_build.programs.prebuilt_update import PrebuiltMove, derived_tracks, plan_prebuilt, with_tracks
-from rocm_build.programs import resolve_pins
-from rocm_build.upstream.archive_pins import ArchivePin, parse_archive_pins
-from rocm_build.upstream.pins import Pin, PinsError, PrebuiltPin, parse_pins, parse_prebuilt_pins, pin_path
-from rocm_build.upstream.pins_dir import PinsFiles, read_pins_files
 
 
 @dataclass
@@ -90,7 +90,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         pin_files = read_pins_files(Path(args.pins_file))
         pins = pin_files.parse(parse_pins)
         locks = read_locks(Path(args.locks_dir))
-        archive_files = read_pins_files(archives_path) if archives_path.exists() else PinsFiles(str(archives_path), ())
+        archive_files = read_pins_files(archives_path, missing_ok=True)
         archives = archive_files.parse(parse_archive_pins)
         prebuilt = pin_files.parse(parse_prebuilt_pins)
         if args.resolve:

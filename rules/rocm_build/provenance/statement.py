@@ -3,7 +3,7 @@ name and sha256) and whose predicate is SLSA provenance v1, made from the wheel'
 the target and its options as the external parameters, and every input by digest (upstream,
 patches, the build-requirements lock and its wheels, archives, the dependency wheels, the
 toolchain, the image). It goes into a DSSE envelope, signed when the user gives a key
-(provenance.py), with no signature otherwise.
+(signing.py), with no signature otherwise.
 
 Plain functions: they read a build info that is already in memory. No time and no run id in it:
 the same wheel gives the same statement, so anyone can rebuild (`verify-reproducible`) and check

@@ -22,17 +22,17 @@ from pants.util.frozendict import FrozenDict
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.toolchain.container import BuildImage
-from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
-from rocm_build.upstream.source_tree import SourceTree
-from rocm_build.wheel.build_process import CARGO_HOME_DIR, CARGO_VENDOR_DIR
-from rocm_build.wheel.build_spec import WheelBuildSpec
+from rocm_build.rust import cargo_crates
 from rocm_build.rust.cargo_crates import VendoredCrates, VendoredCratesRequest
 from rocm_build.rust.cargo_lock import CRATES_IO
-from rocm_build.upstream.tree_scan import TreeScan, TreeScanRequest
-from rocm_build.rust import cargo_crates
 from rocm_build.toolchain import rust as rust_toolchain
-from rocm_build.upstream import tree_scan
+from rocm_build.toolchain.container import BuildImage
+from rocm_build.toolchain.rust import RustToolchain, RustToolchainRequest
+from rocm_build.upstream import tree_scan_rules
+from rocm_build.upstream.source_tree import SourceTree
+from rocm_build.upstream.tree_scan_rules import TreeScan, TreeScanRequest
+from rocm_build.wheel.build_process import CARGO_HOME_DIR, CARGO_VENDOR_DIR
+from rocm_build.wheel.build_spec import WheelBuildSpec
 
 VENDORED = "vendored-sources"
 GIT_REFS = ("rev", "tag", "branch")
@@ -58,7 +58,7 @@ def toml_string(text: str) -> str:
 
 
 def cargo_config(locks: Iterable[dict]) -> str:
-    """$CARGO_HOME/config.toml replacing each source of the locks (tree_scan.py's `cargo.locks`)."""
+    """$CARGO_HOME/config.toml replacing each source of the locks (scripts/tree_scan.py's `cargo.locks`)."""
     locks = list(locks)
     registries = sorted({r for lock in locks for r in lock["registries"]} - set(CRATES_IO))
     gits = sorted({g["source"].split("#", 1)[0] for lock in locks for g in lock["git"]})
@@ -108,4 +108,4 @@ async def prepare_cargo_build(request: CargoBuildRequest) -> CargoBuild:
 
 @memoized
 def rules():
-    return FrozenOrderedSet([*collect_rules(), *cargo_crates.rules(), *rust_toolchain.rules(), *tree_scan.rules()])
+    return FrozenOrderedSet([*collect_rules(), *cargo_crates.rules(), *rust_toolchain.rules(), *tree_scan_rules.rules()])

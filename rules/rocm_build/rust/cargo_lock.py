@@ -21,7 +21,7 @@ except ImportError:  # the plugin, inside Pants' Python 3.9
     import toml
 
     _loads = toml.loads
-    _TOML_ERRORS = (toml.TomlDecodeError, IndexError, OverflowError)  # toml 0.10's, as pins.py catches them
+    _TOML_ERRORS = (toml.TomlDecodeError, IndexError, OverflowError)  # toml 0.10's, as pins/tables.py catches them
 
 # crates.io as a Cargo.lock names it: the git index, or the sparse one.
 CRATES_IO = ("registry+https://github.com/rust-lang/crates.io-index", "sparse+https://index.crates.io/")

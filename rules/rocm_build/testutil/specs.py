@@ -10,7 +10,7 @@ from pants.engine.addresses import Address
 from pants.engine.fs import EMPTY_DIGEST
 from pants.util.frozendict import FrozenDict
 
-from rocm_build.upstream.pins import Pin
+from rocm_build.pins.tables import Pin
 from rocm_build.upstream.upstream_repo import UpstreamSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec
 

@@ -21,21 +21,22 @@ from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import declared
 from rocm_build.graph import edges
+from rocm_build.prebuilt import target_generator
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation
-from rocm_build.upstream import prebuilt_wheels, sources
+from rocm_build.upstream import sources
 
+from rocm_build.pins.tables import Pin
+from rocm_build.prebuilt.target_generator import PrebuiltWheelsTarget
+from rocm_build.prebuilt.wheel_rules import FetchedPrebuilt, PrebuiltRequest
+from rocm_build.prepare.inputs import BuiltRocmWheel
 from rocm_build.upstream.archive_source import ArchiveSourcePin
 from rocm_build.upstream.fetch import TREE_DIR
-from rocm_build.upstream.pins import Pin
 from rocm_build.upstream.patching import PatchFile
-from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
-from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.target_types import PatchSetTarget, PrebuiltWheelTarget, UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
-from rocm_build.prepare.inputs import BuiltRocmWheel
 from rocm_build.wheel import source_kind
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget
@@ -118,7 +119,7 @@ def workload_rule_runner(*queries: Any, target_types: Iterable[Type[Target]] = (
             *sources.rules(),  # what kind of source a target is: the real rules, from its fields
             *source_kind.rules(),
             edges.find_input_file_owners,
-            *prebuilt_wheels.rules(),
+            *target_generator.rules(),
             *queries,
         ],
         target_types=[

@@ -24,8 +24,8 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.upstream.archive_pins import parse_archive_pins
 from rocm_build.errors import RocmBuildError, indent, tail
+from rocm_build.pins.archive_pins import parse_archive_pins
 from rocm_build.scripts import fetch_archive as FETCH_ARCHIVE  # its exit codes say why a download failed; it unpacks into OUT
 from rocm_build.upstream.target_types import (
     ArchiveMirrorsField,
@@ -37,12 +37,12 @@ from rocm_build.upstream.target_types import (
     PatchSetsField,
     UpstreamArchiveTarget,
 )
+from rocm_build.pins.load import load_pins
+from rocm_build.pins.tables import SHA256
 from rocm_build.target_types_rules import TargetRequest, expect_target
+from rocm_build.upstream import download, patching
 from rocm_build.upstream.download import DownloadProcess
 from rocm_build.upstream.patching import OrderedPatches, PatchedDigest, PatchFile, PatchSetsRequest, TreePatchRequest
-from rocm_build.upstream.pins import SHA256
-from rocm_build.upstream.pins_file import load_pins
-from rocm_build.upstream import download, patching
 
 
 @dataclass(frozen=True)

@@ -57,7 +57,7 @@ def rule_runner(tmp_path) -> RuleRunner:
         rules=[*archives.rules(), QueryRule(FetchedArchive, [ArchiveRequest]), QueryRule(DigestContents, [Digest])],
         target_types=[UpstreamArchiveTarget, PatchSetTarget],
         isolated_local_store=True,
-        # Named caches of its own: the mirror table lives in one (upstream/mirrors.py), and every
+        # Named caches of its own: the mirror table lives in one (upstream/mirror_table.py), and every
         # other test that fetches at the same time writes its own table (none) into the shared one.
         bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
     )

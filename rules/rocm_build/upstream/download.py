@@ -2,7 +2,7 @@
 simple_index.py) run on the host, the only processes that reach the network.
 
 Every download is keyed by what it pins (a commit, a sha256) and the script, never by the
-machine: the mirror table is in a named cache (upstream/mirrors.py), the CA bundle's path in
+machine: the mirror table is in a named cache (upstream/mirror_table.py), the CA bundle's path in
 an environment variable that is the same wherever it is unset. A hit in the remote cache is
 taken before a download is started (REMOTE_CACHE_FIRST_MILLIS).
 """
@@ -22,10 +22,10 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
-from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
-from rocm_build.upstream.mirrors import Mirrors
 from rocm_build.subsystems import host_tools
-from rocm_build.upstream import mirrors as upstream_mirrors
+from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.upstream import mirror_table as upstream_mirrors
+from rocm_build.upstream.mirror_table import Mirrors
 
 DOWNLOAD_TIMEOUT_SECONDS = 3600
 
@@ -52,7 +52,7 @@ async def setup_download_process(request: DownloadProcess, tools: HostTools, glo
         argv=(tools.python.path, f"{SCRIPTS_DIR}/{request.script}", *request.args),
         env={"PATH": "/usr/bin:/bin", **ca_certs, **request.env},
         input_digest=await Get(Digest, script_files(request.script, *request.imports, "mirrors.py")),
-        # The mirror table: read from a named cache, in no key (rocm_build/upstream/mirrors.py).
+        # The mirror table: read from a named cache, in no key (rocm_build/upstream/mirror_table.py).
         append_only_caches=mirrors.caches,
         output_directories=request.output_directories,
         output_files=request.output_files,

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from rocm_build.programs.new_commits import derived_commit
-from rocm_build.upstream.archive_pins import parse_archive_pins
-from rocm_build.upstream.pins_dir import read_pins_files
+from rocm_build.pins.archive_pins import parse_archive_pins
+from rocm_build.pins.files import read_pins_files
+from rocm_build.pins.update.commits import derived_commit
 from rocm_build.upstream.recipe_values import recipe_value, split_spec
 
 CACHE = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")

@@ -27,8 +27,8 @@ from pants.engine.target import FieldSet, Target, WrappedTarget, WrappedTargetRe
 from pants.engine.unions import UnionMembership, UnionRule, union
 
 from rocm_build.errors import RocmBuildError
+from rocm_build.pins.tables import PREBUILT
 from rocm_build.target_types_rules import TargetRequest
-from rocm_build.upstream.pins import PREBUILT
 from rocm_build.upstream.target_types import (
     ArchivePinField,
     ArchivePinsFileField,

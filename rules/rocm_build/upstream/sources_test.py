@@ -10,9 +10,9 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
+from rocm_build.prebuilt.target_generator import PrebuiltWheelsTarget
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream import sources
-from rocm_build.upstream.prebuilt_wheels import PrebuiltWheelsTarget
 from rocm_build.upstream.sources import SourceDescription, SourceRequest
 from rocm_build.upstream.target_types import PatchSetTarget, PrebuiltWheelTarget, UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.wheel import source_kind

@@ -22,13 +22,13 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.upstream.patching import OrderedPatches, PatchedTree, PatchFile, PatchRequest, PatchSetsRequest
-from rocm_build.upstream.pins import Pin, PinsError, lookup_pin
-from rocm_build.upstream.pins_file import load_pins
-from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
-from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
+from rocm_build.pins.load import load_pins
+from rocm_build.pins.tables import Pin, PinsError, lookup_pin
 from rocm_build.upstream.archive_source import ArchivePackRequest, ArchiveSourcePin
 from rocm_build.upstream.archives import ArchiveRequest, ArchiveSpec
+from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
+from rocm_build.upstream.patching import OrderedPatches, PatchedTree, PatchFile, PatchRequest, PatchSetsRequest
+from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree
 from rocm_build.upstream.sources import TreeSourceRequest, UpstreamArchiveSource, UpstreamRepoSource, source_kind
 from rocm_build.upstream.target_types import (
     ArchivePinField,

@@ -23,15 +23,15 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.declared import DeclaredDependencies, DeclaredDependenciesRequest
-from rocm_build.locks.build_requirements import LockedRequirementsRequest
 from rocm_build.errors import RocmBuildError
-from rocm_build.toolchain.interpreters import BuildPython, parse_constraint
+from rocm_build.locks.build_requirements import LockedRequirementsRequest
 from rocm_build.locks.lockfile import LockError, requirement_lines
-from rocm_build.upstream.prebuilt import PrebuiltClosure, PrebuiltClosureRequest
+from rocm_build.prebuilt.wheel_rules import PrebuiltClosure, PrebuiltClosureRequest
+from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
+from rocm_build.toolchain.interpreters import BuildPython, parse_constraint
+from rocm_build.upstream.sources import BUILT_WHEEL, PINNED_WHEELS, SourceFieldSet, as_dependency
 from rocm_build.wheel.env import build_env, check_gpu_targets
 from rocm_build.wheel.kinds import KINDS
-from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
-from rocm_build.upstream.sources import BUILT_WHEEL, PINNED_WHEELS, SourceFieldSet, as_dependency
 from rocm_build.wheel.target_types import (
     AllowMissingGpuTargetsField,
     GpuTargetsField,
@@ -58,14 +58,14 @@ from rocm_build.wheel.target_types import (
     WheelToolchainField,
     WheelVersionEnvField,
 )
+from rocm_build import declared
+from rocm_build.prebuilt import wheel_rules as prebuilt_rules
 from rocm_build.target_types_rules import expect_target
 from rocm_build.toolchain.target_types import RocmToolchainTarget, ToolchainProviderField, ToolchainVersionField
-from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest, UpstreamSpec
-from rocm_build.wheel.version_env import pin_version, version_values
-from rocm_build import declared
-from rocm_build.upstream import prebuilt as upstream_prebuilt
 from rocm_build.upstream import sources, upstream_repo
+from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest, UpstreamSpec
 from rocm_build.wheel import source_kind
+from rocm_build.wheel.version_env import pin_version, version_values
 
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 NOT_RUN = "not run:"  # a `downloads_covered` value: why this build never reaches the file's download
@@ -176,7 +176,7 @@ async def _dependencies(
     deps = await Get(DeclaredDependencies, DeclaredDependenciesRequest(target[WheelDependenciesField]))
     kinds = union_membership.get(SourceFieldSet)
     wheel_deps = [t for t in deps if as_dependency(kinds, t) == BUILT_WHEEL]
-    # Prebuilt wheels with what they depend on (a device wheel's host and family: prebuilt.py).
+    # Prebuilt wheels with what they depend on (a device wheel's host and family: prebuilt/wheel_rules.py).
     prebuilt_roots = tuple(t.address for t in deps if as_dependency(kinds, t) == PINNED_WHEELS)
     closure = await Get(PrebuiltClosure, PrebuiltClosureRequest(prebuilt_roots, f"the `dependencies` field of {owner}"))
     check_same_python(owner, python, [(t.address.spec, t[WheelPythonField].value or defaults.python) for t in wheel_deps])
@@ -337,6 +337,6 @@ def log_name(address: Address) -> str:
 @memoized
 def rules():
     return FrozenOrderedSet([
-        *collect_rules(), *declared.rules(), *upstream_prebuilt.rules(), *upstream_repo.rules(),
+        *collect_rules(), *declared.rules(), *prebuilt_rules.rules(), *upstream_repo.rules(),
         *sources.rules(), *source_kind.rules(),  # the kinds a dependency is read by
     ])

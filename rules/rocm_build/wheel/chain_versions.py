@@ -18,12 +18,12 @@ from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
+from rocm_build.prebuilt import wheel_rules as prebuilt_rules
+from rocm_build.prebuilt.wheel_rules import PrebuiltRequest, PrebuiltSpec
+from rocm_build.wheel import build_spec
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.kinds import KINDS, by_project, by_version_var
 from rocm_build.wheel.recipe_paths import named_paths
-from rocm_build.upstream import prebuilt as upstream_prebuilt
-from rocm_build.wheel import build_spec
 
 # Versions a chain's torch and triton come as: the dependency's kind, and the variable its
 # recipe may set the version with (kinds.py).
@@ -126,4 +126,4 @@ def version_findings(spec: WheelBuildSpec, where: str, scan: dict, chain: Sequen
 
 @memoized
 def rules():
-    return FrozenOrderedSet([*collect_rules(), *upstream_prebuilt.rules(), *build_spec.rules()])
+    return FrozenOrderedSet([*collect_rules(), *prebuilt_rules.rules(), *build_spec.rules()])

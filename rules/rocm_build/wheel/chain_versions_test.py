@@ -10,10 +10,10 @@ from typing import Any, Dict
 from pants.engine.addresses import Address
 from pants.util.frozendict import FrozenDict
 
+from rocm_build.pins.tables import PrebuiltPin
+from rocm_build.prebuilt.wheel_rules import PrebuiltRequest, PrebuiltSpec
 from rocm_build.testutil.engine import drive
 from rocm_build.testutil.specs import upstream_spec, wheel_spec
-from rocm_build.upstream.pins import PrebuiltPin
-from rocm_build.upstream.prebuilt import PrebuiltRequest, PrebuiltSpec
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.chain_versions import ChainVersions, ChainVersionsRequest, chain_versions, exact_version, release
 

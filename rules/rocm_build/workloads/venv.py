@@ -26,18 +26,18 @@ from pants.util.logging import LogLevel
 from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
-from rocm_build.errors import RocmBuildError
-from rocm_build.target_types_rules import TargetRequest
-from rocm_build.upstream.prebuilt import FetchedPrebuilt, PrebuiltRequest
-from rocm_build.upstream.sources import PrebuiltWheelSource
-from rocm_build.wheel.source_kind import RocmWheelSource
-from rocm_build.upstream.target_types import PrebuiltWheelTarget
-from rocm_build.prepare.inputs import BuiltRocmWheel
-from rocm_build.wheel.build_spec import WheelRequest
-from rocm_build.wheel.target_types import RocmWheelTarget
-from rocm_build.build import build as wheel_build
-from rocm_build.upstream import prebuilt as upstream_prebuilt
 from rocm_build import declared
+from rocm_build.build import build as wheel_build
+from rocm_build.errors import RocmBuildError
+from rocm_build.prebuilt import wheel_rules as prebuilt_rules
+from rocm_build.prebuilt.wheel_rules import FetchedPrebuilt, PrebuiltRequest
+from rocm_build.prepare.inputs import BuiltRocmWheel
+from rocm_build.target_types_rules import TargetRequest
+from rocm_build.upstream.sources import PrebuiltWheelSource
+from rocm_build.upstream.target_types import PrebuiltWheelTarget
+from rocm_build.wheel.build_spec import WheelRequest
+from rocm_build.wheel.source_kind import RocmWheelSource
+from rocm_build.wheel.target_types import RocmWheelTarget
 
 
 class VenvWheelsRequest(TargetRequest):
@@ -147,6 +147,6 @@ def rules():
         *collect_rules(),
         *kinds(),
         *wheel_build.rules(),
-        *upstream_prebuilt.rules(),
+        *prebuilt_rules.rules(),
         *declared.rules(),
     ])
