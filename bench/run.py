@@ -3,7 +3,11 @@
 
 On the miniature chain and on torch-sized fixtures generated at run time (bench/torch_sized.py).
 
-    python3 bench/run.py [--quick]        (from the repository root, after ./setup)
+    ./pants run bench/run.py -- [--quick]    (after ./setup)
+
+Its imports are modules of Pants' source roots (tests/ for e2e.* and mini.*, bench/,
+rules/ for rocm_build.scripts.*), which `pants run` puts on the path from the repository
+itself (bench/BUILD: not in a sandbox); they need nothing but the standard library.
 
 Prints one table per question. Every figure is a count or a ratio measured in this run;
 nothing here asserts a speed. Work happens under bench/out/ (ignored by Pants and git).
@@ -23,15 +27,14 @@ import time
 import zipfile
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(REPO / "tests"), str(REPO / "bench"), str(REPO / "rules" / "rocm_build" / "scripts")]
+import torch_sized
+from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port
+from e2e.redis_server import redis_server
+from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from mini import make_upstreams
+from rocm_build.scripts.ccache_remote import relay
 
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success  # noqa: E402
-from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port  # noqa: E402
-from e2e.redis_server import redis_server  # noqa: E402
-from mini import make_upstreams  # noqa: E402
-import torch_sized  # noqa: E402
-from ccache_remote import relay  # noqa: E402
+REPO = Path(__file__).resolve().parent.parent
 
 VLLM = "tests/mini/vllm:wheel"
 AOT = "tests/mini/aotriton:wheel"

@@ -2,35 +2,26 @@
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import socket
 import subprocess
-import sys
 import threading
 import zlib
-from pathlib import Path
 
-REPO = Path.cwd()
-
-
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_run", REPO / "bench" / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+import run as bench  # bench/run.py, a module of the source root bench/
+import torch_sized
 
 
 def test_bench_starts_with_the_system_python_alone() -> None:
-    # A fresh machine after ./setup: Debian's python3, no pytest, no venv, nothing exported.
-    proc = subprocess.run(["/usr/bin/python3", "bench/run.py", "--help"], env={"PATH": "/usr/bin:/bin"},
+    # A fresh machine after ./setup: Debian's python3, no pytest, no venv, nothing exported but
+    # the source roots `./pants run bench/run.py` puts on the path (its imports are their modules).
+    proc = subprocess.run(["/usr/bin/python3", "bench/run.py", "--help"], env={"PATH": "/usr/bin:/bin", "PYTHONPATH": "rules:tests:bench"},
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert "{rebuilds,remote,ccache,capture,source,incremental,torchsize,sharedccache,bigwheel,pulled,farm}" in proc.stdout
 
 
 def test_process_times_are_read_from_pants_log() -> None:
-    bench = load_bench()
     log = (
         "10:54:52.73 [INFO] Starting: Fetching big @ a45ffda0848c for bench_big:src\n"
         "10:54:53.00 [DEBUG] something else\n"
@@ -44,7 +35,6 @@ def test_process_times_are_read_from_pants_log() -> None:
 
 
 def test_the_proxy_counts_what_the_server_sends() -> None:
-    bench = load_bench()
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
@@ -67,9 +57,6 @@ def test_the_proxy_counts_what_the_server_sends() -> None:
 
 
 def test_the_torch_sized_tree_is_one_commit_of_the_asked_size(tmp_path) -> None:
-    sys.path.insert(0, str(REPO / "bench"))
-    import torch_sized  # pants: no-infer-dep
-
     sha = torch_sized.fast_import(tmp_path / "big", torch_sized.big_tree_files(500, 40), "big")
     files = subprocess.run(["git", "ls-tree", "-r", "--name-only", sha], cwd=tmp_path / "big",
                            capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
@@ -79,9 +66,6 @@ def test_the_torch_sized_tree_is_one_commit_of_the_asked_size(tmp_path) -> None:
 
 def test_a_torch_sized_unit_carries_its_share_of_device_code(tmp_path) -> None:
     """Compiled for real: the object's section holds the unit's share, and it does not deflate."""
-    sys.path.insert(0, str(REPO / "bench"))
-    import torch_sized  # pants: no-infer-dep
-
     files = dict(torch_sized.big_tree_files(8, 4, library_bytes=4 << 20))
     for name in ("csrc/tu1.c", "csrc/big.h"):
         (tmp_path / name.split("/")[1]).write_bytes(files[name])

@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 import socket
 import subprocess
-import sys
 import time
 import zipfile
 from pathlib import Path
 
 import pytest
 
+import run as bench  # bench/run.py: its counting proxy and disk measure
 from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 
@@ -123,15 +122,6 @@ def test_second_machine_pulls_the_wheel_not_the_source_tree(tmp_path, cache_serv
         b.stop()
 
 
-def load_bench():
-    """bench/run.py: its counting proxy and disk measure (and bench/ on the path for torch_sized)."""
-    sys.path.insert(0, str(Path.cwd() / "bench"))
-    spec = importlib.util.spec_from_file_location("bench_run", Path.cwd() / "bench" / "run.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 PATCHED_README = (
     'patch_set(name="notes", sources=["*.edit.toml"])\n',
     '[[edit]]\npath = "README.md"\npattern = "for rocm-pants tests."\nreplace = "for rocm-pants tests (patched)."\n',
@@ -142,7 +132,6 @@ def test_checks_on_a_cached_machine_pull_no_source(tmp_path, cache_server) -> No
     """Everything `package` runs before and around the build (fetch, patch, the preflight's
     file reads, tree scan and metadata hook, the build) is a cache hit on B: B's store grows by
     a few small files, not by the pinned tree's pack."""
-    bench = load_bench()
     import torch_sized  # pants: no-infer-dep
 
     address, _ = cache_server

@@ -6,7 +6,6 @@ server lost in the middle and a scheduler that is down cost local compiles, not 
 
 from __future__ import annotations
 
-import importlib.util
 import re
 import struct
 import threading
@@ -15,14 +14,11 @@ import zipfile
 from pathlib import Path
 from typing import Dict, Optional, Tuple
 
+import torch_sized  # bench/torch_sized.py's C component (MAX_JOBS compiles at a time)
 from e2e.c_demo import everything_written
 from e2e.sccache_farm import Farm
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 
-# bench/torch_sized.py's C component (MAX_JOBS compiles at a time); bench/ is files, not a package.
-_spec = importlib.util.spec_from_file_location("torch_sized", Path.cwd() / "bench" / "torch_sized.py")
-torch_sized = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(torch_sized)
 
 UNITS = 48
 WHEEL = "farm_demo:wheel"

@@ -209,6 +209,21 @@ def refuse_unread(patch_set: PatchSetInfo, names: Tuple[str, ...]) -> None:
             )
 
 
+def before_checkout(source: WorkspaceSource, dest: Path, dest_rel: str, root: str) -> Optional[str]:
+    """Before the fetch: a link at work/ or work/<pin> refused before anything is read or removed
+    there, a workspace with work not saved refused, one whose commits are all saved removed (what
+    to say of that, or None)."""
+    workspace_repo.refuse_links(Path(root), dest_rel)
+    if workspace_repo.clear_saved(dest, source.owner, f"./pants patch-workspace --save {source.owner}"):
+        return f"{dest_rel}: every commit of it was saved as a patch file; checking it out afresh"
+    return None
+
+
+def failure(source: WorkspaceSource, error: WorkspaceError, dest: Path, dest_rel: str) -> str:
+    """The goal's message for a refusal, the workspace named as the user knows it (from the build root)."""
+    return f"patch-workspace {source.owner}: {str(error).replace(str(dest), dest_rel)}"
+
+
 def checkout(source: WorkspaceSource, pack: WorkspacePack, dest: Path, dest_rel: str, root: str, workspace: Workspace) -> str:
     workspace_repo.init(dest, source.owner)
     workspace.write_digest(pack.digest, path_prefix=f"{dest_rel}/.git/objects/pack")
@@ -265,10 +280,9 @@ async def patch_workspace(
     dest = Path(build_root.path, dest_rel)
     try:
         if not options.save:
-            workspace_repo.refuse_links(Path(build_root.path), dest_rel)  # before anything is read or removed there
-            # Refused before the fetch when it holds work not saved; else made afresh below.
-            if workspace_repo.clear_saved(dest, source.owner, f"./pants patch-workspace --save {source.owner}"):
-                console.print_stdout(f"{dest_rel}: every commit of it was saved as a patch file; checking it out afresh")
+            cleared = before_checkout(source, dest, dest_rel, build_root.path)
+            if cleared:
+                console.print_stdout(cleared)
             # The same fetch as the build's (cached).
             unpatched = await Get(UnpatchedUpstream, UpstreamRequest(addresses[0], ORIGIN))
             pack = await Get(WorkspacePack, WorkspacePackRequest(unpatched.fetched))
@@ -286,8 +300,7 @@ async def patch_workspace(
         workspace.write_digest(await Get(Digest, CreateDigest([FileContent(path, data) for path, data in new.files])))
         workspace_repo.mark_saved(dest, new)
     except WorkspaceError as e:
-        # The workspace as the user knows it, from the build root.
-        console.print_stderr(f"patch-workspace {source.owner}: {str(e).replace(str(dest), dest_rel)}")
+        console.print_stderr(failure(source, e, dest, dest_rel))
         return PatchWorkspace(exit_code=1)
     for path, _ in new.files:
         console.print_stdout(f"wrote {path}")

@@ -166,7 +166,7 @@ def test_the_scripts_are_owned_by_the_resources_that_ship_them() -> None:
         return Address("rules/rocm_build/scripts", target_name=name, relative_file_path=file)
 
     shipped = [generated("scripts", "build_wheel.sh"), generated("scripts", "ccache_remote.py")]
-    owners = [(shipped[0], generated("files", "build_wheel.sh")), (shipped[1], generated("relay-for-bench", "ccache_remote.py"))]
+    owners = [(shipped[0], generated("files", "build_wheel.sh")), (shipped[1], generated("modules-py311", "ccache_remote.py"))]
     assert script_owners(owners, shipped) == (Address("rules/rocm_build/scripts", target_name="scripts"),)
     # Without a `resources` target, each script's nearest owner.
     assert script_owners([(generated("files", "build_wheel.sh"),)], []) == (generated("files", "build_wheel.sh"),)

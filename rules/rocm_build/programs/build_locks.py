@@ -1,11 +1,20 @@
 """The build-requirements locks (3rdparty/build/py*/<pin>.lock, see locks/lockfile.py) as
 the pin programs see them: the pin commit each was made at, which are stale once pins move,
-and regenerating them with a nested Pants' `generate-lockfiles`, the one way locks are made."""
+and regenerating them with a nested Pants' `generate-lockfiles`, the one way locks are made.
+
+Also `pants run rules:lock-build-requirements -- [--only PIN ...] [TARGET ...]`, for scripts
+and CI: the locks of pins by name (`--only`), those of targets, or (neither) every lock in
+3rdparty/build. It only picks the locks: the nested Pants writes them (`refresh_locks`), a
+lock by its resolve of `generate-lockfiles` and a target by the `lock-build-requirements`
+goal, so there is one implementation, the goals'.
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -79,3 +88,35 @@ def refresh_locks(pants: str, locks: Sequence[LockState], new_targets: Sequence[
         if subprocess.run(command).returncode != 0:
             return f"`{shown}` failed"
     return None
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="lock-build-requirements", description="Regenerate build-requirements locks by pin name or target, with a nested Pants.")
+    parser.add_argument("targets", nargs="*", help="rocm_wheel targets to lock (also ones without a lock yet)")
+    parser.add_argument("--only", nargs="+", metavar="PIN", help="regenerate the locks of these pins")
+    parser.add_argument("--locks-dir", default="3rdparty/build")
+    parser.add_argument("--pants", default="./pants")
+    args = parser.parse_args(argv)
+    try:
+        locks = read_locks(Path(args.locks_dir))
+    except UpdateError as e:
+        print(f"lock-build-requirements: {e}", file=sys.stderr)
+        return 1
+    # --only picks locks by pin; targets add themselves; neither means every lock.
+    chosen: List[LockState] = [lock for lock in locks if lock.pin in args.only] if args.only else []
+    if not args.only and not args.targets:
+        chosen = locks
+    missing = set(args.only or ()) - {lock.pin for lock in locks}
+    if missing:
+        print(f"lock-build-requirements: no lock in {args.locks_dir} for pin(s) {', '.join(sorted(missing))}; "
+              "name the rocm_wheel target instead", file=sys.stderr)  # fmt: skip
+        return 1
+    problem = refresh_locks(args.pants, chosen, args.targets)
+    if problem:
+        print(f"lock-build-requirements: {problem}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

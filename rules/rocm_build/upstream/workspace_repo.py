@@ -6,12 +6,11 @@ file, and the commits made after them saved back as patch files.
                         patch's header as its message
     rocm-pants/saved    where the last checkout or save ended: `--save` writes the commits after it
 
-Engine-free, on the host's git: the `patch-workspace` goal (goals/patch_workspace.py) runs it in
-Pants' own process with what the engine resolved from the target (the fetched pack, the ordered
-patch files, the patch set's directory), and `pants run rules:patch-workspace`
-(programs/patch_workspace.py) with what a pins file and a patches directory say. Both apply each
-patch with the script the build applies it with (scripts/apply_patches.py), so a patch applies in
-the workspace exactly when it applies in a build.
+Engine-free, on the host's git: the `patch-workspace` goal (goals/patch_workspace.py; `pants run
+rules:patch-workspace` runs the goal too) runs it in Pants' own process with what the engine
+resolved from the target (the fetched pack, the ordered patch files, the patch set's directory).
+It applies each patch with the script the build applies it with (scripts/apply_patches.py), so a
+patch applies in the workspace exactly when it applies in a build.
 """
 
 from __future__ import annotations
@@ -172,12 +171,6 @@ def base_from_pack(dest: Path, repos: Sequence[Tuple[str, str]], pin: str) -> st
     git(dest, "checkout", "-q", "-B", BRANCH, base)
     git(dest, "tag", "-f", BASE_TAG)
     return base
-
-
-def base_tagged(dest: Path) -> None:
-    """The checked-out commit as the base (`pants run rules:patch-workspace`, which fetched it)."""
-    git(dest, "checkout", "-q", "-B", BRANCH)
-    git(dest, "tag", "-f", BASE_TAG)
 
 
 def _apply_script(python: str, *args: str) -> subprocess.CompletedProcess:
