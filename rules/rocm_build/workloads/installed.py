@@ -1,0 +1,93 @@
+"""Each wheel of a workload test's venv installed once, by content, and linked into every test.
+
+A workload test made its venv in its own sandbox: `pip install` of torch and triton (~1.5 GB
+unpacked) took 30 of a choices test's 40 s, for every test and again on every rerun. Here each
+wheel is a Process of its own (scripts/install_wheel.sh), keyed by the wheel's bytes and the
+Python's identity, so Pants runs it once per store (or takes it from the remote cache); its
+output is an immutable input of each test that uses the wheel, which Pants materializes once and
+links into the sandbox under site/ (kernel_venv.sh puts each on the venv's path).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Tuple
+
+from pants.engine.fs import CreateDigest, Digest, DigestEntries, FileEntry, MergeDigests, RemovePrefix
+from pants.engine.process import Process, ProcessResult
+from pants.engine.rules import Get, MultiGet, collect_rules, rule
+from pants.util.logging import LogLevel
+
+from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
+from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
+from rocm_build.toolchain.isolation import NetworkIsolation
+
+SITE = "site"  # where a test's sandbox links each installed wheel: site/<wheel file's stem>
+INSTALLED = "installed"
+SCRIPTS = ("install_wheel.sh", "no_network.sh")
+
+
+@dataclass(frozen=True)
+class InstallWheelRequest:
+    wheel: FileEntry  # one .whl, at the root
+    python: BuildPython
+
+
+@dataclass(frozen=True)
+class InstalledWheel:
+    name: str  # the wheel's file name
+    digest: Digest  # what `pip install --target` wrote, without console scripts
+
+
+@dataclass(frozen=True)
+class InstalledWheels:
+    wheels: Tuple[InstalledWheel, ...]
+
+    def immutable_inputs(self) -> dict:
+        """Each wheel's install, by where the test's sandbox finds it."""
+        return {f"{SITE}/{w.name[: -len('.whl')]}": w.digest for w in self.wheels}
+
+
+@rule(desc="Installing a wheel for workload tests", level=LogLevel.DEBUG)
+async def install_wheel(request: InstallWheelRequest, tools: HostTools, isolation: NetworkIsolation) -> InstalledWheel:
+    wheel, scripts = await MultiGet(
+        Get(Digest, CreateDigest([request.wheel])), Get(Digest, script_files(*SCRIPTS))
+    )
+    result = await Get(
+        ProcessResult,
+        Process(
+            argv=(tools.bash.path, f"{SCRIPTS_DIR}/install_wheel.sh", request.wheel.path),
+            input_digest=await Get(Digest, MergeDigests([wheel, scripts])),
+            env={
+                "PATH": "/usr/bin:/bin",
+                "ROCM_KERNEL_PYTHON": request.python.in_sandbox,
+                "ROCM_KERNEL_PYTHON_VERSION": request.python.identity,  # the interpreter's identity is in the key
+                "ROCM_KERNEL_NETWORK": "none" if isolation.enabled else "host",
+            },
+            output_directories=(INSTALLED,),
+            append_only_caches={request.python.cache_name: PYTHON_LINK},
+            description=f"Installing {request.wheel.path} for workload tests",
+            level=LogLevel.INFO,  # torch's and triton's take most of a minute, once
+        ),
+    )
+    return InstalledWheel(request.wheel.path, await Get(Digest, RemovePrefix(result.output_digest, INSTALLED)))
+
+
+@dataclass(frozen=True)
+class InstallWheelsRequest:
+    wheels: Digest  # the venv's wheel files, at the root
+    python: BuildPython
+
+
+@rule(desc="Installing a workload test's wheels", level=LogLevel.DEBUG)
+async def install_wheels(request: InstallWheelsRequest) -> InstalledWheels:
+    # Each wheel by a process of its own, asked for together: a wheel two venvs share is one install.
+    entries = await Get(DigestEntries, Digest, request.wheels)
+    files = [e for e in entries if isinstance(e, FileEntry)]
+    installed = await MultiGet(Get(InstalledWheel, InstallWheelRequest(f, request.python)) for f in files)
+    return InstalledWheels(tuple(installed))
+
+
+def rules():
+    return collect_rules()
