@@ -9,9 +9,10 @@ source "$(dirname "$0")/no_network.sh"
 top="$PWD"
 export HOME="$top/.home" PIP_CONFIG_FILE=/dev/null PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$HOME"
-# The interpreter's own pip (ensurepip), as a venv made from it has: its identity is in the key.
-"$ROCM_KERNEL_PYTHON" -m venv "$top/.pip"
-"$top/.pip/bin/python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+# The pinned pip (bootstrap/, subsystems/bootstrap_wheels.py), run from its wheel: no venv to
+# make for it (ensurepip's took 3 s a wheel, and a set has up to 74).
+pip_wheel=(bootstrap/pip-*.whl)
+"$ROCM_KERNEL_PYTHON" "${pip_wheel[0]}/pip" install -q --no-index --no-deps --no-compile --no-cache-dir \
   --disable-pip-version-check --target "$top/installed" "$1"
 rm -rf "$top/installed/bin"
 rm -f "$top"/installed/*.dist-info/direct_url.json

@@ -2,8 +2,8 @@
 
 A workload test made its venv in its own sandbox: `pip install` of torch and triton (~1.5 GB
 unpacked) took 30 of a choices test's 40 s, for every test and again on every rerun. Here each
-wheel is a Process of its own (scripts/install_wheel.sh), keyed by the wheel's bytes and the
-Python's identity, so Pants runs it once per store (or takes it from the remote cache); its
+wheel is a Process of its own (scripts/install_wheel.sh), keyed by the wheel's bytes, the pinned
+pip (subsystems/bootstrap_wheels.py) and the Python's identity, so Pants runs it once per store (or takes it from the remote cache); its
 output is an immutable input of each test that uses the wheel, which Pants materializes once and
 links into the sandbox under site/ (kernel_venv.sh puts each on the venv's path).
 """
@@ -13,15 +13,17 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Tuple
 
-from pants.engine.fs import CreateDigest, Digest, DigestEntries, FileEntry, MergeDigests, RemovePrefix
+from pants.engine.fs import AddPrefix, CreateDigest, Digest, DigestEntries, FileEntry, MergeDigests, RemovePrefix
 from pants.engine.process import Process, ProcessResult
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.util.logging import LogLevel
 
 from rocm_build.sandbox_scripts import SCRIPTS_DIR, script_files
+from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.toolchain.isolation import NetworkIsolation
+from rocm_build.subsystems import bootstrap_wheels
 
 SITE = "site"  # where a test's sandbox links each installed wheel: site/<wheel file's stem>
 INSTALLED = "installed"
@@ -50,15 +52,20 @@ class InstalledWheels:
 
 
 @rule(desc="Installing a wheel for workload tests", level=LogLevel.DEBUG)
-async def install_wheel(request: InstallWheelRequest, tools: HostTools, isolation: NetworkIsolation) -> InstalledWheel:
-    wheel, scripts = await MultiGet(
-        Get(Digest, CreateDigest([request.wheel])), Get(Digest, script_files(*SCRIPTS))
+async def install_wheel(
+    request: InstallWheelRequest, tools: HostTools, isolation: NetworkIsolation, bootstrap: BootstrapWheels
+) -> InstalledWheel:
+    # The pinned pip (bootstrap/), by content as a build's: the install is keyed by what it runs.
+    wheel, scripts, pip = await MultiGet(
+        Get(Digest, CreateDigest([request.wheel])),
+        Get(Digest, script_files(*SCRIPTS)),
+        Get(Digest, AddPrefix(bootstrap.digest, "bootstrap")),
     )
     result = await Get(
         ProcessResult,
         Process(
             argv=(tools.bash.path, f"{SCRIPTS_DIR}/install_wheel.sh", request.wheel.path),
-            input_digest=await Get(Digest, MergeDigests([wheel, scripts])),
+            input_digest=await Get(Digest, MergeDigests([wheel, scripts, pip])),
             env={
                 "PATH": "/usr/bin:/bin",
                 "ROCM_KERNEL_PYTHON": request.python.in_sandbox,
@@ -90,4 +97,4 @@ async def install_wheels(request: InstallWheelsRequest) -> InstalledWheels:
 
 
 def rules():
-    return collect_rules()
+    return [*collect_rules(), *bootstrap_wheels.rules()]

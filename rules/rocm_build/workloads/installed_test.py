@@ -1,5 +1,6 @@
-"""A wheel's install for workload tests, run for real: this machine's Python 3.11 and its pip,
-in a network namespace of its own, on a wheel made here with a module and a console script."""
+"""A wheel's install for workload tests, run for real: this machine's Python 3.11 and the pinned
+pip (downloaded from PyPI by its sha256), in a network namespace of its own, on a wheel made here
+with a module and a console script."""
 
 from __future__ import annotations
 
@@ -55,6 +56,8 @@ def rule_runner() -> RuleRunner:
             QueryRule(DigestEntries, [Digest]),
         ],
         isolated_local_store=True,
+        # PyPI traffic (the pinned pip) passes an intercepting proxy (pants.toml's `ca_certs_path`).
+        ca_certs_path="/etc/ssl/certs/ca-certificates.crt",
     )
     runner.set_options([], env_inherit={"PATH", "PYENV_ROOT", "HOME"})
     return runner
