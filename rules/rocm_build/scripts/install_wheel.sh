@@ -9,10 +9,9 @@ source "$(dirname "$0")/no_network.sh"
 top="$PWD"
 export HOME="$top/.home" PIP_CONFIG_FILE=/dev/null PYTHONNOUSERSITE=1 PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$HOME"
-# The pinned pip (bootstrap/, subsystems/bootstrap_wheels.py), run from its wheel: no venv to
-# make for it (ensurepip's took 3 s a wheel, and a set has up to 74).
-pip_wheel=(bootstrap/pip-*.whl)
-"$ROCM_KERNEL_PYTHON" "${pip_wheel[0]}/pip" install -q --no-index --no-deps --no-compile --no-cache-dir \
-  --disable-pip-version-check --target "$top/installed" "$1"
+# The pinned pip, unpacked once (pip-tree/, workloads/installed.py): no venv to make for it
+# (ensurepip's took 3 s a wheel, and a set has up to 74).
+PYTHONPATH="$top/pip-tree" "$ROCM_KERNEL_PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir \
+  --disable-pip-version-check --root-user-action=ignore --target "$top/installed" "$1"
 rm -rf "$top/installed/bin"
 rm -f "$top"/installed/*.dist-info/direct_url.json
