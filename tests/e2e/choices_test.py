@@ -22,9 +22,9 @@ PATCHED = 'upstream_archive(name="sdist", pin="flash-attention-sdist", patches=[
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory):
+def ws(tmp_path_factory, batch_store):
     root = tmp_path_factory.mktemp("choices")
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
     workspace.pants_env_extra["PANTS_ROCM_BUILD_MIRRORS"] = repr(make_mirror.mirror(CACHE_ROOT / "kernel-mirror"))
     yield workspace
     workspace.stop()

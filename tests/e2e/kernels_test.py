@@ -39,9 +39,9 @@ BUILD = "tests/kernels/BUILD"
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory):
+def ws(tmp_path_factory, batch_store):
     root = tmp_path_factory.mktemp("kernels")
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
     # The files ./setup mirrored, checked again by sha256 (nothing is downloaded twice).
     table = make_mirror.mirror(CACHE_ROOT / "kernel-mirror")
     workspace.pants_env_extra["PANTS_ROCM_BUILD_MIRRORS"] = repr(table)

@@ -1,25 +1,31 @@
 # Sourced first by kernel_test.sh and choices_test.sh: the sandbox both run their workload in.
 # No network: the script re-runs itself in a new network namespace (unless the target allows
-# the network). Nothing of the user's: Triton's cache, pip's and Python's home are in the
-# sandbox. Then a venv of exactly the wheels in wheels/, and the upstream's tree (if any) in
+# the network: no_network.sh). Nothing of the user's: Triton's cache and Python's home are in
+# the sandbox. Then a venv of exactly the wheels under site/, and the upstream's tree (if any) in
 # src/ on PYTHONPATH. Paths derive from $PWD at run time, never the process's key.
 
-if [[ -z "${ROCM_KERNEL_IN_NAMESPACE:-}" && "${ROCM_KERNEL_NETWORK:-none}" == none ]]; then
-  export ROCM_KERNEL_IN_NAMESPACE=1
-  unshare_args=(--net)
-  [[ "$(id -u)" -eq 0 ]] || unshare_args+=(--map-root-user)
-  exec unshare "${unshare_args[@]}" bash "$0" "$@"
-fi
+source "$(dirname "$0")/no_network.sh"
 
 top="$PWD"
-export HOME="$top/.home" TRITON_CACHE_DIR="$top/.triton" PIP_CONFIG_FILE=/dev/null PYTHONNOUSERSITE=1
+export HOME="$top/.home" TRITON_CACHE_DIR="$top/.triton" PYTHONNOUSERSITE=1
 export PYTHONDONTWRITEBYTECODE=1
 mkdir -p "$HOME" "$TRITON_CACHE_DIR"
 
 start=$SECONDS
-"$ROCM_KERNEL_PYTHON" -m venv "$top/.venv"
-"$top/.venv/bin/python" -m pip install -q --no-index --no-deps --no-compile --disable-pip-version-check wheels/*.whl
-echo "== venv: $(ls wheels | wc -l) wheel(s) in $((SECONDS - start)) s"
+# An empty venv whose site-packages adds each installed wheel under site/ (each installed once,
+# by content, and linked in: workloads/installed.py) as a site directory, so their own .pth
+# files run as in a venv they were installed into.
+"$ROCM_KERNEL_PYTHON" -m venv --without-pip "$top/.venv"
+purelib="$("$top/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
+installed=()
+[[ -d site ]] && for dir in site/*; do installed+=("$top/$dir"); done
+"$top/.venv/bin/python" - "$purelib/rocm_workload_wheels.pth" "${installed[@]}" <<'PY'
+import sys
+path, dirs = sys.argv[1], sys.argv[2:]
+with open(path, "w") as pth:
+    pth.write("import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs) + "\n")
+PY
+echo "== venv: ${#installed[@]} wheel(s), each installed once (site/), in $((SECONDS - start)) s"
 
 [[ -d src ]] && export PYTHONPATH="$top/src"
 targets=()

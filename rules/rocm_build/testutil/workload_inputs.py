@@ -1,6 +1,6 @@
 """What the workload tests (rules/rocm_build/workloads/) get from other packages, made up from
-the address alone: an archive's and a repository's patched tree, prebuilt and built wheels, the
-Python, the host tools and the network setting. workloads/'s tests run that package's own rules
+the address alone: an archive's and a repository's patched tree, prebuilt and built wheels, a
+wheel's install, the Python, the host tools and the network setting. workloads/'s tests run that package's own rules
 on these stand-ins, so a test there exercises the package, not the fetch and build pipeline
 (whose own tests run it for real)."""
 
@@ -40,7 +40,8 @@ from rocm_build.upstream.upstream_repo import ResolvedUpstream, UpstreamRequest
 from rocm_build.wheel import source_kind
 from rocm_build.wheel.build_spec import WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget
-from rocm_build.workloads import choices, dependency_inference, kernels, sandbox, source, venv
+from rocm_build.workloads import choices, dependency_inference, installed, kernels, sandbox, source, venv
+from rocm_build.workloads.installed import InstalledWheel, InstallWheelRequest
 from rocm_build.workloads import register as workloads
 
 PYTHON = BuildPython("/usr/bin/python3.11", "CPython", "3.11.2", "/usr")
@@ -88,6 +89,12 @@ async def built_wheel_stand_in(request: WheelRequest) -> BuiltRocmWheel:
     return BuiltRocmWheel(address, built[0].wheel_name, "", built[0].wheel, EMPTY_DIGEST, info, closure=tuple(built))
 
 @rule
+async def installed_wheel_stand_in(request: InstallWheelRequest) -> InstalledWheel:
+    """A wheel's install (a pip process, installed_test.py): one file named for the wheel."""
+    name = request.wheel.path
+    return InstalledWheel(name, await Get(Digest, CreateDigest([FileContent(f"{name.split('-')[0]}/__init__.py", f"# {name}\n".encode())])))
+
+@rule
 async def python_stand_in(request: BuildPythonRequest) -> BuildPython:
     return PYTHON
 
@@ -108,6 +115,7 @@ def workload_rule_runner(*queries: Any, target_types: Iterable[Type[Target]] = (
             # workloads/' own rules, not their rules() (which bring the real ones of what the
             # stand-ins below stand for: two sources of one product).
             *(r for m in (dependency_inference, venv, source, sandbox, kernels, choices) for r in collect_rules(vars(m))),
+            installed.install_wheels,
             UnionRule(InferDependenciesRequest, dependency_inference.InferWorkloadEdges),
             *venv.kinds(),
             *kernels.TritonKernelTestRequest.rules(),

@@ -1,8 +1,8 @@
 """`pants test` of a workload test, either kind: its sandbox, its Process and its result.
 
-The sandbox gets the venv's wheels (wheels/), the upstream's tree (src/), the workload and its
-modules, the expectations (expected.json), the kind's script and judge with the compile-only
-driver, and nothing else; it runs without network (scripts/kernel_venv.sh). Its key is those
+The sandbox gets the venv's wheels, each installed once and linked in under site/ (installed.py),
+the upstream's tree (src/), the workload and its modules, the expectations (expected.json), the
+kind's script and judge with the compile-only driver, and nothing else; it runs without network (scripts/kernel_venv.sh). Its key is those
 contents, the Python's identity and the gpu targets, so a test runs again only when one of them
 changes. The report goes to dist/test/. A kind (kernels.py, choices.py) says only what differs:
 its option scope, its fields, its `WorkloadKind` (script, judge, report) and expectations.
@@ -42,15 +42,16 @@ from rocm_build.workloads.target_types import (
     WorkloadPythonField,
     WorkloadSourceField,
 )
+from rocm_build.workloads.installed import InstalledWheels, InstallWheelsRequest
 from rocm_build.workloads.venv import VenvWheels, VenvWheelsRequest
 from rocm_build.toolchain import interpreters, isolation
 from rocm_build import declared
 from rocm_build.subsystems import host_tools
-from rocm_build.workloads import source, venv
+from rocm_build.workloads import installed, source, venv
 
 EXPECTED = "expected.json"
 # What every workload runs on: the sandbox (kernel_venv.sh) and the compile-only driver.
-DRIVER = ("kernel_venv.sh", "triton_kernels.py", "amdgpu_elf.py")
+DRIVER = ("kernel_venv.sh", "no_network.sh", "triton_kernels.py", "amdgpu_elf.py")
 
 
 class WorkloadTestSubsystem(Subsystem):
@@ -118,6 +119,7 @@ async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation
     ]
     venv = await MultiGet(Get(VenvWheels, VenvWheelsRequest, each) for each in named)
     venv_wheels = await Get(Digest, MergeDigests(w.digest for w in venv))
+    installed = await Get(InstalledWheels, InstallWheelsRequest(venv_wheels, python))
     # What is under test (the upstream's wheel or tree: version, pin, patch digests) goes into the
     # report and the output with what the kind expects (workloads/source.py, under_test).
     expected = {
@@ -125,7 +127,6 @@ async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation
         **field_set.expectations(source),
     }  # fmt: skip
     sandbox = await MultiGet(
-        Get(Digest, AddPrefix(venv_wheels, "wheels")),
         Get(Digest, AddPrefix(source.tree, "src")),
         Get(Digest, RemovePrefix(workload.snapshot.digest, field_set.address.spec_path or ".")),
         Get(Digest, CreateDigest([FileContent(EXPECTED, json.dumps(expected, sort_keys=True).encode())])),
@@ -136,6 +137,7 @@ async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation
         env=workload_env(field_set, python, targets, isolation),
         input_digest=await Get(Digest, MergeDigests(sandbox)),
         output_files=(kind.report,),
+        immutable_input_digests=installed.immutable_inputs(),
         append_only_caches={python.cache_name: PYTHON_LINK},
         description=f"{kind.doing} of {owner} for {', '.join(targets)}",
         level=LogLevel.INFO,
@@ -193,5 +195,6 @@ def rules():
         *host_tools.rules(),
         *isolation.rules(),
         *venv.rules(),
+        *installed.rules(),
         *source.rules(),
     ])

@@ -48,8 +48,9 @@ SDIST_UNDER_TEST = {
     "line": f"up:sdist: up sha256 000000000000 with 2 patch(es): patches/up/0001-first.edit.toml (sha256 {'1' * 12}), "
     f"patches/up/0002-second.diff (sha256 {'2' * 12})",
 }  # fmt: skip
-WHEELS = ["wheels/torch-1.0-py3-none-any.whl", "wheels/torch_below-1.0-py3-none-any.whl", "wheels/triton-1.0-py3-none-any.whl"]
-DRIVER = [f"{SCRIPTS_DIR}/{s}" for s in ("amdgpu_elf.py", "kernel_venv.sh", "triton_kernels.py")]
+# Each wheel of the venv installed once (installed.py, a stand-in here), linked in under site/.
+WHEELS = ["site/torch-1.0-py3-none-any", "site/torch_below-1.0-py3-none-any", "site/triton-1.0-py3-none-any"]
+DRIVER = [f"{SCRIPTS_DIR}/{s}" for s in ("amdgpu_elf.py", "kernel_venv.sh", "no_network.sh", "triton_kernels.py")]
 
 
 @pytest.fixture
@@ -68,9 +69,15 @@ def rule_runner() -> RuleRunner:
 
 
 def process(rule_runner: RuleRunner, name: str, kind: Type[WorkloadTestFieldSet], timeout=None) -> Tuple[Process, Dict[str, bytes]]:
+    """The test's Process and its sandbox's files, each installed wheel's under its link."""
     target = rule_runner.request(WrappedTarget, [WrappedTargetRequest(Address("up", target_name=name), "test")]).target
     made = rule_runner.request(Process, [WorkloadTest(kind.create(target), timeout)])
-    return made, {fc.path: fc.content for fc in rule_runner.request(DigestContents, [made.input_digest])}
+    files = {fc.path: fc.content for fc in rule_runner.request(DigestContents, [made.input_digest])}
+    for link, digest in made.immutable_input_digests.items():
+        assert link not in files, link  # a link, never also a file
+        (installed,) = rule_runner.request(DigestContents, [digest])
+        files[link] = installed.content
+    return made, files
 
 
 def env(targets: str, **extra: str) -> Dict[str, str]:
@@ -93,6 +100,7 @@ def test_a_kernel_test_runs_its_script_on_the_venv_the_tree_and_its_expected_fai
     assert made.description == "Compiling the Triton kernels of up:kernels for gfx1151, gfx950"
     assert dict(made.append_only_caches) == {PYTHON.cache_name: ".python"}
     # The group's wheels, a built wheel with the one below it; the archive's tree at src/'s root.
+    assert files["site/torch-1.0-py3-none-any"] == b"# torch-1.0-py3-none-any.whl\n"  # its install
     assert sorted(files) == sorted([
         *WHEELS, "src/up/__init__.py", "kernels_workload.py", "expected.json",
         f"{SCRIPTS_DIR}/kernel_test.sh", f"{SCRIPTS_DIR}/kernel_verdict.py", *DRIVER,
@@ -113,7 +121,7 @@ def test_a_choices_test_gets_the_modules_its_workload_imports_and_the_patches_of
     assert made.output_files == ("choices.json",)
     assert made.description == "Reading the run-time choices of up:choices for gfx1151, gfx942"
     assert sorted(files) == sorted([
-        "wheels/triton-1.0-py3-none-any.whl", "src/up/__init__.py", "choices_workload.py", "kernels_workload.py",
+        "site/triton-1.0-py3-none-any", "src/up/__init__.py", "choices_workload.py", "kernels_workload.py",
         "expected.json", f"{SCRIPTS_DIR}/choices_test.sh", f"{SCRIPTS_DIR}/upstream_choices.py", *DRIVER,
     ])  # fmt: skip
     assert json.loads(files["expected.json"]) == {
@@ -152,7 +160,7 @@ def test_a_rocm_wheel_source_is_named_by_its_wheel_and_the_source_its_build_info
 def test_a_wheel_source_goes_into_a_kernel_tests_venv_and_a_choices_test_refuses_it(rule_runner) -> None:
     rule_runner.write_files({"up/BUILD": BUILD.replace("source=':sdist'", "source=':triton'")})
     _, files = process(rule_runner, "kernels", TritonKernelTestFieldSet)
-    assert sorted(f for f in files if f.startswith(("wheels/", "src/"))) == sorted(WHEELS)  # no tree; triton once
+    assert sorted(f for f in files if f.startswith(("site/", "src/"))) == sorted(WHEELS)  # no tree; triton once
     # A prebuilt wheel is named by its file (pinned by sha256 in its pins file).
     assert json.loads(files["expected.json"])["under_test"] == [
         {"target": "up:triton", "wheel": "triton-1.0-py3-none-any.whl", "source": {}, "line": "up:triton: triton-1.0-py3-none-any.whl"}
