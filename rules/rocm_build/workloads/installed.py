@@ -24,7 +24,8 @@ from rocm_build.subsystems.bootstrap_wheels import BootstrapWheels
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.toolchain.interpreters import PYTHON_LINK, BuildPython
 from rocm_build.toolchain.isolation import NetworkIsolation
-from rocm_build.subsystems import bootstrap_wheels
+from rocm_build.subsystems import bootstrap_wheels, host_tools
+from rocm_build.toolchain import isolation
 
 SITE = "site"  # where a test's sandbox links each installed wheel: site/<wheel file's stem>
 INSTALLED = "installed"
@@ -134,4 +135,4 @@ async def install_wheels(request: InstallWheelsRequest) -> InstalledWheels:
 
 
 def rules():
-    return [*collect_rules(), *bootstrap_wheels.rules()]
+    return [*collect_rules(), *bootstrap_wheels.rules(), *host_tools.rules(), *isolation.rules()]

@@ -11,8 +11,10 @@ import zipfile
 
 import pytest
 from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestEntries, FileContent, FileEntry
+from pants.engine.rules import collect_rules
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
+from rocm_build.subsystems import bootstrap_wheels
 from rocm_build.testutil.workload_inputs import isolation_stand_in
 from rocm_build.toolchain import interpreters
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
@@ -46,9 +48,12 @@ def tiny_wheel() -> bytes:
 def rule_runner() -> RuleRunner:
     runner = RuleRunner(
         rules=[
-            *installed.rules(),
+            # The module's own rules and the real ones of what it asks for, but the network
+            # setting's (on, as a stand-in: the install runs in a network namespace of its own).
+            *collect_rules(vars(installed)),
+            *bootstrap_wheels.rules(),
             *interpreters.rules(),
-            isolation_stand_in,  # on: the install runs in a network namespace of its own
+            isolation_stand_in,
             QueryRule(InstalledWheels, [InstallWheelsRequest]),
             QueryRule(BuildPython, [BuildPythonRequest]),
             QueryRule(Digest, [CreateDigest]),
