@@ -168,9 +168,9 @@ def test_bad_pins_are_refused_naming_file_table_key_and_form(ws: Workspace) -> N
     assert secret not in prebuilt.stderr + prebuilt.stdout
 
     # The index options reach only pip's processes: resolving vllm's build requirements runs one.
-    index = refused(ws, "lock-build-requirements", VLLM, env={"PANTS_PYTHON_REPOS_INDEXES": f"['https://user:{secret}@127.0.0.1/simple']"})
+    index = refused(ws, "lock-build-requirements", VLLM, env={"PANTS_ROCM_BUILD_INDEX_URLS": f"['https://user:{secret}@127.0.0.1/simple']"})
     assert (
-        "[python-repos] indexes: the URL for 127.0.0.1/simple carries credentials (`USER[:PASSWORD]@`), which would "
+        "[rocm-build] index_urls: the URL for 127.0.0.1/simple carries credentials (`USER[:PASSWORD]@`), which would "
         "reach cache keys, logs and error messages."
     ) in index.stderr, index.stderr[-3000:]
     assert secret not in index.stderr + index.stdout

@@ -67,8 +67,8 @@ def run_official(pants: Path, ws: Workspace, *args: str) -> Run:
         "PANTS_PEX_CLI_URL_TEMPLATE": f"file://{CACHE_ROOT}/pex-{{version}}",
         "PANTS_PEX_CLI_KNOWN_VERSIONS": repr(offline["known_versions"]),
         # As the other tests: locked build requirements from the fixture wheels, no index.
-        "PANTS_PYTHON_REPOS_INDEXES": "[]",
-        "PANTS_PYTHON_REPOS_FIND_LINKS": repr([str(FIXTURE_WHEELS)]),
+        "PANTS_ROCM_BUILD_INDEX_URLS": "[]",
+        "PANTS_ROCM_BUILD_FIND_LINKS": repr([str(FIXTURE_WHEELS)]),
     }
     argv = [str(pants), "--no-pantsd", "--no-dynamic-ui", f"--local-store-dir={ws.store}", f"--named-caches-dir={ws.named_caches}", *args]
     proc = subprocess.run(argv, cwd=ws.root, env=env, capture_output=True, text=True, timeout=900)

@@ -1,6 +1,8 @@
 """Where locks are resolved and wheelhouses downloaded from: Pants' own `[python-repos]`
-(`indexes`, `find_links`), the same indexes as Pants' Python resolves. `[rocm-build]`'s
-`index_urls` and `find_links`, which repeated them, still count until their removal."""
+(`indexes`, `find_links`), the same indexes as Pants' Python resolves, unless `[rocm-build]`'s
+`index_urls` or `find_links` is set, which sets builds apart from Pants' own resolves (an
+offline wheelhouse for builds while Pants fetches its tools: `[python-repos] indexes = []` would
+leave pex without its pip, `No matching distribution found for pip==23.1.2`)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,6 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.subsystems.moved_options import moved_value
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 
 
@@ -41,16 +42,19 @@ def refuse_credentials(option: str, urls: Tuple[str, ...]) -> None:
 
 @rule
 async def pip_index_args(repos: PythonRepos, settings: RocmBuildSubsystem) -> PipIndexArgs:
-    old_indexes = not settings.options.is_default("index_urls")
-    old_links = not settings.options.is_default("find_links")
-    urls = tuple(moved_value(repos, settings, "index_urls", "indexes"))
-    moved_value(repos, settings, "find_links")  # refuses the old and the new key together
+    own_indexes = not settings.options.is_default("index_urls")
+    own_links = not settings.options.is_default("find_links")
+    urls = tuple(settings.index_urls if own_indexes else repos.indexes)
     # `repos.find_links` with its own deprecated alias, `[python-repos] repos`.
-    links = tuple(settings.find_links) if old_links else tuple(repos.find_links)
-    refuse_credentials("[rocm-build] index_urls" if old_indexes else "[python-repos] indexes", urls)
-    refuse_credentials("[rocm-build] find_links" if old_links else "[python-repos] find_links", links)
+    links = tuple(settings.find_links if own_links else repos.find_links)
+    indexes_option = "[rocm-build] index_urls" if own_indexes else "[python-repos] indexes"
+    links_option = "[rocm-build] find_links" if own_links else "[python-repos] find_links"
+    refuse_credentials(indexes_option, urls)
+    refuse_credentials(links_option, links)
     index = ["--index-url", urls[0], *(a for u in urls[1:] for a in ("--extra-index-url", u))] if urls else ["--no-index"]
-    where = "[rocm-build] index_urls/find_links" if old_indexes or old_links else "[python-repos] indexes/find_links"
+    where = f"{indexes_option} and {links_option}"
+    if own_indexes == own_links:
+        where = "[rocm-build] index_urls and find_links" if own_indexes else "[python-repos] indexes and find_links"
     return PipIndexArgs((*index, *(a for link in links for a in ("--find-links", link))), where)
 
 

@@ -1,5 +1,5 @@
-"""pip's index arguments from Pants' `[python-repos]`, and `[rocm-build]`'s deprecated keys
-for them (package_indexes.py)."""
+"""pip's index arguments from Pants' `[python-repos]`, and `[rocm-build]`'s keys that set builds
+apart from it (package_indexes.py)."""
 
 from __future__ import annotations
 
@@ -24,14 +24,18 @@ def test_python_repos_defaults_are_pypi_and_no_find_links() -> None:
 def test_python_repos_indexes_and_find_links_become_pip_arguments() -> None:
     got = index_args("--python-repos-indexes=['https://a/simple', 'https://b/simple']", "--python-repos-find-links=['/w']")
     assert got.args == ("--index-url", "https://a/simple", "--extra-index-url", "https://b/simple", "--find-links", "/w")
-    assert got.where == "[python-repos] indexes/find_links"
+    assert got.where == "[python-repos] indexes and find_links"
     assert index_args("--python-repos-indexes=[]").args == ("--no-index",)
 
 
-def test_the_old_rocm_build_keys_still_count_until_their_removal() -> None:
-    got = index_args("--rocm-build-index-urls=[]", "--rocm-build-find-links=['/old']")
-    assert got.args == ("--no-index", "--find-links", "/old")
-    assert got.where == "[rocm-build] index_urls/find_links"
+def test_rocm_build_keys_set_builds_apart_from_pants_own_resolves() -> None:
+    got = index_args("--rocm-build-index-urls=[]", "--rocm-build-find-links=['/wheels']", "--python-repos-find-links=['/pants']")
+    assert got.args == ("--no-index", "--find-links", "/wheels")
+    assert got.where == "[rocm-build] index_urls and find_links"
+    # Each key on its own: the other still comes from [python-repos].
+    got = index_args("--rocm-build-index-urls=[]", "--python-repos-find-links=['/pants']")
+    assert got.args == ("--no-index", "--find-links", "/pants")
+    assert got.where == "[rocm-build] index_urls and [python-repos] find_links"
 
 
 def test_a_url_with_credentials_is_refused_naming_the_option_not_the_secret() -> None:
@@ -44,8 +48,3 @@ def test_a_url_with_credentials_is_refused_naming_the_option_not_the_secret() ->
         index_args("--rocm-build-find-links=['https://tok@example.com/wheels']")
     assert "[rocm-build] find_links: the URL for example.com/wheels carries credentials" in str(failure.value)
 
-
-def test_an_old_and_a_new_key_together_are_refused() -> None:
-    with pytest.raises(ExecutionError) as failure:
-        index_args("--rocm-build-index-urls=[]", "--python-repos-indexes=[]")
-    assert "--python-repos-indexes" in str(failure.value) and "--rocm-build-index-urls" in str(failure.value)

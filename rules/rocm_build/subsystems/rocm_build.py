@@ -46,21 +46,31 @@ class RocmBuildSubsystem(Subsystem):
         ),
     )
 
-    # Keys that moved to the scope of their concern: still read there, with a deprecation
-    # warning, until REMOVAL_VERSION (moved_options.py). Package indexes: Pants' `[python-repos]`
-    # (package_indexes.py), which Pants' own resolves read too.
+    # Package indexes are Pants' `[python-repos]` (package_indexes.py), which Pants' own resolves
+    # read too; these two only set builds apart from them, where they must differ.
     index_urls = StrListOption(
-        default=["https://pypi.org/simple"],
-        help="Deprecated: `[python-repos] indexes`.",
-        removal_version=REMOVAL_VERSION,
-        removal_hint=moved_hint("python-repos", "indexes"),
+        default=[],
+        help=softwrap(
+            """
+            The package indexes builds resolve their locks from and download wheels from, where
+            they must differ from Pants' own: by default (unset) they are `[python-repos] indexes`.
+            `[]` keeps builds on `find_links` alone (no index) while Pants still fetches its own
+            tools (pex's pip, the plugin's requirements) from `[python-repos]`, as the end-to-end
+            tests' copies do with their fixture wheels.
+            """
+        ),
     )
     find_links = StrListOption(
         default=[],
-        help="Deprecated: `[python-repos] find_links`.",
-        removal_version=REMOVAL_VERSION,
-        removal_hint=moved_hint("python-repos", "find_links"),
+        help=softwrap(
+            """
+            Local wheel folders or pages for builds, where they must differ from Pants' own: by
+            default (unset) `[python-repos] find_links`.
+            """
+        ),
     )
+    # Keys that moved to the scope of their concern: still read there, with a deprecation
+    # warning, until REMOVAL_VERSION (moved_options.py).
     # `[build-isolation]` (build_isolation.py).
     network_isolation = BoolOption(
         default=True,

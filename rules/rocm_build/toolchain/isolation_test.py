@@ -14,6 +14,7 @@ from pants.testutil.option_util import create_subsystem
 from pants.testutil.rule_runner import MockGet, run_rule_with_mocks
 
 from rocm_build.errors import RocmBuildError
+from rocm_build.subsystems.build_isolation import BuildIsolationSubsystem
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
 from rocm_build.toolchain.isolation import EXIT_NO_NAMESPACE, PROBE, NetworkIsolation, explain_build_failure, network_isolation
 
@@ -29,8 +30,12 @@ def isolation(enabled: bool, exit_code: int = 0, stderr: bytes = b""):
         probes.append(process)
         return SimpleNamespace(exit_code=exit_code, stderr=stderr)
 
-    settings = create_subsystem(RocmBuildSubsystem, network_isolation=enabled)
-    result = run_rule_with_mocks(network_isolation, rule_args=[settings, TOOLS], mock_gets=[MockGet(FallibleProcessResult, (Process,), probe)])
+    # The setting in its own scope; [rocm-build]'s deprecated key of the same name left unset.
+    settings = create_subsystem(BuildIsolationSubsystem, network_isolation=enabled)
+    old = create_subsystem(RocmBuildSubsystem, network_isolation=True)
+    result = run_rule_with_mocks(
+        network_isolation, rule_args=[settings, old, TOOLS], mock_gets=[MockGet(FallibleProcessResult, (Process,), probe)]
+    )
     return result, probes
 
 
@@ -49,7 +54,7 @@ def test_a_machine_without_namespaces_is_refused_naming_both_fixes() -> None:
         "Builds run without network and at a fixed path, in new network, mount and UTS namespaces (`unshare --net "
         "--mount --uts`), and this machine does not permit them:\n    unshare: unshare failed: Operation not permitted\n"
         "Allow them (e.g. `sysctl -w kernel.unprivileged_userns_clone=1`, or run as root), or let builds use the "
-        "host's network with `[rocm-build] network_isolation = false` in pants.toml (rocm_build_info.json records it)."
+        "host's network with `[build-isolation] network_isolation = false` in pants.toml (rocm_build_info.json records it)."
     )
 
 
