@@ -179,11 +179,6 @@ CASES = [
       "(mini_torch-1.0.0+llvm19gfx1151-cp311-cp311-linux_x86_64.whl), libmini_hip.so.1 "
       "(mini_rocm_sdk_core-1.0.0-py3-none-linux_x86_64.whl)): expected from libmini_torch.so",
       "`import` would fail with \"undefined symbol: mini_vllm_missing_answer\"."]),
-    # The SDK's host wheel without the device wheel of the gpu target: hipErrorInvalidImage on the box.
-    ("sdk without its device wheel", {"tests/mini/torch/BUILD": sub('"tests/mini/sdk:gfx1151"', '"tests/mini/sdk:core"')}, VLLM,
-     ["tests/mini/torch:wheel builds for gfx1151 (gpu_targets) on prebuilt_wheel tests/mini/sdk:core (mini-rocm-sdk-core, "
-      "pin `mini-sdk`), whose GPU code is in device wheels, but depends on none for gfx1151: add the prebuilt_wheel of "
-      "pin `mini-sdk-gfx1151` to its `dependencies`"]),
     # A file our patch adds that the build backend leaves out of the wheel (setuptools ships no
     # data file without `package_data`; scikit-build-core none its .gitignore covers).
     ("patch-added file left out", {"tests/mini/patches/vllm/0002-gfx1151-table.patch": lambda _: ADDED_FILE_PATCH}, VLLM,

@@ -2,12 +2,13 @@
 tree is fetched; then every tree's checks; every problem of the chain in one error naming the
 root, each once. tests/e2e/preflight_test.py's "tests/mini/vllm:wheel: 1 problem(s) found before
 any build" and "Fetching mini- not in the output" (test_a_required_component_asked_for_a_target_
-upstream_does_not_build), at the rule."""
+upstream_does_not_build), and tests/e2e/prebuilt_test.py's test_1_an_unresolved_pin_stops_before_
+any_build (with checks/prebuilt_dependencies_test.py for the text), at the rule."""
 
 from __future__ import annotations
 
 import logging
-from typing import Dict
+from typing import Any, Dict, List, Optional
 
 import pytest
 from pants.engine.addresses import Address
@@ -25,10 +26,13 @@ VLLM = Address("tests/mini/vllm", target_name="wheel")
 CHAIN = WheelChain((wheel_spec(address=TORCH), wheel_spec(address=VLLM)))
 
 
-def run(quick: Dict[Address, ComponentStatus], tree: Dict[Address, ComponentStatus]):
-    """The chain torch -> vllm; a component not given a status passes."""
+def run(quick: Dict[Address, ComponentStatus], tree: Dict[Address, ComponentStatus], asked: Optional[List[Any]] = None):
+    """The chain torch -> vllm; a component not given a status passes. `asked` gets each check
+    asked for, also when the rule raises."""
 
     def answer(output_type: type, request):
+        if asked is not None:
+            asked.append(request)
         if output_type is WheelChain:
             assert request == WheelChainRequest(VLLM)
             return CHAIN
@@ -53,6 +57,25 @@ def test_quick_problems_stop_the_chain_before_any_tree_is_fetched() -> None:
         "tests/mini/vllm:wheel: 2 problem(s) found before any build (`pants rocm-plan --check tests/mini/vllm:wheel` "
         "lists them too):\n- no clang\n- no python"
     )
+
+
+def test_an_unresolved_prebuilt_pin_stops_the_chain_before_any_tree_is_fetched() -> None:
+    # The problem text is checks/prebuilt_dependencies.py's (its test asserts it is built so);
+    # here: the e2e's unresolved pin stops `package` with it before any fetch or build.
+    unresolved = (
+        "prebuilt_wheel tests/mini/torch:prebuilt: pin `prebuilt-mini-torch` ([prebuilt.prebuilt-mini-torch] in "
+        "tests/mini/pins) is not resolved: it has no version, file and sha256 yet. Run `pants run rules:update-pins "
+        "-- --only prebuilt-mini-torch` where the index (http://127.0.0.1:1/simple/) is reachable; never write a "
+        "sha256 you have not checked."
+    )
+    asked: List[Any] = []
+    with pytest.raises(RocmBuildError) as e:
+        run({VLLM: ComponentStatus(VLLM.spec, (unresolved,))}, {}, asked)
+    assert str(e.value) == (
+        "tests/mini/vllm:wheel: 1 problem(s) found before any build (`pants rocm-plan --check tests/mini/vllm:wheel` "
+        f"lists them too):\n- {unresolved}"
+    )
+    assert asked == [WheelChainRequest(VLLM), QuickCheck(TORCH), QuickCheck(VLLM)]
 
 
 def test_tree_problems_of_every_component_are_reported_together() -> None:

@@ -3,7 +3,7 @@ install on its Python and be built for its toolchain's ROCm; a split host (TheRo
 device wheel for each gpu target. Each problem names the wheel, its pin and the fix; a prebuilt
 that cannot be read is reported and the others are still checked.
 tests/e2e/prebuilt_test.py's test_1_an_unresolved_pin_stops_before_any_build and
-tests/e2e/errors_test.py's "sdk without its device wheel" case, at the rule."""
+tests/e2e/errors_test.py's "sdk without its device wheel" case (the whole run: prebuilt_test.py test_6), at the rule."""
 
 from __future__ import annotations
 
