@@ -4,7 +4,7 @@ mirrored by ./setup), turned into the pinned crate set a build fetches (rust/car
 `cargo_lock` does before any download): how many crates by checksum, how many git crates by
 commit, from which repositories, and how long reading the lock takes.
 
-Usage: python3 bench/cargo_lock_bench.py [SDIST]
+Usage: ./pants run bench/cargo_lock_bench.py [-- SDIST]
 Sizes are not in a Cargo.lock, and crates.io is out of reach here, so the bytes are not measured.
 """
 
@@ -17,10 +17,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "rules"))
-
-from rocm_build.rust.cargo_lock import read_lock  # noqa: E402
+from rocm_build.rust.cargo_lock import read_lock
 
 CACHE = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
 SDIST = CACHE / "kernel-mirror/files/vllm-0.31.0.tar.gz"

@@ -2,7 +2,7 @@
 """The install-set load check on about 1 GiB of real ELF files: the CPU torch 2.13.0, PyPI's
 torchvision 0.28.0 and triton 3.7.1 that ./setup mirrors (components/kernels/pins.toml).
 
-Usage: python3 bench/closure_bench.py PYTHON
+Usage: ./pants run bench/closure_bench.py -- PYTHON
   PYTHON: an interpreter with auditwheel and pyelftools, and msgpack and zstandard for the
   kpack reader elf_links.py imports (`pip install auditwheel==6.8.2 msgpack==1.1.0 zstandard==0.23.0`)
 
@@ -23,9 +23,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "rules"))
 
-from rocm_build.install.closure import check_closure, elves_of, glibc_names, system_libraries  # noqa: E402
+from rocm_build.install.closure import check_closure, elves_of, glibc_names, system_libraries
 
 CACHE = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
 WHEELS = (

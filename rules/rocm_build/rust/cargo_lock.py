@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, List, Tuple
 
-try:  # Python 3.11+: bench/cargo_lock_bench.py runs this with the system Python alone
+try:  # Python 3.11+ has tomllib; the plugin and its benches run in Pants' Python 3.9
     import tomllib
 
     _loads: Callable[[str], dict] = tomllib.loads
