@@ -1,7 +1,8 @@
-"""`[rocm-build]` options: the build Python and mirrors. Package indexes are Pants'
-`[python-repos]` (package_indexes.py), isolation `[build-isolation]` (build_isolation.py), the
-compiler launcher and its remote storage `[compiler-cache]` (compiler_cache.py); the keys they
-took from here still count until their removal (moved_options.py)."""
+"""`[rocm-build]` options: the build Python, mirrors, and the package indexes that set builds
+apart from Pants' own `[python-repos]` (package_indexes.py, the default). Isolation is
+`[build-isolation]` (build_isolation.py), the compiler launcher and its remote storage
+`[compiler-cache]` (compiler_cache.py); the keys they took from here still count until their
+removal (moved_options.py)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,6 @@ with a module and a console script."""
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import io
 import zipfile
@@ -14,6 +13,7 @@ from pants.engine.fs import CreateDigest, Digest, DigestContents, DigestEntries,
 from pants.engine.rules import collect_rules
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
+from rocm_build.scripts.wheel_zip import record_line
 from rocm_build.subsystems import bootstrap_wheels
 from rocm_build.testutil.workload_inputs import isolation_stand_in
 from rocm_build.toolchain import interpreters
@@ -32,10 +32,7 @@ def tiny_wheel() -> bytes:
         "tiny-1.0.dist-info/WHEEL": b"Wheel-Version: 1.0\nGenerator: installed_test\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
         "tiny-1.0.dist-info/entry_points.txt": b"[console_scripts]\ntiny = tiny:main\n",
     }
-    record = "".join(
-        f"{name},sha256={base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b'=').decode()},{len(data)}\n"
-        for name, data in files.items()
-    )
+    record = "".join(record_line(name, hashlib.sha256(data).digest(), len(data)) + "\n" for name, data in files.items())
     files["tiny-1.0.dist-info/RECORD"] = (record + "tiny-1.0.dist-info/RECORD,,\n").encode()
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as zf:
