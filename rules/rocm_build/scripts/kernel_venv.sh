@@ -16,14 +16,12 @@ start=$SECONDS
 # by content, and linked in: workloads/installed.py) as a site directory, so their own .pth
 # files run as in a venv they were installed into.
 "$ROCM_KERNEL_PYTHON" -m venv --without-pip "$top/.venv"
-purelib="$("$top/.venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')"
 installed=()
 [[ -d site ]] && for dir in site/*; do installed+=("$top/$dir"); done
-"$top/.venv/bin/python" - "$purelib/rocm_workload_wheels.pth" "${installed[@]}" <<'PY'
-import sys
-path, dirs = sys.argv[1], sys.argv[2:]
-with open(path, "w") as pth:
-    pth.write("import site; " + "; ".join(f"site.addsitedir({d!r})" for d in dirs) + "\n")
+"$top/.venv/bin/python" - "${installed[@]}" <<'PY'
+import sys, sysconfig
+with open(f"{sysconfig.get_path('purelib')}/rocm_workload_wheels.pth", "w") as pth:
+    pth.write("import site; " + "; ".join(f"site.addsitedir({d!r})" for d in sys.argv[1:]) + "\n")
 PY
 echo "== venv: ${#installed[@]} wheel(s), each installed once (site/), in $((SECONDS - start)) s"
 

@@ -1,8 +1,8 @@
 """What the workload tests (rules/rocm_build/workloads/) get from other packages, made up from
 the address alone: an archive's and a repository's patched tree, prebuilt and built wheels, a
-wheel's install, the Python, the host tools and the network setting. workloads/'s tests run that package's own rules
-on these stand-ins, so a test there exercises the package, not the fetch and build pipeline
-(whose own tests run it for real)."""
+wheel's install, the Python, the host tools and the network setting. workloads/'s tests run
+that package's own rules on these stand-ins, so a test there exercises the package, not the
+fetch and build pipeline (whose own tests run it for real)."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 The sandbox gets the venv's wheels, each installed once and linked in under site/ (installed.py),
 the upstream's tree (src/), the workload and its modules, the expectations (expected.json), the
-kind's script and judge with the compile-only driver, and nothing else; it runs without network (scripts/kernel_venv.sh). Its key is those
-contents, the Python's identity and the gpu targets, so a test runs again only when one of them
-changes. The report goes to dist/test/. A kind (kernels.py, choices.py) says only what differs:
+kind's script and judge with the compile-only driver, and nothing else; it runs without
+network (scripts/kernel_venv.sh). Its key is those contents, the Python's identity and the gpu
+targets, so a test runs again only when one of them changes. The report goes to dist/test/. A kind (kernels.py, choices.py) says only what differs:
 its option scope, its fields, its `WorkloadKind` (script, judge, report) and expectations.
 """
 
