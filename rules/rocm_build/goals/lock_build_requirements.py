@@ -16,7 +16,8 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.goals.lockfiles import BUILD, RocmLock, RocmLockRequest, resolve_name
+from rocm_build.goals.lockfiles import BUILD, RocmLock, RocmLockRequest
+from rocm_build.locks.lockfile import resolve_name
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelBuildRequirementsField
 from rocm_build.goals import lockfiles
 

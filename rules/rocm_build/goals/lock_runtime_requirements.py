@@ -17,7 +17,8 @@ from pants.util.memo import memoized
 from pants.util.ordered_set import FrozenOrderedSet
 
 from rocm_build.errors import RocmBuildError
-from rocm_build.goals.lockfiles import RUN, RocmLock, RocmLockRequest, check_shared_runtime_lock, resolve_name
+from rocm_build.goals.lockfiles import RUN, RocmLock, RocmLockRequest, check_shared_runtime_lock
+from rocm_build.locks.lockfile import resolve_name
 from rocm_build.install.runtime_lock import ChainRuntimeRequirements, ChainRuntimeRequirementsRequest
 from rocm_build.wheel.target_types import WheelRuntimeRequirementsField
 from rocm_build.wheel.target_types import RocmWheelTarget

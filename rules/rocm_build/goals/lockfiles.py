@@ -44,6 +44,7 @@ from rocm_build.install.sdk_modules import index_requirements
 from rocm_build.wheel.target_types import WheelRuntimeRequirementsField
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest, parse_constraint
 from rocm_build.locks import lockfile
+from rocm_build.locks.lockfile import resolve_name
 from rocm_build.wheel.build_lock import BuildLockRequest
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelBuildRequirementsField
@@ -53,14 +54,6 @@ from rocm_build.wheel import build_lock, build_spec
 
 BUILD = "build"  # a rocm_wheel's `build_requirements`: 3rdparty/build/
 RUN = "run"  # its `runtime_requirements`, with its chain's: 3rdparty/run/
-
-
-def resolve_name(kind: str, path: str) -> str:
-    """`build:py3.11/mini-vllm` for 3rdparty/build/py3.11/mini-vllm.lock; a `lock` field
-    elsewhere keeps its whole path."""
-    prefix = f"3rdparty/{kind}/"
-    rel = path[len(prefix) :] if path.startswith(prefix) else path
-    return f"{kind}:{rel[: -len('.lock')] if rel.endswith('.lock') else rel}"
 
 
 @dataclass(frozen=True)

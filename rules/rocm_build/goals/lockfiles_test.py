@@ -17,13 +17,9 @@ from pants.testutil.rule_runner import RuleRunner
 from rocm_build.goals import lock_build_requirements, lock_runtime_requirements, lockfiles
 from rocm_build.goals.lock_build_requirements import LockBuildRequirements
 from rocm_build.goals.lock_runtime_requirements import LockRuntimeRequirements
-from rocm_build.goals.lockfiles import (
-    GenerateRocmLockfile,
-    KnownRocmLockNamesRequest,
-    RequestedRocmLockNames,
-    resolve_name,
-)
+from rocm_build.goals.lockfiles import GenerateRocmLockfile, KnownRocmLockNamesRequest, RequestedRocmLockNames
 from rocm_build.install.chain_stubs import stub_wheel
+from rocm_build.locks.lockfile import resolve_name
 from rocm_build.testutil.git_fixtures import pins_toml
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import UpstreamRepoTarget

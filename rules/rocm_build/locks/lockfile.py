@@ -29,6 +29,15 @@ _HEADER = re.compile(r"^# (regenerate|pin|python|requirement|file|left-out): (.*
 _DIST = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==(\S+) --hash=sha256:([0-9a-f]{64})$")
 
 
+
+def resolve_name(kind: str, path: str) -> str:
+    """A lock's resolve of `pants generate-lockfiles` (goals/lockfiles.py), by its kind (`build`,
+    `run`) and path: `build:py3.11/mini-vllm` for 3rdparty/build/py3.11/mini-vllm.lock; a lock
+    elsewhere (a `lock` field) keeps its whole path. Here, engine-free, for the pin programs too."""
+    prefix = f"3rdparty/{kind}/"
+    rel = path[len(prefix) :] if path.startswith(prefix) else path
+    return f"{kind}:{rel[: -len('.lock')] if rel.endswith('.lock') else rel}"
+
 class LockError(ValueError):
     pass
 

@@ -24,7 +24,6 @@ from rocm_build.pins.tables import Pin
 from rocm_build.pins.update.commits import Move
 from rocm_build.pins.update.host_git import UpdateError
 
-BUILD_LOCKS = "3rdparty/build/"  # where a lock's resolve is named by its path under it
 
 
 @dataclass
@@ -55,11 +54,9 @@ def stale_locks(locks: Sequence[LockState], pins: Dict[str, Pin], moves: Sequenc
 
 
 def resolve_of(lock: LockState) -> str:
-    """The lock's resolve of `generate-lockfiles`, named as goals/lockfiles.py names it:
-    `build:py3.11/mini-vllm` for 3rdparty/build/py3.11/mini-vllm.lock, the whole path for a
-    lock elsewhere."""
-    path = Path(os.path.relpath(lock.path)).with_suffix("").as_posix()
-    return f"build:{path[len(BUILD_LOCKS):] if path.startswith(BUILD_LOCKS) else path}"
+    """The lock's resolve of `generate-lockfiles` (lockfile.resolve_name), from its path as
+    given here (relative to the repository, `./`, or absolute under it)."""
+    return lockfile.resolve_name("build", Path(os.path.relpath(lock.path)).as_posix())
 
 
 def refresh_commands(
