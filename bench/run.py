@@ -41,6 +41,9 @@ AOT = "tests/mini/aotriton:wheel"
 TABLES = ["rebuilds", "remote", "ccache", "capture"]  # the miniature chain
 SCALE_TABLES = ["source", "incremental", "torchsize", "sharedccache", "bigwheel", "pulled", "farm"]  # torch-sized fixtures
 CHAIN_SIZE = 4  # what the seeds' scripts rebuild every time
+# Each machine here has its own build venvs and source trees (the suite's workspaces share them):
+# the bench times cold builds.
+OWN_CACHES: dict = {}
 
 
 def timed(fn):
@@ -59,7 +62,7 @@ def table(title: str, header: list, rows: list) -> None:
 
 def rebuild_counts(out: Path) -> None:
     upstreams = make_fixture_upstreams(out / "upstreams")
-    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
+    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named", shared_caches=OWN_CACHES)
     try:
         require_success(ws.package(VLLM), "cold build")
         rows = []
@@ -128,8 +131,8 @@ def remote_cache(out: Path) -> None:
     try:
         options = ["--pants-config-files=pants.remote-cache.toml", f"--remote-store-address=grpc://127.0.0.1:{port}"]
         upstreams = make_fixture_upstreams(out / "upstreams")
-        a = Workspace(out / "a" / "checkout", upstreams, out / "a" / "store", out / "a" / "named")
-        b = Workspace(out / "b" / "checkout", upstreams, out / "b" / "store", out / "b" / "named")
+        a = Workspace(out / "a" / "checkout", upstreams, out / "a" / "store", out / "a" / "named", shared_caches=OWN_CACHES)
+        b = Workspace(out / "b" / "checkout", upstreams, out / "b" / "store", out / "b" / "named", shared_caches=OWN_CACHES)
         try:
             require_success(a.pants("list", "tests/mini::"), "machine A pantsd")
             _, cold = timed(lambda: require_success(a.package(VLLM, extra_options=options), "machine A"))
@@ -185,7 +188,7 @@ def compiler_cache(out: Path, n_files: int) -> None:
     repo.mkdir()
     make_upstreams.git(repo, "init", "-q", "-b", "main")
     first = make_upstreams.commit(repo, many_files_component(n_files), "50 files")
-    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
+    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named", shared_caches=OWN_CACHES)
 
     def pin(sha: str) -> None:
         ws.pin_extra("many", repo, sha)
@@ -214,7 +217,7 @@ def compiler_cache(out: Path, n_files: int) -> None:
 
 def source_capture(out: Path, sizes: list) -> None:
     upstreams = make_fixture_upstreams(out / "upstreams")
-    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
+    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named", shared_caches=OWN_CACHES)
     rows = []
     try:
         require_success(ws.pants("--version"), "pantsd")
@@ -290,7 +293,7 @@ def big_upstream(out: Path, n_files: int, n_tus: int, library_bytes: int = 0, cm
 def big_workspace(out: Path, n_files: int, n_tus: int, upstream=None, env=None):
     """A machine (checkout, store, named caches under `out`) with the big upstream pinned."""
     upstreams, repo, sha = upstream or big_upstream(out, n_files, n_tus)
-    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named")
+    ws = Workspace(out / "checkout", upstreams, out / "store", out / "named", shared_caches=OWN_CACHES)
     ws.pants_env_extra = env or {}
     ws.pin_extra("big", repo, sha)
     ws.path("bench_big").mkdir()
@@ -582,7 +585,7 @@ def big_wheel_remote(out: Path, gib: float) -> None:
         sha = torch_sized.fast_import(repo, torch_sized.big_wheel_files(gib), "big wheel")
         machines = {}
         for name in ("a", "b", "c"):
-            ws = machines[name] = Workspace(out / name / "checkout", upstreams, out / name / "store", out / name / "named")
+            ws = machines[name] = Workspace(out / name / "checkout", upstreams, out / name / "store", out / name / "named", shared_caches=OWN_CACHES)
             ws.pin_extra("bigwheel", repo, sha)
             ws.path("bench_gb").mkdir()
             ws.write("bench_gb/BUILD", 'upstream_repo(name="src", pin="bigwheel", pins_file="tests/mini/pins")\n'
@@ -650,7 +653,7 @@ def pulled_per_wheel_byte(out: Path, n_files: int) -> None:
         pack = pack_bytes(out / "pack", repo, sha)
         machines = {}
         for name in ("a", "b"):
-            ws = machines[name] = Workspace(out / name / "checkout", upstreams, out / name / "store", out / name / "named")
+            ws = machines[name] = Workspace(out / name / "checkout", upstreams, out / name / "store", out / name / "named", shared_caches=OWN_CACHES)
             ws.pin_extra("tiny", repo, sha)
             ws.path("bench_tiny").mkdir()
             # A patch, as every real component has: the patch step reads the tree too.

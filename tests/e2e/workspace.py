@@ -7,6 +7,7 @@ not, which is how tests stand in for "another checkout" or "another machine".
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
@@ -16,7 +17,7 @@ import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Mapping, Optional, Sequence
 
 from mini import make_upstreams
 
@@ -36,9 +37,19 @@ RECIPE_WHEELS = CACHE_ROOT / "recipe-wheels"
 # PEX's own cache (Pants' named cache `pex_root`), shared by every test workspace as Pants
 # shares it between a user's checkouts: content-addressed and safe for concurrent use. A
 # workspace's first build of a tool venv (auditwheel's) took ~60 s with it cold, in every
-# workspace of the suite and the bench; nothing a test checks lives there (Pants' store, our
-# named caches and the build venvs stay per workspace, per "machine").
+# workspace of the suite and the bench; nothing a test checks lives there.
 SHARED_PEX_ROOT = CACHE_ROOT / "e2e-pex-root"
+# The build's named caches whose entries are named by what they hold (the build venvs and the
+# checked-out source trees: build_process.py's VENV_CACHE and SOURCE_TREES_CACHE), shared by the
+# suite's workspaces as pex_root is. An entry is made aside and renamed into place, and pruned only
+# under a lock no running build's allows (scripts/machine_caches.sh), so a shared entry is what
+# each "machine" would have made, byte for byte; making the venvs was 18 s of the 48 s of CPU of a
+# cold miniature chain, in every workspace. What tests count stays per workspace, per "machine":
+# Pants' store, the compiler caches, the build logs, the kept build directories.
+SHARED_MACHINE_CACHES = {"rocm_build_venvs": CACHE_ROOT / "e2e-build-venvs", "rocm_source_trees": CACHE_ROOT / "e2e-source-trees"}
+# A run touches each entry it uses (machine_caches.sh's use_cache): older ones are a past run's,
+# ~26 MB a venv and a hundred or more a run, so they go when the next run starts.
+SHARED_ENTRIES_KEPT_FOR = 3600.0
 PINS_DIR = "tests/mini/pins"  # the miniature chain's pins directory, one file per pin
 BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")
 
@@ -84,7 +95,17 @@ PANTSD_START_GRACE = 600.0
 
 
 class Workspace:
-    def __init__(self, root: Path, upstreams: Upstreams, store: Path, named_caches: Path, files: Sequence[str] = WORKSPACE_FILES) -> None:
+    def __init__(
+        self,
+        root: Path,
+        upstreams: Upstreams,
+        store: Path,
+        named_caches: Path,
+        files: Sequence[str] = WORKSPACE_FILES,
+        shared_caches: Mapping[str, Path] = SHARED_MACHINE_CACHES,
+    ) -> None:
+        """`shared_caches`: named caches linked to a directory every workspace shares (the bench
+        gives none: its machines measure cold builds)."""
         self.root = root
         self.store = store
         self.named_caches = named_caches
@@ -107,8 +128,12 @@ class Workspace:
         self.write_pins()
         SHARED_PEX_ROOT.mkdir(parents=True, exist_ok=True)
         named_caches.mkdir(parents=True, exist_ok=True)
-        if not (named_caches / "pex_root").exists():
-            (named_caches / "pex_root").symlink_to(SHARED_PEX_ROOT)
+        for name, shared in {"pex_root": SHARED_PEX_ROOT, **shared_caches}.items():
+            if not (named_caches / name).exists():
+                shared.mkdir(parents=True, exist_ok=True)
+                (named_caches / name).symlink_to(shared)
+        for shared in shared_caches.values():
+            prune_unused_entries(shared, SHARED_ENTRIES_KEPT_FOR)
         # Host variables a test adds on purpose (e.g. a canary that must not reach builds).
         self.pants_env_extra: Dict[str, str] = {}
         # What `write` found at each path it changed since the last `reset` (None: no file).
@@ -222,6 +247,24 @@ class Workspace:
         ones written beside them (the mini SDK's), which carry no rocm_build_info.json."""
         found = {p.parent.name: p for p in sorted((self.root / "dist").glob("*/*.whl"))}
         return {d: p for d, p in found.items() if prebuilt or _built_by_us(p)}
+
+
+def prune_unused_entries(cache: Path, kept_for: float) -> None:
+    """Removes the entries of a machine cache that no build used for `kept_for` seconds, as the
+    build's own pruning does (machine_caches.sh): only while holding the cache's lock
+    exclusively, which no build using the cache allows (each holds it shared until it ends)."""
+    fd = os.open(cache, os.O_RDONLY)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a build uses the cache now: the next workspace prunes it
+        cutoff = time.time() - kept_for
+        for entry in cache.iterdir():
+            if entry.lstat().st_mtime < cutoff:
+                shutil.rmtree(entry, ignore_errors=True)
+    finally:
+        os.close(fd)  # and the lock with it
 
 
 def stop_process(pid: int, grace: float = 30.0) -> None:
