@@ -2,44 +2,56 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-import os
 import socket
 import subprocess
 import time
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Dict, List
 
 import pytest
 
 import run as bench  # bench/run.py: its counting proxy and disk measure
 from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import Run, Upstreams, Workspace, make_fixture_upstreams, require_success
 
 VLLM = "tests/mini/vllm:wheel"
 AOT = "tests/mini/aotriton:wheel"
 
 
-@pytest.fixture
-def cache_server(tmp_path):
+@contextlib.contextmanager
+def serving(root: Path):
+    """A BuildGrid cache server storing under root/cas: its address and that folder."""
     port = free_port()
-    storage = tmp_path / "cas"
-    storage.mkdir()
-    config = tmp_path / "bgd.yml"
+    storage = root / "cas"
+    storage.mkdir(parents=True)
+    config = root / "bgd.yml"
     config.write_text(BGD_CONFIG.format(port=port, storage=storage))
-    log = open(tmp_path / "bgd.log", "w")
+    log = open(root / "bgd.log", "w")
     server = subprocess.Popen([bgd_binary(), "server", "start", str(config)], stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 60
     while time.time() < deadline:
         with socket.socket() as s:
             if s.connect_ex(("127.0.0.1", port)) == 0:
                 break
-        assert server.poll() is None, (tmp_path / "bgd.log").read_text()
+        assert server.poll() is None, (root / "bgd.log").read_text()
         time.sleep(0.2)
-    yield f"grpc://127.0.0.1:{port}", storage
-    server.terminate()
-    server.wait(timeout=30)
-    log.close()
+    try:
+        yield f"grpc://127.0.0.1:{port}", storage
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        log.close()
+
+
+@pytest.fixture
+def cache_server(tmp_path):
+    # A server of the case's own: the case corrupts what it stores.
+    with serving(tmp_path) as served:
+        yield served
 
 
 def remote_options(address: str):
@@ -51,36 +63,82 @@ def machine(tmp_path: Path, upstreams, name: str) -> Workspace:
     return Workspace(tmp_path / name / "checkout", upstreams, tmp_path / name / "store", tmp_path / name / "named")
 
 
-def test_second_machine_reuses_wheels(tmp_path, cache_server) -> None:
-    address, storage = cache_server
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    a = machine(tmp_path, upstreams, "machine-a")
-    b = machine(tmp_path, upstreams, "machine-b")
-    # B is another user too: its own HOME, and so its own Pants bootstrap venv at another
-    # path (a known trap for cache keys), bootstrapped from scratch by ./pants.
-    home = tmp_path / "machine-b" / "home"
-    b.pants_env_extra = {
-        "HOME": str(home),
-        "XDG_CACHE_HOME": str(home / ".cache"),
-        "ROCM_PANTS_CACHE": str(home / ".cache" / "rocm-pants"),
-    }
-    try:
-        first = require_success(a.package(VLLM, extra_options=remote_options(address)), "machine A")
-        assert len(first.built) == 4
-        second = require_success(b.package(VLLM, extra_options=remote_options(address)), "machine B")
-        assert second.built == [], second.stderr[-3000:]
-        assert (home / ".cache" / "rocm-pants").is_dir()  # B really ran its own bootstrap
-        wheels_a, wheels_b = a.dist_wheels(), b.dist_wheels()
-        assert len(wheels_a) == 4
-        assert {k: p.read_bytes() for k, p in wheels_a.items()} == {k: p.read_bytes() for k, p in wheels_b.items()}
-    finally:
-        a.stop()
-        b.stop()
+@dataclass
+class Machines:
+    """Machines A and B after the first case's runs: A built the chain and pushed it to the
+    cache server, B (another user too) pulled it through a proxy counting its bytes. The
+    big-tree case shares them, their pantsd and stores: what it builds is new to both, and B
+    has already brought what any package needs (a fresh pair proves nothing more)."""
+
+    a: Workspace
+    b: Workspace
+    b_env: Dict[str, str]
+    upstreams: Upstreams
+    address: str  # the server's; A's runs use it
+    proxy: "bench.CountingProxy"  # to the server, counting what B pulls; B's runs use it
+    first: Run  # A's package of the chain
+    second: Run  # B's
+    wheels_a: Dict[str, bytes]
+    wheels_b: Dict[str, bytes]
+
+    def options_b(self) -> List[str]:
+        return through(self.proxy)
 
 
-def stored(ws: Workspace, content: bytes) -> bool:
-    """Whether a file's bytes are anywhere in the local store (blobs are kept uncompressed)."""
-    return any(content in p.read_bytes() for p in ws.store.rglob("*") if p.is_file())
+def through(proxy: "bench.CountingProxy") -> List[str]:
+    return remote_options(f"grpc://127.0.0.1:{proxy.port}")
+
+
+@pytest.fixture(scope="module")
+def machines(tmp_path_factory):
+    root = tmp_path_factory.mktemp("remote")
+    with serving(root / "server") as (address, _):
+        upstreams = make_fixture_upstreams(root / "upstreams")
+        a = machine(root, upstreams, "machine-a")
+        b = machine(root, upstreams, "machine-b")
+        # B is another user too: its own HOME, and so its own Pants bootstrap venv at another
+        # path (a known trap for cache keys), bootstrapped from scratch by ./pants.
+        home = root / "machine-b" / "home"
+        b_env = {"HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"), "ROCM_PANTS_CACHE": str(home / ".cache" / "rocm-pants")}
+        b.pants_env_extra = dict(b_env)
+        proxy = bench.CountingProxy(int(address.rsplit(":", 1)[1]))
+        try:
+            first = a.package(VLLM, extra_options=remote_options(address))
+            second = b.package(VLLM, extra_options=through(proxy))
+            wheels_a, wheels_b = ({k: p.read_bytes() for k, p in ws.dist_wheels().items()} for ws in (a, b))
+            yield Machines(a, b, b_env, upstreams, address, proxy, first, second, wheels_a, wheels_b)
+        finally:
+            proxy.close()
+            a.stop()
+            b.stop()
+
+
+@pytest.fixture
+def pair(machines):
+    yield machines
+    machines.a.reset()
+    machines.b.reset()
+    machines.b.pants_env_extra = dict(machines.b_env)
+
+
+def test_second_machine_reuses_wheels(machines) -> None:
+    assert len(require_success(machines.first, "machine A").built) == 4
+    second = require_success(machines.second, "machine B")
+    assert second.built == [], second.stderr[-3000:]
+    assert Path(machines.b_env["ROCM_PANTS_CACHE"]).is_dir()  # B really ran its own bootstrap
+    assert len(machines.wheels_a) == 4
+    assert machines.wheels_a == machines.wheels_b
+
+
+def stored(ws: Workspace, needles: List[bytes]) -> List[bool]:
+    """Whether each of `needles` is anywhere in the local store (blobs are kept uncompressed):
+    one read of the store for all of them."""
+    found = [False] * len(needles)
+    for p in ws.store.rglob("*"):
+        if p.is_file():
+            data = p.read_bytes()
+            found = [f or n in data for f, n in zip(found, needles)]
+    return found
 
 
 def same_pack(where: Path, repo: Path, sha: str) -> bytes:
@@ -92,72 +150,40 @@ def same_pack(where: Path, repo: Path, sha: str) -> bytes:
     return (where / "source/objects.pack").read_bytes()
 
 
-def test_second_machine_pulls_the_wheel_not_the_source_tree(tmp_path, cache_server) -> None:
-    address, _ = cache_server
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    # A big upstream: 3,000 files of random data (12 MB) the wheel does not ship.
-    data = {f"data/{i // 100:02d}/blob{i:04d}.bin": os.urandom(2048).hex() for i in range(3000)}
-    upstreams.new_commit("aotriton", data, "a big tree")
-    a = machine(tmp_path, upstreams, "machine-a")
-    b = machine(tmp_path, upstreams, "machine-b")
-    try:
-        first = require_success(a.package(AOT, extra_options=remote_options(address)), "machine A")
-        assert first.built == [AOT] and "Completed: Fetching mini-aotriton @" in first.stderr
-        second = require_success(b.package(AOT, extra_options=remote_options(address)), "machine B")
-        # B found the fetch, the patch and the build in the cache: nothing fetched or built (a
-        # local run raced against the cache lookup is "Canceled"),
-        # and what it pulled is the wheel and small files, not A's tree.
-        assert second.built == [] and "Completed: Fetching mini-aotriton @" not in second.stderr, second.stderr[-3000:]
-        # The tree is in no store, not even A's: A's fetch keeps it as one git pack (the same
-        # bytes wherever it is made: here, by the same script), and A's build checks it out.
-        files = [text.encode() for text in list(data.values())[::150]]  # 20 of the files
-        assert not any(stored(a, sample) or stored(b, sample) for sample in files)
-        pack = same_pack(tmp_path / "pack", upstreams.root / "aotriton", upstreams.commits["aotriton"])
-        pieces = [pack[i : i + 256] for i in range(4096, len(pack) - 256, len(pack) // 20)]
-        assert len(pieces) >= 19 and all(stored(a, piece) for piece in pieces)
-        assert not any(stored(b, piece) for piece in pieces)
-        assert {k: p.read_bytes() for k, p in a.dist_wheels().items()} == {k: p.read_bytes() for k, p in b.dist_wheels().items()}
-    finally:
-        a.stop()
-        b.stop()
-
-
 PATCHED_README = (
     'patch_set(name="notes", sources=["*.edit.toml"])\n',
     '[[edit]]\npath = "README.md"\npattern = "for rocm-pants tests."\nreplace = "for rocm-pants tests (patched)."\n',
 )
 
 
-def test_checks_on_a_cached_machine_pull_no_source(tmp_path, cache_server) -> None:
+def test_checks_on_a_cached_machine_pull_no_source(tmp_path, pair) -> None:
     """Everything `package` runs before and around the build (fetch, patch, the preflight's
     file reads, tree scan and metadata hook, the build) is a cache hit on B: B's store grows by
-    a few small files, not by the pinned tree's pack."""
+    a few small files, not by the pinned tree's pack; and the tree is in no store, not even A's."""
     import torch_sized  # pants: no-infer-dep
 
-    address, _ = cache_server
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    a = machine(tmp_path, upstreams, "machine-a")
-    b = machine(tmp_path, upstreams, "machine-b")
-    proxy = bench.CountingProxy(int(address.rsplit(":", 1)[1]))
-    through_proxy = remote_options(f"grpc://127.0.0.1:{proxy.port}")
+    a, b, upstreams = pair.a, pair.b, pair.upstreams
+    # B's package of the chain (the fixture's) brought what any package needs (Pants' tools, the
+    # build venv's bootstrap wheels): what the big tree costs is measured apart from it.
+    # Then the upstream grows to 20,000 files (~15 MB) the wheel does not ship, and both
+    # machines patch it.
+    small_tree = upstreams.commits["aotriton"]
+    tree = {f"third_party/lib{i % 40}/f{i}.cpp": torch_sized.source_like(i).decode() for i in range(20_000)}
+    upstreams.new_commit("aotriton", tree, "a big tree")
     try:
-        # B's first package of the small tree brings what any package needs (Pants' tools, the
-        # build venv's bootstrap wheels): what the big tree costs is measured apart from it.
-        require_success(a.package(AOT, extra_options=remote_options(address)), "machine A, small tree")
-        require_success(b.package(AOT, extra_options=through_proxy), "machine B, small tree")
-        # Then the upstream grows to 20,000 files (~15 MB), and both machines patch it.
-        upstreams.new_commit("aotriton", {f"third_party/lib{i % 40}/f{i}.cpp": torch_sized.source_like(i).decode()
-                                          for i in range(20_000)}, "a big tree")  # fmt: skip
         for ws in (a, b):
             ws.write_pins(upstreams)
             ws.write("tests/mini/aotriton/notes.edit.toml", PATCHED_README[1])
             ws.write("tests/mini/aotriton/BUILD", PATCHED_README[0] + ws.read("tests/mini/aotriton/BUILD").replace(
                 'pins_file="tests/mini/pins")', 'pins_file="tests/mini/pins", patches=[":notes"])'))  # fmt: skip
-        first = require_success(a.package(AOT, extra_options=remote_options(address)), "machine A, big tree")
+        first = require_success(a.package(AOT, extra_options=remote_options(pair.address)), "machine A, big tree")
         assert first.built == [AOT] and "Completed: Applying 1 patch file(s)" in first.stderr
-        before, proxy.pulled = bench.disk_bytes(b.store), 0
-        second = require_success(b.package(AOT, extra_options=through_proxy), "machine B, big tree")
-        grew, pulled = bench.disk_bytes(b.store) - before, proxy.pulled
+        assert "Completed: Fetching mini-aotriton @" in first.stderr
+        before, pair.proxy.pulled = bench.disk_bytes(b.store), 0
+        second = require_success(b.package(AOT, extra_options=pair.options_b()), "machine B, big tree")
+        grew, pulled = bench.disk_bytes(b.store) - before, pair.proxy.pulled
+        # B found the fetch, the patch and the build in the cache: nothing fetched or built (a
+        # local run raced against the cache lookup is "Canceled").
         assert second.built == [] and "Completed: Fetching mini-aotriton @" not in second.stderr, second.stderr[-3000:]
         pack = same_pack(tmp_path / "pack", upstreams.root / "aotriton", upstreams.commits["aotriton"])
         assert len(pack) > 8_000_000
@@ -165,13 +191,19 @@ def test_checks_on_a_cached_machine_pull_no_source(tmp_path, cache_server) -> No
         # LMDB pages for them.
         assert pulled < len(pack) // 100, (pulled, len(pack))
         assert grew < len(pack) // 10, (grew, len(pack))
+        # The tree is in no store, not even A's: A's fetch keeps it as one git pack (the same
+        # bytes wherever it is made: here, by the same script), and A's build checks it out.
+        files = [text.encode() for text in list(tree.values())[::1000]]  # 20 of the files
+        assert not any(stored(a, files)) and not any(stored(b, files))
         pieces = [pack[i : i + 256] for i in range(4096, len(pack) - 256, len(pack) // 20)]
-        assert not any(stored(b, piece) for piece in pieces)
+        assert len(pieces) >= 19 and all(stored(a, pieces))
+        assert not any(stored(b, pieces))
         assert {k: p.read_bytes() for k, p in a.dist_wheels().items()} == {k: p.read_bytes() for k, p in b.dist_wheels().items()}
     finally:
-        proxy.close()
-        a.stop()
-        b.stop()
+        # The machines pin the fixture's aotriton again (write_pins is no `write` for reset).
+        upstreams.commits["aotriton"] = small_tree
+        for ws in (a, b):
+            ws.write_pins()
 
 
 def test_cache_server_down_builds_locally_with_a_warning(tmp_path) -> None:
