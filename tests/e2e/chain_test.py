@@ -36,6 +36,22 @@ def shared(tmp_path_factory):
     return root, upstreams
 
 
+@pytest.fixture(scope="module")
+def checkout(shared):
+    workspace = new_workspace(shared, "checkout-a")
+    yield workspace
+    workspace.stop()
+
+
+@pytest.fixture
+def a(checkout):
+    """The first checkout, as it was before the case (its pantsd and the builds in the store
+    stay): the second case's "first checkout" is this one, where a copy of its own would start
+    another pantsd (~10 s of CPU) to build or find the same wheels."""
+    yield checkout
+    checkout.reset()
+
+
 def new_workspace(shared, name: str) -> Workspace:
     root, upstreams = shared
     # One local store and named-cache dir for every copy: "another checkout, same machine".
@@ -120,8 +136,10 @@ def check_supply_chain(wheels: Dict[str, Path], install: Path, tmp_path: Path) -
     assert (ran.returncode, ran.stdout) == (0, "1151 gfx1151\n"), ran.stderr
 
 
-def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) -> None:
-    ws = new_workspace(shared, "checkout-a")
+def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, a: Workspace, tmp_path) -> None:
+    ws = a
+    _, upstreams = shared
+    aotriton = upstreams.commits["aotriton"]
     try:
         first = require_success(ws.package(VLLM), "first build")
         assert first.built == CHAIN, first.stderr[-3000:]
@@ -177,7 +195,6 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
         after_patch = require_success(ws.package(VLLM), "build after a vllm patch edit")
         assert after_patch.built == [VLLM]
 
-        _, upstreams = shared
         files = component_files("aotriton", version="1.0.1")
         upstreams.new_commit("aotriton", {"setup.py": files["setup.py"]}, "mini aotriton 1.0.1")
         ws.write_pins(upstreams)
@@ -187,12 +204,13 @@ def test_chain_builds_in_order_and_rebuilds_only_what_changed(shared, tmp_path) 
         assert after_pin.built == CHAIN[:2]
         assert "mini_aotriton-1.0.1+llvm19gfx1151" in ws.dist_wheels()["tests.mini.aotriton"].name
     finally:
-        ws.stop()
+        # The copy pins what it pinned before the case (write_pins is not a `write` reset undoes).
+        upstreams.commits["aotriton"] = aotriton
+        ws.write_pins()
 
 
-def test_other_checkout_hits_the_cache_and_second_gpu_target(shared) -> None:
-    a = new_workspace(shared, "checkout-b1")
-    b = new_workspace(shared, "checkout-b2")  # another path, same local store
+def test_other_checkout_hits_the_cache_and_second_gpu_target(shared, a: Workspace) -> None:
+    b = new_workspace(shared, "checkout-b")  # another path, same local store
     try:
         require_success(a.package(VLLM), "build in the first checkout")
         other = require_success(b.package(VLLM), "build in the second checkout")
@@ -208,5 +226,4 @@ def test_other_checkout_hits_the_cache_and_second_gpu_target(shared) -> None:
         (wheel,) = b.path("dist/tests.mini.aotriton").glob("*+llvm19gfx1100.gfx1151.k*-*.whl")
         assert sorted(code_object_archs(wheel).values()) == ["gfx1100", "gfx1151"]
     finally:
-        a.stop()
         b.stop()

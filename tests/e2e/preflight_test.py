@@ -1,7 +1,7 @@
 """`pants rocm-plan --check`: every problem found in seconds, before any compile; `package`
 stops the same way. The cases share one copy (its pantsd and store), put back after each; those
 that build a wheel come last, so before them the store holds none and "nothing was built" is
-real. The case that proves "before any fetch" has a copy of its own: the others fetch."""
+real. The case that proves "before any fetch" comes first: the others fetch."""
 
 from __future__ import annotations
 
@@ -40,13 +40,6 @@ def ws(shared_ws):
     shared_ws.reset()
 
 
-@pytest.fixture
-def fresh_ws(tmp_path, upstreams):
-    workspace = Workspace(tmp_path / "checkout", upstreams, tmp_path / "store", tmp_path / "named")
-    yield workspace
-    workspace.stop()
-
-
 def check(ws: Workspace):
     return ws.pants("rocm-plan", "--check", VLLM)
 
@@ -54,6 +47,32 @@ def check(ws: Workspace):
 def assert_nothing_built(ws: Workspace, run) -> None:
     assert "Building rocm_wheel" not in run.stderr, run.stderr[-3000:]
     assert not ws.path("dist").exists()
+
+
+SUPPORTED = (
+    '    supported_gpu_targets=["gfx942", "gfx950"],\n'
+    '    supported_gpu_targets_source="https://github.com/ROCm/aiter/blob/e4048607/aiter/jit/utils/build_targets.py#L39",\n'
+)
+
+
+# First, while the shared copy's store has fetched nothing, so "before any fetch" is real (the
+# cases after it fetch); a copy of its own started another pantsd (~10 s of CPU) for that.
+def test_a_required_component_asked_for_a_target_upstream_does_not_build(ws: Workspace) -> None:
+    ws.write(AOT_BUILD, ws.read(AOT_BUILD).replace('    kind="aotriton",\n', '    kind="aotriton",\n' + SUPPORTED))
+    expected = (
+        "tests/mini/aotriton:wheel is asked for gfx1151 (gpu_targets: gfx1151), but its upstream builds only "
+        "gfx942, gfx950 (supported_gpu_targets, from https://github.com/ROCm/aiter/blob/e4048607/aiter/jit/utils/build_targets.py#L39). "
+        "Drop the target from `gpu_targets`, make the component `optional=True`"
+    )
+    run = check(ws)
+    assert run.returncode == 1 and expected in run.stdout
+    plan = ws.pants("rocm-plan", "tests/mini/aotriton:wheel")
+    assert "  WARNING   the build stops: upstream does not build these targets" in plan.stdout
+    package = ws.package(VLLM)
+    assert package.returncode != 0 and expected in package.stderr
+    # Stopped before any fetch, too: the quick checks come first.
+    assert "Fetching mini-" not in package.stderr
+    assert_nothing_built(ws, package)
 
 
 def test_the_mini_chain_passes_in_seconds_and_names_the_cmake_builds_use(ws: Workspace) -> None:
@@ -96,31 +115,6 @@ def test_a_file_the_recipe_names_but_the_pin_lacks(ws: Workspace) -> None:
     assert package.returncode != 0
     assert "tests/mini/vllm:wheel: 1 problem(s) found before any build" in package.stderr
     assert expected in package.stderr and "Traceback" not in package.stderr
-    assert_nothing_built(ws, package)
-
-
-SUPPORTED = (
-    '    supported_gpu_targets=["gfx942", "gfx950"],\n'
-    '    supported_gpu_targets_source="https://github.com/ROCm/aiter/blob/e4048607/aiter/jit/utils/build_targets.py#L39",\n'
-)
-
-
-def test_a_required_component_asked_for_a_target_upstream_does_not_build(fresh_ws: Workspace) -> None:
-    ws = fresh_ws
-    ws.write(AOT_BUILD, ws.read(AOT_BUILD).replace('    kind="aotriton",\n', '    kind="aotriton",\n' + SUPPORTED))
-    expected = (
-        "tests/mini/aotriton:wheel is asked for gfx1151 (gpu_targets: gfx1151), but its upstream builds only "
-        "gfx942, gfx950 (supported_gpu_targets, from https://github.com/ROCm/aiter/blob/e4048607/aiter/jit/utils/build_targets.py#L39). "
-        "Drop the target from `gpu_targets`, make the component `optional=True`"
-    )
-    run = check(ws)
-    assert run.returncode == 1 and expected in run.stdout
-    plan = ws.pants("rocm-plan", "tests/mini/aotriton:wheel")
-    assert "  WARNING   the build stops: upstream does not build these targets" in plan.stdout
-    package = ws.package(VLLM)
-    assert package.returncode != 0 and expected in package.stderr
-    # Stopped before any fetch, too: the quick checks come first.
-    assert "Fetching mini-" not in package.stderr
     assert_nothing_built(ws, package)
 
 
