@@ -12,39 +12,56 @@ import threading
 import time
 import zipfile
 from pathlib import Path
-from typing import Dict, Optional, Tuple
+from typing import Dict, Optional
+
+import pytest
 
 import torch_sized  # bench/torch_sized.py's C component (MAX_JOBS compiles at a time)
 from e2e.c_demo import everything_written
 from e2e.sccache_farm import Farm
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import Run, Workspace, make_fixture_upstreams, require_success
 
 
 UNITS = 48
-WHEEL = "farm_demo:wheel"
 
 
-def demo(tmp_path: Path):
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    repo = tmp_path / "upstreams" / "big"
-    return upstreams, repo, torch_sized.fast_import(repo, torch_sized.big_tree_files(UNITS + 3, UNITS), f"{UNITS} units")
+@pytest.fixture(scope="module")
+def machine(tmp_path_factory):
+    """One copy, pantsd and store for the file's builds: each build is a component of its own
+    (`component`), so its compiler cache (a named cache per component) starts empty and its
+    build key is its own, as on a fresh machine; the farm's settings are in no key
+    (caches/sccache_dist.py). A fresh copy per build would pay pantsd and the tool chain again
+    and prove nothing more about where the units compile or what bytes they make."""
+    root = tmp_path_factory.mktemp("sccache_dist")
+    upstreams = make_fixture_upstreams(root / "upstreams")
+    big = root / "upstreams" / "big"
+    hip = root / "upstreams" / "hip"
+    files = {"setup.py": HIP_SETUP.encode(), "farm_hip/__init__.py": b"",
+             **{f"kernels/k{i}.hip": KERNEL.format(i=i).encode() for i in range(8)}}  # fmt: skip
+    pins = {"big": (big, torch_sized.fast_import(big, torch_sized.big_tree_files(UNITS + 3, UNITS), f"{UNITS} units")),
+            "hip": (hip, torch_sized.fast_import(hip, iter(files.items()), "8 kernels"))}  # fmt: skip
+    ws = Workspace(root / "checkout", upstreams, root / "store", root / "named")
+    ws.test_pins = pins
+    yield ws
+    ws.stop()
 
 
-def machine(tmp_path: Path, name: str, upstream, farm: Optional[Farm] = None) -> Workspace:
-    upstreams, repo, sha = upstream
-    ws = Workspace(tmp_path / name / "checkout", upstreams, tmp_path / name / "store", tmp_path / name / "named")
-    ws.pin_extra("big", repo, sha)
-    ws.path("farm_demo").mkdir()
-    # The toolchain's clang for C (the archive holds it), six compiles at a time.
-    ws.write("farm_demo/BUILD", 'upstream_repo(name="src", pin="big", pins_file="tests/mini/pins")\n'
-             'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], '
-             'env={"CC": "$ROCM_PATH/bin/clang", "MAX_JOBS": "6"})\n')  # fmt: skip
-    ws.pants_env_extra = {"PANTS_COMPILER_CACHE_LAUNCHER": "sccache"}
-    if farm:
-        ws.pants_env_extra.update(
-            {"PANTS_SCCACHE_DIST_SCHEDULER_URL": farm.scheduler_url, "PANTS_SCCACHE_DIST_TOKEN_FILE": str(farm.token_file())}
-        )
-    return ws
+@pytest.fixture
+def ws(machine: Workspace):
+    for name, (repo, sha) in machine.test_pins.items():
+        machine.pin_extra(name, repo, sha)
+    yield machine
+    machine.reset()
+
+
+def component(ws: Workspace, name: str, pin: str = "big") -> str:
+    """A wheel target `name:wheel` of `pin`: the toolchain's clang (the archive holds it) for C,
+    its clang++ for HIP, six compiles at a time."""
+    compilers = '"CC": "$ROCM_PATH/bin/clang"' if pin == "big" else '"CXX": "$ROCM_PATH/bin/clang++"'
+    ws.write(f"{name}/BUILD", f'upstream_repo(name="src", pin="{pin}", pins_file="tests/mini/pins")\n'
+             f'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"], '
+             f'env={{{compilers}, "MAX_JOBS": "6"}})\n')  # fmt: skip
+    return name
 
 
 HIP_SETUP = """\
@@ -73,69 +90,73 @@ extern "C" __global__ void scale{i}(float *x, float a) {{ x[__builtin_amdgcn_wor
 """
 
 
-def log_of(ws: Workspace, component: str = "farm_demo") -> str:
+def log_of(ws: Workspace, component: str) -> str:
     return next(ws.path(f"dist/{component}").glob("*.build.log")).read_text()
 
 
-def farm_line(ws: Workspace) -> str:
-    return re.findall(r"^== sccache-dist: (.*)$", log_of(ws), re.M)[-1]
+def farm_line(ws: Workspace, component: str) -> str:
+    return re.findall(r"^== sccache-dist: (.*)$", log_of(ws, component), re.M)[-1]
 
 
-def compiles(ws: Workspace, component: str = "farm_demo") -> Dict[str, int]:
+def compiles(ws: Workspace, component: str) -> Dict[str, int]:
     """Where the misses compiled, from the build log: each server's address, `local`, `fallbacks`."""
     line = re.findall(r"^== sccache-dist compiles: (.*)$", log_of(ws, component), re.M)[-1]
     return {k: int(v) for k, v in re.findall(r"(\S+)=(\d+)", line)}
 
 
-def wheel_bytes(ws: Workspace) -> bytes:
-    (wheel,) = ws.path("dist/farm_demo").glob("*.whl")
+def wheel_files(ws: Workspace, component: str, suffix: str) -> Dict[str, bytes]:
+    (wheel,) = ws.path(f"dist/{component}").glob("*.whl")
     with zipfile.ZipFile(wheel) as z:
-        return b"".join(z.read(n) for n in sorted(z.namelist()) if n.endswith(".so"))
+        return {n: z.read(n) for n in sorted(z.namelist()) if n.endswith(suffix)}
 
 
-def build(ws: Workspace, what: str) -> None:
-    try:
-        require_success(ws.package(WHEEL, extra_options=["--keep-sandboxes=on_failure"]), what)
-    finally:
-        ws.stop()
+def wheel_bytes(ws: Workspace, component: str) -> bytes:
+    return b"".join(wheel_files(ws, component, ".so").values())
 
 
-def test_a_farm_compiles_the_units_and_the_wheel_is_the_local_one(tmp_path: Path) -> None:
-    upstream = demo(tmp_path)
-    local = machine(tmp_path, "local", upstream)
-    build(local, "locally")
-    assert "== sccache-dist" not in log_of(local)
+def build(ws: Workspace, component: str, what: str, farm: Optional[Farm] = None) -> Run:
+    """Builds `component` with sccache, through `farm` when one is given."""
+    ws.pants_env_extra = {"PANTS_COMPILER_CACHE_LAUNCHER": "sccache"}
+    if farm:
+        ws.pants_env_extra.update(
+            {"PANTS_SCCACHE_DIST_SCHEDULER_URL": farm.scheduler_url, "PANTS_SCCACHE_DIST_TOKEN_FILE": str(farm.token_file())}
+        )
+    return require_success(ws.package(f"{component}:wheel", extra_options=["--keep-sandboxes=on_failure"]), what)
+
+
+def test_a_farm_compiles_the_units_and_the_wheel_is_the_local_one(ws: Workspace, tmp_path: Path) -> None:
+    local, two, three = component(ws, "local"), component(ws, "two"), component(ws, "three")
+    build(ws, local, "locally")
+    assert "== sccache-dist" not in log_of(ws, local)
     with Farm(tmp_path / "farm") as farm:
         servers = [farm.add_server(), farm.add_server()]
-        two = machine(tmp_path, "two", upstream, farm)
-        build(two, "on two servers")
-        assert farm_line(two) == f"scheduler {farm.scheduler_url}, 2 build server(s), 4 cpu(s)"
-        spread = compiles(two)
+        build(ws, two, "on two servers", farm)
+        assert farm_line(ws, two) == f"scheduler {farm.scheduler_url}, 2 build server(s), 4 cpu(s)"
+        spread = compiles(ws, two)
         # Each server compiles; a unit compiled here is one the farm could not take (the
         # scheduler refuses a busy server, as on a loaded machine), counted as a fallback. How
         # many the farm takes follows the machine's load (CI: 18 of 48 fell back, then 26 with
         # more beside it): the share is a speed figure, bench/run.py --only farm measures it.
         assert all(spread.get(s, 0) > 0 for s in servers), spread
         assert spread["local"] == spread["fallbacks"] and sum(spread[s] for s in servers) + spread["local"] == UNITS, spread
-        assert wheel_bytes(two) == wheel_bytes(local)
+        assert wheel_bytes(ws, two) == wheel_bytes(ws, local)
 
+        # A third server joins; `three`'s compiler cache is empty, as `two`'s was.
         servers.append(farm.add_server())
-        three = machine(tmp_path, "three", upstream, farm)
-        build(three, "on three servers")
-        spread = compiles(three)
+        build(ws, three, "on three servers", farm)
+        spread = compiles(ws, three)
         assert all(spread.get(s, 0) > 0 for s in servers) and spread["local"] == spread["fallbacks"], spread
         assert sum(spread[s] for s in servers) + spread["local"] == UNITS, spread
-        assert wheel_bytes(three) == wheel_bytes(local)
-        # The token is in nothing the build wrote.
-        assert farm.client_token not in everything_written(two) + everything_written(three)
+        assert wheel_bytes(ws, three) == wheel_bytes(ws, local)
+        # The token is in nothing the builds wrote.
+        assert farm.client_token not in everything_written(ws)
 
 
-def test_a_server_lost_in_the_middle_and_a_scheduler_down_cost_local_compiles(tmp_path: Path) -> None:
-    upstream = demo(tmp_path)
+def test_a_server_lost_in_the_middle_and_a_scheduler_down_cost_local_compiles(ws: Workspace, tmp_path: Path) -> None:
+    lost_one, down = component(ws, "lost_one"), component(ws, "down")
     with Farm(tmp_path / "farm") as farm:
         kept, lost = farm.add_server(), farm.add_server()
-        ws = machine(tmp_path, "a", upstream, farm)
-        scheduler_log = tmp_path / "farm" / "scheduler.log"
+        scheduler_log = farm.root / "scheduler.log"
 
         def kill_after_some_jobs() -> None:
             deadline = time.monotonic() + 600
@@ -145,47 +166,32 @@ def test_a_server_lost_in_the_middle_and_a_scheduler_down_cost_local_compiles(tm
 
         killer = threading.Thread(target=kill_after_some_jobs)
         killer.start()
-        build(ws, "with a server killed in the middle")
-        killer.join()
-        spread = compiles(ws)
+        try:
+            build(ws, lost_one, "with a server killed in the middle", farm)
+        finally:
+            killer.join()
+        spread = compiles(ws, lost_one)
         assert spread["fallbacks"] > 0 and spread.get(kept, 0) > 0, spread
         assert spread.get(kept, 0) + spread.get(lost, 0) + spread["local"] == UNITS, spread
-        local_bytes = wheel_bytes(ws)
+        local_bytes = wheel_bytes(ws, lost_one)
 
     # The farm is gone: the build still finishes, all here, and says so once.
-    down = machine(tmp_path, "down", upstream, farm)
-    run = None
-    try:
-        run = require_success(down.package(WHEEL), "with the scheduler down")
-    finally:
-        down.stop()
-    assert "cannot be used" in farm_line(down) and farm_line(down).endswith("every unit compiles here")
-    assert compiles(down)["local"] == UNITS, compiles(down)
+    run = build(ws, down, "with the scheduler down", farm)
+    assert "cannot be used" in farm_line(ws, down) and farm_line(ws, down).endswith("every unit compiles here")
+    assert compiles(ws, down)["local"] == UNITS, compiles(ws, down)
     assert run.stderr.count(f"sccache-dist scheduler {farm.scheduler_url}") == 1, run.stderr
-    assert wheel_bytes(down) == local_bytes
+    assert wheel_bytes(ws, down) == local_bytes
 
 
-def test_hip_kernels_from_the_farm_are_gfx1151_code_objects_with_the_local_bytes(tmp_path: Path) -> None:
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    repo = tmp_path / "upstreams" / "hip"
-    files = {"setup.py": HIP_SETUP.encode(), "farm_hip/__init__.py": b"",
-             **{f"kernels/k{i}.hip": KERNEL.format(i=i).encode() for i in range(8)}}  # fmt: skip
-    sha = torch_sized.fast_import(repo, iter(files.items()), "8 kernels")
-
-    def hip_machine(name: str, farm: Optional[Farm] = None) -> Tuple[Dict[str, bytes], Workspace]:
-        ws = machine(tmp_path, name, (upstreams, repo, sha), farm)
-        ws.write("farm_demo/BUILD", ws.read("farm_demo/BUILD").replace('"CC": "$ROCM_PATH/bin/clang"', '"CXX": "$ROCM_PATH/bin/clang++"'))
-        build(ws, name)
-        (wheel,) = ws.path("dist/farm_demo").glob("*.whl")
-        with zipfile.ZipFile(wheel) as z:
-            objects = {n: z.read(n) for n in z.namelist() if n.endswith(".co")}
-        return objects, ws
-
-    local, _ = hip_machine("local")
+def test_hip_kernels_from_the_farm_are_gfx1151_code_objects_with_the_local_bytes(ws: Workspace, tmp_path: Path) -> None:
+    hip_local, hip_farm = component(ws, "hip_local", "hip"), component(ws, "hip_farm", "hip")
+    build(ws, hip_local, "hip_local")
+    local = wheel_files(ws, hip_local, ".co")
     with Farm(tmp_path / "farm") as farm:
         servers = [farm.add_server(), farm.add_server()]
-        remote, ws = hip_machine("farm", farm)
-    spread = compiles(ws)
+        build(ws, hip_farm, "hip_farm", farm)
+        remote = wheel_files(ws, hip_farm, ".co")
+    spread = compiles(ws, hip_farm)
     shipped = sum(spread.get(s, 0) for s in servers)
     assert shipped >= 4 and shipped + spread["local"] == 8 and spread["local"] == spread["fallbacks"], spread
     assert len(remote) == 8 and remote == local
