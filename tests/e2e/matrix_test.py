@@ -24,21 +24,16 @@ PYTHONS = ["3.11", "3.12"]
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory):
+def shared_ws(tmp_path_factory):
     root = tmp_path_factory.mktemp("matrix")
-    return root, make_fixture_upstreams(root / "upstreams")
-
-
-@pytest.fixture(scope="module")
-def shared_ws(shared):
-    root, upstreams = shared
-    workspace = Workspace(root / "checkout", upstreams, root / "store", root / "named_caches")
-    yield workspace
-    workspace.stop()
+    copy = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named_caches")
+    yield copy
+    copy.stop()
 
 
 @pytest.fixture
 def ws(shared_ws):
+    """The module's copy, put back after the case."""
     yield shared_ws
     shared_ws.reset()
 
