@@ -1,7 +1,7 @@
 """The kept build directory (issue 44) on a miniature that builds as PyTorch does: setup.py runs
 CMake and ninja in `build/` (mini/cmake_component.py). Each change of the tree recompiles only
 the units it touches, and the wheel is the same bytes as a clean build's of the same inputs
-(Pants' cache off, the kept directories removed): after a unit's edit, after units are added,
+(Pants' cache off, the kept directories removed, in another copy): after a unit's edit, after units are added,
 removed and renamed (a pin move), after a header of ours changes (a patch); a changed compiler
 flag starts a new directory; a build that failed leaves nothing that is reused."""
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import PINS_DIR, Workspace, make_fixture_upstreams, require_success
 from mini import cmake_component, make_upstreams
 
 TARGET = "tests/mini/cmake:wheel"
@@ -66,6 +66,19 @@ def ws(tmp_path_factory):
     workspace.stop()
 
 
+@pytest.fixture(scope="module")
+def clean(ws, tmp_path_factory):
+    """Another copy for the clean builds, always with Pants' cache off: its own store, the same
+    named caches (the kept directories at the same paths, as `ws`'s clean builds had them). In
+    `ws`, `--no-local-cache` restarts Pants' scheduler there and back (a bootstrap option) and
+    reruns every process of the chain, each time; this copy's pantsd keeps its options, so each
+    clean build reruns what its inputs changed, and never from a cache."""
+    tmp_path = tmp_path_factory.mktemp("kept-clean")
+    workspace = Workspace(tmp_path / "checkout", ws.upstreams, tmp_path / "store", ws.named_caches)
+    yield workspace
+    workspace.stop()
+
+
 def move_pin(ws: Workspace, files: dict, removed: tuple = ()) -> None:
     for path in removed:
         make_upstreams.git(ws.repo, "rm", "-q", path)
@@ -93,10 +106,16 @@ def exported(wheel: bytes, tmp_path: Path) -> list:
     return sorted(s for s in nm if re.fullmatch(r"u\d+", s))
 
 
-def clean_build(ws: Workspace) -> bytes:
-    """The same inputs from nothing: no kept directory, Pants' cache off."""
+def clean_build(ws: Workspace, clean: Workspace) -> bytes:
+    """The same inputs from nothing, in `clean`: no kept directory, Pants' cache off."""
+    recipe, pin = "tests/mini/cmake", f"{PINS_DIR}/mini-cmake.toml"
+    shutil.rmtree(clean.path(recipe), ignore_errors=True)
+    shutil.copytree(ws.path(recipe), clean.path(recipe))
+    shutil.copy2(ws.path(pin), clean.path(pin))
+    # Emptied, not removed: a running pantsd makes a named cache's directory once, at its first use.
     shutil.rmtree(ws.named_caches / "rocm_build_dirs")
-    wheel, said, written = build(ws, "--no-local-cache")
+    (ws.named_caches / "rocm_build_dirs").mkdir()
+    wheel, said, written = build(clean, "--no-local-cache")
     assert said == "new: empty" and written > 0
     return wheel
 
@@ -111,7 +130,7 @@ def entries(ws: Workspace) -> list:
     return sorted(p.name for p in (ws.named_caches / "rocm_build_dirs").iterdir() if p.is_dir())
 
 
-def test_a_kept_build_directory_recompiles_what_changed_and_gives_the_clean_wheel(ws: Workspace, tmp_path: Path) -> None:
+def test_a_kept_build_directory_recompiles_what_changed_and_gives_the_clean_wheel(ws: Workspace, clean: Workspace, tmp_path: Path) -> None:
     wheel, said, written = build(ws)
     assert (said, written) == ("new: empty", 5)
     assert exported(wheel, tmp_path) == ["u0", "u1", "u2", "u3", "u4"]
@@ -120,20 +139,20 @@ def test_a_kept_build_directory_recompiles_what_changed_and_gives_the_clean_whee
     move_pin(ws, {"csrc/u3.c": unit(3, " + 1")})
     wheel, said, written = build(ws)
     assert (said, written) == ("reused: 1 of 9 file(s) changed since it was last built", 1)
-    assert wheel == clean_build(ws)
+    assert wheel == clean_build(ws, clean)
 
     # Units added, removed and renamed: the new names only, and the removed ones are not linked.
     move_pin(ws, {"csrc/u5.c": unit(5), "csrc/u6.c": unit(2).replace("u2", "u6")}, removed=("csrc/u4.c", "csrc/u2.c"))
     wheel, said, written = build(ws)
     assert (said, written) == ("reused: 2 of 9 file(s) changed since it was last built", 2)
-    assert wheel == clean_build(ws)
+    assert wheel == clean_build(ws, clean)
     assert exported(wheel, tmp_path) == ["u0", "u1", "u3", "u5", "u6"]
 
     # A header our patch changes: the units that include it.
     ws.write("tests/mini/cmake/header.edit.toml", HEADER_EDIT)
     wheel, said, written = build(ws)
     assert (said, written) == ("reused: 1 of 9 file(s) changed since it was last built", 2)
-    assert wheel == clean_build(ws)
+    assert wheel == clean_build(ws, clean)
     first = entries(ws)
 
     # Another compiler flag: another directory, every unit.
@@ -159,7 +178,9 @@ def test_a_kept_build_directory_recompiles_what_changed_and_gives_the_clean_whee
     ws.write("tests/mini/cmake/slow.edit.toml", SLOW_EDIT)
     proc = ws.start("package", TARGET)
     deadline = time.time() + 300
-    while not unfinished(ws):
+    # Until the step has written into the entry: stopped before its first write, the entry
+    # would be left as it was (a new one: "new: empty"), which a loaded machine made happen.
+    while not any((ws.named_caches / "rocm_build_dirs" / e / "dir" / "half.o").exists() for e in unfinished(ws)):
         assert time.time() < deadline and proc.poll() is None, ws.partial_stderr(proc)[-3000:]
         time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
@@ -171,7 +192,7 @@ def test_a_kept_build_directory_recompiles_what_changed_and_gives_the_clean_whee
     assert exported(wheel, tmp_path) == ["u0", "u1", "u3", "u5", "u6"]
 
 
-def test_a_container_build_keeps_its_build_directory_too(ws: Workspace) -> None:
+def test_a_container_build_keeps_its_build_directory_too(ws: Workspace, clean: Workspace) -> None:
     """In the `mini-box` image (in_container.sh takes the entry on this side and mounts only it).
     Another environment is another key: a new directory, whatever the test before left."""
     ws.write("tests/mini/cmake/BUILD", RECIPE.format(extra=', environment="mini-box"'))
@@ -180,4 +201,4 @@ def test_a_container_build_keeps_its_build_directory_too(ws: Workspace) -> None:
     ws.write("tests/mini/cmake/header.edit.toml", HEADER_EDIT.replace("SCALE 5", "SCALE 7"))
     wheel, said, written = build(ws)
     assert (said, written) == ("reused: 1 of 9 file(s) changed since it was last built", 2)
-    assert wheel == clean_build(ws)
+    assert wheel == clean_build(ws, clean)

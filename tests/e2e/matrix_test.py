@@ -1,10 +1,16 @@
 """The build matrix on the miniature chain: Python versions and gpu targets through
-`parametrize`, the interpreter keyed by what it is, not where it is."""
+`parametrize`, the interpreter keyed by what it is, not where it is.
+
+The cases share one copy (its pantsd and store), put back after each: a fresh copy per case
+proved nothing more. Each case's builds have addresses of their own (the address is in a
+wheel's key), so what one case built is no hit for another's `built` assertions. The case
+that fails before any fetch comes first: in file order, too, nothing has been fetched then."""
 
 from __future__ import annotations
 
 import json
 import os
+from contextlib import contextmanager
 import zipfile
 from pathlib import Path
 
@@ -18,14 +24,33 @@ PYTHONS = ["3.11", "3.12"]
 
 
 @pytest.fixture(scope="module")
-def shared(tmp_path_factory):
+def shared_ws(tmp_path_factory):
     root = tmp_path_factory.mktemp("matrix")
-    return root, make_fixture_upstreams(root / "upstreams")
+    copy = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named_caches")
+    yield copy
+    copy.stop()
 
 
-def workspace(shared, name: str) -> Workspace:
-    root, upstreams = shared
-    return Workspace(root / name, upstreams, root / "store", root / "named_caches")
+@pytest.fixture
+def ws(shared_ws):
+    """The module's copy, put back after the case."""
+    yield shared_ws
+    shared_ws.reset()
+
+
+@contextmanager
+def locks_put_back(ws: Workspace, *dirs: str):
+    """The lock files under `dirs` as they were before (the lock goals write them, not `ws.write`)."""
+    before = {p: p.read_bytes() for d in dirs for p in ws.path(d).rglob("*") if p.is_file()}
+    try:
+        yield
+    finally:
+        for d in dirs:
+            for path in ws.path(d).rglob("*"):
+                if path.is_file() and path not in before:
+                    path.unlink()
+        for path, data in before.items():
+            path.write_bytes(data)
 
 
 def parametrize_python(ws: Workspace) -> None:
@@ -45,10 +70,22 @@ def build_info(wheel: Path) -> dict:
     return json.loads(zipfile.ZipFile(wheel).read(f"{name_version}.dist-info/rocm_build_info.json"))
 
 
-def test_one_build_file_two_pythons(shared) -> None:
-    ws = workspace(shared, "checkout-a")
-    try:
-        parametrize_python(ws)
+def test_a_missing_python_fails_before_any_fetch(ws) -> None:
+    build = "tests/mini/aotriton/BUILD"
+    ws.write(build, ws.read(build).replace('    kind="aotriton",\n', '    kind="aotriton",\n    python="3.99",\n'))
+    run = ws.package("tests/mini/aotriton:wheel")
+    assert run.returncode != 0
+    assert (
+        "tests/mini/aotriton:wheel: no Python interpreter matches `python` = '3.99' (CPython==3.99.*). "
+        "Looked on [python-bootstrap].search_path: "
+    ) in run.stderr, run.stderr[-3000:]
+    assert "Install one (`pyenv install 3.12`" in run.stderr
+    assert "Fetching mini-" not in run.stderr and not ws.path("dist").exists()
+
+
+def test_one_build_file_two_pythons(ws) -> None:
+    parametrize_python(ws)
+    with locks_put_back(ws, "3rdparty/build", "3rdparty/run"):
         # Locks are per Python: the 3.12 variant of the mini vllm gets its own.
         require_success(ws.pants("lock-build-requirements", "tests/mini/vllm:wheel@python=3.12"), "locking for 3.12")
         assert "# python: 3.12\n" in ws.read("3rdparty/build/py3.12/mini-vllm.lock")
@@ -85,57 +122,39 @@ def test_one_build_file_two_pythons(shared) -> None:
         ws.write(patch, ws.read(patch).replace('"gfx1151"', '"gfx1151 (strix halo)"'))
         after_patch = require_success(ws.package(*variants("vllm")), "after a vllm patch edit")
         assert sorted(after_patch.built) == variants("vllm")  # one per Python
-    finally:
-        ws.stop()
 
 
-def test_the_interpreter_reached_through_another_path_shares_the_cache(shared, tmp_path) -> None:
-    # Another checkout, whose pyenv root is a symlink: the same interpreters at other paths.
+def test_the_interpreter_reached_through_another_path_shares_the_cache(ws, tmp_path) -> None:
+    # The first checkout is the module's copy: the parametrized mini torch for 3.11 is what the
+    # case before built there (a hit in file order, a build when this case runs alone).
+    parametrize_python(ws)
+    torch = "tests/mini/torch:wheel@python=3.11"
+    require_success(ws.package(torch), "the first checkout")
+    # Another checkout on the same store, whose pyenv root is a symlink: the same interpreters
+    # at other paths.
     real_root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv").resolve()
     linked_root = tmp_path / "another-pyenv"
     linked_root.symlink_to(real_root)
-    a, b = workspace(shared, "checkout-b1"), workspace(shared, "checkout-b2")
+    b = Workspace(tmp_path / "checkout", ws.upstreams, ws.store, ws.named_caches)
     b.pants_env_extra["PYENV_ROOT"] = str(linked_root)
+    parametrize_python(b)
     try:
-        require_success(a.package("tests/mini/torch:wheel"), "the first checkout")
-        plan = require_success(b.pants("rocm-plan", "tests/mini/torch:wheel"), "the plan in the second")
+        plan = require_success(b.pants("rocm-plan", torch), "the plan in the second")
         assert f"({linked_root}/versions/" in plan.stdout  # it really uses the other path
-        again = require_success(b.package("tests/mini/torch:wheel"), "the second checkout")
+        again = require_success(b.package(torch), "the second checkout")
         assert again.built == []
     finally:
-        a.stop()
         b.stop()
 
 
-def test_gpu_targets_parametrized(shared) -> None:
-    ws = workspace(shared, "checkout-c")
+def test_gpu_targets_parametrized(ws) -> None:
     build = "tests/mini/aotriton/BUILD"
     ws.write(build, ws.read(build).replace(
         'gpu_targets=["gfx1151"]', 'gpu_targets=parametrize(one=["gfx1151"], two=["gfx1100", "gfx1151"])'
     ))  # fmt: skip
-    try:
-        run = require_success(ws.package("tests/mini/aotriton:wheel@gpu_targets=one", "tests/mini/aotriton:wheel@gpu_targets=two"), "two gpu-target variants")
-        assert sorted(run.built) == ["tests/mini/aotriton:wheel@gpu_targets=one", "tests/mini/aotriton:wheel@gpu_targets=two"]
-        (one,) = ws.path("dist/tests.mini.aotriton@gpu_targets=one").glob("*.whl")
-        (two,) = ws.path("dist/tests.mini.aotriton@gpu_targets=two").glob("*.whl")
-        assert sorted(code_object_archs(one).values()) == ["gfx1151"] and "+llvm19gfx1151-" in unkeyed(one.name)
-        assert sorted(code_object_archs(two).values()) == ["gfx1100", "gfx1151"] and "+llvm19gfx1100.gfx1151-" in unkeyed(two.name)
-    finally:
-        ws.stop()
-
-
-def test_a_missing_python_fails_before_any_fetch(shared) -> None:
-    ws = workspace(shared, "checkout-d")
-    build = "tests/mini/aotriton/BUILD"
-    ws.write(build, ws.read(build).replace('    kind="aotriton",\n', '    kind="aotriton",\n    python="3.99",\n'))
-    try:
-        run = ws.package("tests/mini/aotriton:wheel")
-        assert run.returncode != 0
-        assert (
-            "tests/mini/aotriton:wheel: no Python interpreter matches `python` = '3.99' (CPython==3.99.*). "
-            "Looked on [python-bootstrap].search_path: "
-        ) in run.stderr, run.stderr[-3000:]
-        assert "Install one (`pyenv install 3.12`" in run.stderr
-        assert "Fetching mini-" not in run.stderr and not ws.path("dist").exists()
-    finally:
-        ws.stop()
+    run = require_success(ws.package("tests/mini/aotriton:wheel@gpu_targets=one", "tests/mini/aotriton:wheel@gpu_targets=two"), "two gpu-target variants")
+    assert sorted(run.built) == ["tests/mini/aotriton:wheel@gpu_targets=one", "tests/mini/aotriton:wheel@gpu_targets=two"]
+    (one,) = ws.path("dist/tests.mini.aotriton@gpu_targets=one").glob("*.whl")
+    (two,) = ws.path("dist/tests.mini.aotriton@gpu_targets=two").glob("*.whl")
+    assert sorted(code_object_archs(one).values()) == ["gfx1151"] and "+llvm19gfx1151-" in unkeyed(one.name)
+    assert sorted(code_object_archs(two).values()) == ["gfx1100", "gfx1151"] and "+llvm19gfx1100.gfx1151-" in unkeyed(two.name)
