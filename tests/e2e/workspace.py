@@ -126,7 +126,6 @@ class Workspace:
                 shutil.copy2(src, dst)
         self.upstreams = upstreams
         self.write_pins()
-        SHARED_PEX_ROOT.mkdir(parents=True, exist_ok=True)
         named_caches.mkdir(parents=True, exist_ok=True)
         for name, shared in {"pex_root": SHARED_PEX_ROOT, **shared_caches}.items():
             if not (named_caches / name).exists():
