@@ -27,7 +27,7 @@ UNITS = 48
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory):
-    """One copy, pantsd and store for the file's builds: each build is a component of its own
+    """The copy and the pins of its two upstreams. One copy, pantsd and store for the file's builds: each build is a component of its own
     (`component`), so its compiler cache (a named cache per component) starts empty and its
     build key is its own, as on a fresh machine; the farm's settings are in no key
     (caches/sccache_dist.py). A fresh copy per build would pay pantsd and the tool chain again
@@ -41,17 +41,17 @@ def machine(tmp_path_factory):
     pins = {"big": (big, torch_sized.fast_import(big, torch_sized.big_tree_files(UNITS + 3, UNITS), f"{UNITS} units")),
             "hip": (hip, torch_sized.fast_import(hip, iter(files.items()), "8 kernels"))}  # fmt: skip
     ws = Workspace(root / "checkout", upstreams, root / "store", root / "named")
-    ws.test_pins = pins
-    yield ws
+    yield ws, pins
     ws.stop()
 
 
 @pytest.fixture
-def ws(machine: Workspace):
-    for name, (repo, sha) in machine.test_pins.items():
-        machine.pin_extra(name, repo, sha)
-    yield machine
-    machine.reset()
+def ws(machine):
+    copy, pins = machine
+    for name, (repo, sha) in pins.items():
+        copy.pin_extra(name, repo, sha)
+    yield copy
+    copy.reset()
 
 
 def component(ws: Workspace, name: str, pin: str = "big") -> str:
