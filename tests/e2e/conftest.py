@@ -17,3 +17,11 @@ def batch_store(tmp_path_factory) -> Path:
     still about this run. For files whose cases never depend on the store being empty before
     them: a file that proves a cold build keeps a store of its own."""
     return tmp_path_factory.mktemp("batch-store")
+
+
+@pytest.fixture
+def ws(shared_ws):
+    """The copy a file's cases share (its module fixture `shared_ws`, workspace.py's
+    `file_copy`), put back after each case (`Workspace.reset`)."""
+    yield shared_ws
+    shared_ws.reset()

@@ -174,6 +174,7 @@ def test_the_plugins_scripts_and_config_select_every_wheel_and_test(ws: Workspac
     assert [a for a in every(ws, "python_test") if a.startswith("tests/e2e/") and a not in e2e] == [
         "tests/e2e/bench_test.py:bench",
         "tests/e2e/rocm_init_test.py:rocm_init",
+        "tests/e2e/workspace_test.py:workspace",
     ]
 
 
@@ -221,7 +222,7 @@ def test_the_ci_recipe_packages_and_tests_what_a_change_reads(ws: Workspace, pat
     assert sorted(selected & set(every(ws, PACKAGED[len("--filter-target-type=") :]))) == packaged
     assert sorted(selected & set(every(ws, TEST_KINDS))) == sorted(tested)
     # Against every end-to-end file (each a nested Pants with a 1,800 s timeout) before issue 57.
-    assert len([a for a in every(ws, "python_test") if a.startswith("tests/e2e/")]) == 29
+    assert len([a for a in every(ws, "python_test") if a.startswith("tests/e2e/")]) == 30
 
 
 def test_each_end_to_end_file_has_a_test_generator_of_its_own(ws: Workspace) -> None:

@@ -19,7 +19,7 @@ from typing import Dict
 import pytest
 
 from e2e.http_server import serving
-from e2e.workspace import FIXTURE_WHEELS, Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import FIXTURE_WHEELS, Workspace, file_copy, require_success
 
 VLLM = "tests/mini/vllm:wheel"
 AOT = "tests/mini/aotriton:wheel"
@@ -31,11 +31,8 @@ SIX_SHA = "8abb2f1d86890a2dfb989f9a77cfcfd3e47c2a354b01111771326f8aa26e0254"
 
 @pytest.fixture(scope="module")
 def ws(tmp_path_factory):
-    root = tmp_path_factory.mktemp("hermetic")
-    upstreams = make_fixture_upstreams(root / "upstreams")
-    workspace = Workspace(root / "checkout", upstreams, root / "store", root / "named")
-    yield workspace
-    workspace.stop()
+    with file_copy(tmp_path_factory, "hermetic") as copy:
+        yield copy
 
 
 @pytest.fixture

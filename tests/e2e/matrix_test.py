@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from e2e.wheels import code_object_archs, unkeyed
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import Workspace, file_copy, require_success
 
 COMPONENTS = ["aotriton", "torch", "flash_attention", "vllm"]
 PYTHONS = ["3.11", "3.12"]
@@ -25,17 +25,8 @@ PYTHONS = ["3.11", "3.12"]
 
 @pytest.fixture(scope="module")
 def shared_ws(tmp_path_factory):
-    root = tmp_path_factory.mktemp("matrix")
-    copy = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named_caches")
-    yield copy
-    copy.stop()
-
-
-@pytest.fixture
-def ws(shared_ws):
-    """The module's copy, put back after the case."""
-    yield shared_ws
-    shared_ws.reset()
+    with file_copy(tmp_path_factory, "matrix") as copy:
+        yield copy
 
 
 @contextmanager

@@ -12,7 +12,7 @@ import zipfile
 
 import pytest
 
-from e2e.workspace import Workspace, make_fixture_upstreams
+from e2e.workspace import Workspace, file_copy
 from mini import make_upstreams
 
 VLLM = "tests/mini/vllm:wheel"
@@ -22,22 +22,9 @@ SYSTEM_CMAKE = subprocess.run(["cmake", "--version"], capture_output=True, text=
 
 
 @pytest.fixture(scope="module")
-def upstreams(tmp_path_factory):
-    return make_fixture_upstreams(tmp_path_factory.mktemp("preflight-upstreams"))
-
-
-@pytest.fixture(scope="module")
-def shared_ws(tmp_path_factory, upstreams):
-    root = tmp_path_factory.mktemp("preflight")
-    workspace = Workspace(root / "checkout", upstreams, root / "store", root / "named")
-    yield workspace
-    workspace.stop()
-
-
-@pytest.fixture
-def ws(shared_ws):
-    yield shared_ws
-    shared_ws.reset()
+def shared_ws(tmp_path_factory):
+    with file_copy(tmp_path_factory, "preflight") as copy:
+        yield copy
 
 
 def check(ws: Workspace):

@@ -15,9 +15,10 @@ import signal
 import subprocess
 import time
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Mapping, Optional, Sequence
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set
 
 from mini import make_upstreams
 
@@ -50,6 +51,7 @@ SHARED_MACHINE_CACHES = {"rocm_build_venvs": CACHE_ROOT / "e2e-build-venvs", "ro
 # A run touches each entry it uses (machine_caches.sh's use_cache): older ones are a past run's,
 # ~26 MB a venv and a hundred or more a run, so they go when the next run starts.
 SHARED_ENTRIES_KEPT_FOR = 3600.0
+_PRUNED: Set[Path] = set()  # the shared caches this process has pruned
 PINS_DIR = "tests/mini/pins"  # the miniature chain's pins directory, one file per pin
 BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")
 
@@ -84,6 +86,19 @@ class Upstreams:
 
 def make_fixture_upstreams(root: Path) -> Upstreams:
     return Upstreams(root, make_upstreams.make_all(root))
+
+
+@contextmanager
+def file_copy(tmp_path_factory: Any, name: str, **options: Any) -> Iterator["Workspace"]:
+    """The copy a test file's cases share (for a module fixture; conftest.py's `ws` puts it back
+    after each case): in a directory of its own, with its own fixture upstreams, store and named
+    caches; its pantsd stopped after the file. `options` go to `Workspace`."""
+    root = tmp_path_factory.mktemp(name)
+    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named", **options)
+    try:
+        yield workspace
+    finally:
+        workspace.stop()
 
 
 # The lines of Pants' traceback when its client gave up waiting for a new pantsd to write its
@@ -132,7 +147,9 @@ class Workspace:
                 shared.mkdir(parents=True, exist_ok=True)
                 (named_caches / name).symlink_to(shared)
         for shared in shared_caches.values():
-            prune_unused_entries(shared, SHARED_ENTRIES_KEPT_FOR)
+            if shared not in _PRUNED:  # once a process: a run's own entries are all young
+                prune_unused_entries(shared, SHARED_ENTRIES_KEPT_FOR)
+                _PRUNED.add(shared)
         # Host variables a test adds on purpose (e.g. a canary that must not reach builds).
         self.pants_env_extra: Dict[str, str] = {}
         # What `write` found at each path it changed since the last `reset` (None: no file).
