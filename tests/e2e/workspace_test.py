@@ -34,15 +34,15 @@ def test_entries_untouched_for_longer_than_kept_go_and_the_others_stay(tmp_path:
 
 def test_nothing_goes_while_a_build_holds_the_cache_shared(tmp_path: Path) -> None:
     cache = cache_with_entries(tmp_path)
-    # What a build does for as long as it runs (machine_caches.sh's use_cache: `flock -s`).
-    build = subprocess.Popen(["flock", "-s", str(cache), "sh", "-c", "echo locked; exec sleep 60"], stdout=subprocess.PIPE,
-                             text=True, start_new_session=True)
+    # What a build does for as long as it runs (machine_caches.sh's use_cache: `flock -s`). With
+    # -o the lock is flock's own, not also its command's: it is gone once flock is reaped.
+    build = subprocess.Popen(["flock", "-o", "-s", str(cache), "sh", "-c", "echo locked; exec sleep 60"],
+                             stdout=subprocess.PIPE, text=True, start_new_session=True)
     try:
         assert build.stdout.readline() == "locked\n"
         prune_unused_entries(cache, KEPT_FOR)
         assert sorted(p.name for p in cache.iterdir()) == ["old-venv", "young-venv"]
     finally:
-        # The whole build: the lock is held by every process that has its descriptor (`sleep` too).
         os.killpg(build.pid, signal.SIGKILL)
         build.wait()
     prune_unused_entries(cache, KEPT_FOR)
