@@ -89,12 +89,12 @@ def make_fixture_upstreams(root: Path) -> Upstreams:
 
 
 @contextmanager
-def file_copy(tmp_path_factory: Any, name: str, **options: Any) -> Iterator["Workspace"]:
+def file_copy(tmp_path_factory: Any, name: str) -> Iterator["Workspace"]:
     """The copy a test file's cases share (for a module fixture; conftest.py's `ws` puts it back
     after each case): in a directory of its own, with its own fixture upstreams, store and named
-    caches; its pantsd stopped after the file. `options` go to `Workspace`."""
+    caches; its pantsd stopped after the file."""
     root = tmp_path_factory.mktemp(name)
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named", **options)
+    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
     try:
         yield workspace
     finally:
