@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-from contextlib import contextmanager
 import zipfile
 from pathlib import Path
 
@@ -27,21 +26,6 @@ PYTHONS = ["3.11", "3.12"]
 def shared_ws(tmp_path_factory):
     with file_copy(tmp_path_factory, "matrix") as copy:
         yield copy
-
-
-@contextmanager
-def locks_put_back(ws: Workspace, *dirs: str):
-    """The lock files under `dirs` as they were before (the lock goals write them, not `ws.write`)."""
-    before = {p: p.read_bytes() for d in dirs for p in ws.path(d).rglob("*") if p.is_file()}
-    try:
-        yield
-    finally:
-        for d in dirs:
-            for path in ws.path(d).rglob("*"):
-                if path.is_file() and path not in before:
-                    path.unlink()
-        for path, data in before.items():
-            path.write_bytes(data)
 
 
 def parametrize_python(ws: Workspace) -> None:
@@ -76,43 +60,43 @@ def test_a_missing_python_fails_before_any_fetch(ws) -> None:
 
 def test_one_build_file_two_pythons(ws) -> None:
     parametrize_python(ws)
-    with locks_put_back(ws, "3rdparty/build", "3rdparty/run"):
-        # Locks are per Python: the 3.12 variant of the mini vllm gets its own.
-        require_success(ws.pants("lock-build-requirements", "tests/mini/vllm:wheel@python=3.12"), "locking for 3.12")
-        assert "# python: 3.12\n" in ws.read("3rdparty/build/py3.12/mini-vllm.lock")
-        # Run-time locks too: the mini flash_attention's `runtime_requirements` (six).
-        require_success(
-            ws.pants("lock-runtime-requirements", "tests/mini/flash_attention:wheel@python=3.12"), "run-time lock for 3.12"
-        )
-        assert "# python: 3.12\n" in ws.read("3rdparty/run/py3.12/mini-flash_attention.lock")
+    ws.put_back("3rdparty/build", "3rdparty/run")  # the lock goals write there
+    # Locks are per Python: the 3.12 variant of the mini vllm gets its own.
+    require_success(ws.pants("lock-build-requirements", "tests/mini/vllm:wheel@python=3.12"), "locking for 3.12")
+    assert "# python: 3.12\n" in ws.read("3rdparty/build/py3.12/mini-vllm.lock")
+    # Run-time locks too: the mini flash_attention's `runtime_requirements` (six).
+    require_success(
+        ws.pants("lock-runtime-requirements", "tests/mini/flash_attention:wheel@python=3.12"), "run-time lock for 3.12"
+    )
+    assert "# python: 3.12\n" in ws.read("3rdparty/run/py3.12/mini-flash_attention.lock")
 
-        first = require_success(ws.package("tests/mini/vllm:wheel@python=3.11"), "the 3.11 chain")
-        assert first.built == [f"tests/mini/{c}:wheel@python=3.11" for c in COMPONENTS]
-        second = require_success(ws.package("tests/mini/vllm:wheel@python=3.12"), "the 3.12 chain")
-        assert second.built == [f"tests/mini/{c}:wheel@python=3.12" for c in COMPONENTS]  # no 3.11 build
-        both = require_success(ws.package(*variants("vllm")), "both again")
-        assert both.built == []
+    first = require_success(ws.package("tests/mini/vllm:wheel@python=3.11"), "the 3.11 chain")
+    assert first.built == [f"tests/mini/{c}:wheel@python=3.11" for c in COMPONENTS]
+    second = require_success(ws.package("tests/mini/vllm:wheel@python=3.12"), "the 3.12 chain")
+    assert second.built == [f"tests/mini/{c}:wheel@python=3.12" for c in COMPONENTS]  # no 3.11 build
+    both = require_success(ws.package(*variants("vllm")), "both again")
+    assert both.built == []
 
-        for python in PYTHONS:
-            tag = "cp" + python.replace(".", "")
-            wheels = sorted(ws.path("dist").glob(f"tests.mini.*@python={python}/*.whl"))
-            assert len(wheels) == 4 and all(f"-{tag}-{tag}-" in w.name for w in wheels), wheels
-            (vllm,) = [w for w in wheels if w.name.startswith("mini_vllm-")]
-            info = build_info(vllm)
-            assert info["python"].startswith(f"CPython {python}.")
-            # Built against the same Python's dependency wheels.
-            assert {d["target"] for d in info["dependencies"]} == {
-                f"tests/mini/torch:wheel@python={python}", f"tests/mini/flash_attention:wheel@python={python}"
-            }
-            assert all(f"-{tag}-" in d["wheel"] for d in info["dependencies"])
+    for python in PYTHONS:
+        tag = "cp" + python.replace(".", "")
+        wheels = sorted(ws.path("dist").glob(f"tests.mini.*@python={python}/*.whl"))
+        assert len(wheels) == 4 and all(f"-{tag}-{tag}-" in w.name for w in wheels), wheels
+        (vllm,) = [w for w in wheels if w.name.startswith("mini_vllm-")]
+        info = build_info(vllm)
+        assert info["python"].startswith(f"CPython {python}.")
+        # Built against the same Python's dependency wheels.
+        assert {d["target"] for d in info["dependencies"]} == {
+            f"tests/mini/torch:wheel@python={python}", f"tests/mini/flash_attention:wheel@python={python}"
+        }
+        assert all(f"-{tag}-" in d["wheel"] for d in info["dependencies"])
 
-        plan = require_success(ws.pants("rocm-plan", "tests/mini/torch:wheel@python=3.12"), "the plan")
-        assert "  python    CPython 3.12." in plan.stdout and "`python` = '3.12'" in plan.stdout
+    plan = require_success(ws.pants("rocm-plan", "tests/mini/torch:wheel@python=3.12"), "the plan")
+    assert "  python    CPython 3.12." in plan.stdout and "`python` = '3.12'" in plan.stdout
 
-        patch = "tests/mini/patches/vllm/0001-report-gfx1151.patch"
-        ws.write(patch, ws.read(patch).replace('"gfx1151"', '"gfx1151 (strix halo)"'))
-        after_patch = require_success(ws.package(*variants("vllm")), "after a vllm patch edit")
-        assert sorted(after_patch.built) == variants("vllm")  # one per Python
+    patch = "tests/mini/patches/vllm/0001-report-gfx1151.patch"
+    ws.write(patch, ws.read(patch).replace('"gfx1151"', '"gfx1151 (strix halo)"'))
+    after_patch = require_success(ws.package(*variants("vllm")), "after a vllm patch edit")
+    assert sorted(after_patch.built) == variants("vllm")  # one per Python
 
 
 def test_the_interpreter_reached_through_another_path_shares_the_cache(ws, tmp_path) -> None:

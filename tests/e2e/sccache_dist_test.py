@@ -27,10 +27,10 @@ UNITS = 48
 
 @pytest.fixture(scope="module")
 def machine(tmp_path_factory):
-    """The copy and the pins of its two upstreams. One copy, pantsd and store for the file's builds: each build is a component of its own
-    (`component`), so its compiler cache (a named cache per component) starts empty and its
-    build key is its own, as on a fresh machine; the farm's settings are in no key
-    (caches/sccache_dist.py). A fresh copy per build would pay pantsd and the tool chain again
+    """The copy and the pins of its two upstreams. One copy, pantsd and store for the file's
+    builds: each build is a component of its own (`component`), so its compiler cache (a named
+    cache per component) starts empty and its build key is its own, as on a fresh machine; the
+    farm's settings are in no key (caches/sccache_dist.py). A fresh copy per build would pay pantsd and the tool chain again
     and prove nothing more about where the units compile or what bytes they make."""
     root = tmp_path_factory.mktemp("sccache_dist")
     upstreams = make_fixture_upstreams(root / "upstreams")

@@ -154,6 +154,8 @@ class Workspace:
         self.pants_env_extra: Dict[str, str] = {}
         # What `write` found at each path it changed since the last `reset` (None: no file).
         self._before: Dict[Path, Optional[bytes]] = {}
+        # The folders `put_back` watches, and the files each held then.
+        self._watched: Dict[Path, Set[Path]] = {}
 
     def write_pins(self, upstreams: Optional[Upstreams] = None) -> None:
         """tests/mini/pins/ pinning the fixture repositories (these, or `upstreams`)."""
@@ -173,11 +175,26 @@ class Workspace:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
 
+    def put_back(self, *dirs: str) -> None:
+        """`reset` puts the files under `dirs` back as they are now, also those Pants writes
+        there (a lock goal's locks), not `write`."""
+        for rel in dirs:
+            files = {p for p in self.path(rel).rglob("*") if p.is_file()}
+            self._watched[self.path(rel)] = files
+            for path in files:
+                self._before.setdefault(path, path.read_bytes())
+
     def reset(self) -> None:
         """This copy as it was before the last test: each file `write` changed back, each it made
-        gone (and the folders they leave empty), no dist/, no extra host variables. Tests of one
-        file share a copy this way, and its pantsd (~10 s of CPU to start, the rule graph alone)
-        and store, where a fresh copy per test proves nothing more."""
+        gone (and the folders they leave empty), the folders `put_back` watches as they were, no
+        dist/, no extra host variables. Tests of one file share a copy this way, and its pantsd
+        (~10 s of CPU to start, the rule graph alone) and store, where a fresh copy per test
+        proves nothing more."""
+        for folder, files in self._watched.items():
+            for path in folder.rglob("*"):
+                if path.is_file() and path not in files:
+                    self._before.setdefault(path, None)
+        self._watched.clear()
         for path, data in self._before.items():
             if data is not None:
                 path.write_bytes(data)
