@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import io
 import socket
 import subprocess
 import time
@@ -47,13 +48,6 @@ def serving(root: Path):
         log.close()
 
 
-@pytest.fixture
-def cache_server(tmp_path):
-    # A server of the case's own: the case corrupts what it stores.
-    with serving(tmp_path) as served:
-        yield served
-
-
 def remote_options(address: str):
     return ["--pants-config-files=pants.remote-cache.toml", f"--remote-store-address={address}"]
 
@@ -67,14 +61,16 @@ def machine(tmp_path: Path, upstreams, name: str) -> Workspace:
 class Machines:
     """Machines A and B after the first case's runs: A built the chain and pushed it to the
     cache server, B (another user too) pulled it through a proxy counting its bytes. The
-    big-tree case shares them, their pantsd and stores: what it builds is new to both, and B
-    has already brought what any package needs (a fresh pair proves nothing more)."""
+    later cases share them, their pantsd, stores and server: what each builds is new to both (a
+    patch of its own), and B has already brought what any package needs (a fresh pair, ~30 s of
+    CPU each, proves nothing more)."""
 
     a: Workspace
     b: Workspace
     b_env: Dict[str, str]
     upstreams: Upstreams
     address: str  # the server's; A's runs use it
+    storage: Path  # where the server keeps its blobs
     proxy: "bench.CountingProxy"  # to the server, counting what B pulls; B's runs use it
     first: Run  # A's package of the chain
     second: Run  # B's
@@ -92,7 +88,7 @@ def through(proxy: "bench.CountingProxy") -> List[str]:
 @pytest.fixture(scope="module")
 def machines(tmp_path_factory):
     root = tmp_path_factory.mktemp("remote")
-    with serving(root / "server") as (address, _):
+    with serving(root / "server") as (address, storage):
         upstreams = make_fixture_upstreams(root / "upstreams")
         a = machine(root, upstreams, "machine-a")
         b = machine(root, upstreams, "machine-b")
@@ -106,7 +102,7 @@ def machines(tmp_path_factory):
             first = a.package(VLLM, extra_options=remote_options(address))
             second = b.package(VLLM, extra_options=through(proxy))
             wheels_a, wheels_b = ({k: p.read_bytes() for k, p in ws.dist_wheels().items()} for ws in (a, b))
-            yield Machines(a, b, b_env, upstreams, address, proxy, first, second, wheels_a, wheels_b)
+            yield Machines(a, b, b_env, upstreams, address, storage, proxy, first, second, wheels_a, wheels_b)
         finally:
             proxy.close()
             a.stop()
@@ -150,10 +146,12 @@ def same_pack(where: Path, repo: Path, sha: str) -> bytes:
     return (where / "source/objects.pack").read_bytes()
 
 
-PATCHED_README = (
-    'patch_set(name="notes", sources=["*.edit.toml"])\n',
-    '[[edit]]\npath = "README.md"\npattern = "for rocm-pants tests."\nreplace = "for rocm-pants tests (patched)."\n',
-)
+def patch_aotriton(ws: Workspace, path: str, pattern: str, replace: str) -> None:
+    """Gives tests/mini/aotriton:src a patch of one edit: a build no store or server has seen,
+    on machines that have built the chain."""
+    ws.write("tests/mini/aotriton/notes.edit.toml", f'[[edit]]\npath = "{path}"\npattern = "{pattern}"\nreplace = "{replace}"\n')
+    ws.write("tests/mini/aotriton/BUILD", 'patch_set(name="notes", sources=["*.edit.toml"])\n' + ws.read("tests/mini/aotriton/BUILD").replace(
+        'pins_file="tests/mini/pins")', 'pins_file="tests/mini/pins", patches=[":notes"])'))  # fmt: skip
 
 
 def test_checks_on_a_cached_machine_pull_no_source(tmp_path, pair) -> None:
@@ -173,9 +171,7 @@ def test_checks_on_a_cached_machine_pull_no_source(tmp_path, pair) -> None:
     try:
         for ws in (a, b):
             ws.write_pins(upstreams)
-            ws.write("tests/mini/aotriton/notes.edit.toml", PATCHED_README[1])
-            ws.write("tests/mini/aotriton/BUILD", PATCHED_README[0] + ws.read("tests/mini/aotriton/BUILD").replace(
-                'pins_file="tests/mini/pins")', 'pins_file="tests/mini/pins", patches=[":notes"])'))  # fmt: skip
+            patch_aotriton(ws, "README.md", "for rocm-pants tests.", "for rocm-pants tests (patched).")
         first = require_success(a.package(AOT, extra_options=remote_options(pair.address)), "machine A, big tree")
         assert first.built == [AOT] and "Completed: Applying 1 patch file(s)" in first.stderr
         assert "Completed: Fetching mini-aotriton @" in first.stderr
@@ -206,56 +202,61 @@ def test_checks_on_a_cached_machine_pull_no_source(tmp_path, pair) -> None:
             ws.write_pins()
 
 
-def test_cache_server_down_builds_locally_with_a_warning(tmp_path) -> None:
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    ws = machine(tmp_path, upstreams, "offline")
-    try:
-        down = f"grpc://127.0.0.1:{free_port()}"  # nothing listens there
-        run = require_success(ws.package("tests/mini/aotriton:wheel", extra_options=remote_options(down)), "offline")
-        assert run.built == ["tests/mini/aotriton:wheel"]
-        assert "[WARN]" in run.stderr and "remote cache" in run.stderr.lower(), run.stderr[-3000:]
-    finally:
-        ws.stop()
+def test_cache_server_down_builds_locally_with_a_warning(pair) -> None:
+    # Machine A with a build new to it (a patch no case makes), its cache server gone.
+    a = pair.a
+    patch_aotriton(a, "README.md", "for rocm-pants tests.", "for rocm-pants tests (no server).")
+    down = f"grpc://127.0.0.1:{free_port()}"  # nothing listens there
+    run = require_success(a.package(AOT, extra_options=remote_options(down)), "offline")
+    assert run.built == [AOT]
+    assert "[WARN]" in run.stderr and "remote cache" in run.stderr.lower(), run.stderr[-3000:]
 
 
-def test_corrupted_remote_entry_is_detected_not_installed(tmp_path, cache_server) -> None:
-    address, storage = cache_server
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    a = machine(tmp_path, upstreams, "machine-a")
-    b = machine(tmp_path, upstreams, "machine-b")
-    try:
-        require_success(a.package("tests/mini/aotriton:wheel", extra_options=remote_options(address)), "machine A")
-        (wheel,) = a.dist_wheels().values()
-        good = wheel.read_bytes()
-        digest = hashlib.sha256(good).hexdigest()
-        blob = storage / "cas" / "objects" / digest[:2] / digest[2:]
-        assert blob.read_bytes() == good, "the server should hold the wheel under its sha256"
-        # Every wheel the server holds (the build's output, and the same wheel with its build
-        # info): same size, one byte flipped, so only a content check can tell.
-        # (Other zips there, the wheels of the auditwheel tool's venv, are left alone.)
-        wheels = [
-            p for p in (storage / "cas" / "objects").glob("*/*")
-            if p.read_bytes()[:4] == b"PK\x03\x04" and b"mini_aotriton/" in p.read_bytes()
-        ]  # fmt: skip
-        assert len(wheels) == 2, wheels
-        for path in wheels:
-            data = path.read_bytes()
-            path.write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
+# The corrupted case's build: a change to a file the wheel ships, so its wheel is bytes no other
+# case's is (the server shares a blob between equal wheels).
+CORRUPTED_CASE = "import os  # the corrupted-entry case"
 
-        # Pants checks every blob against its digest when it reads it. A hit is only checked to
-        # exist (cache_content_behavior = "validate": no source trees pulled), so the bad bytes
-        # are found when the wheel is read for dist/: the run stops there, and nothing is
-        # written or installed.
-        run = b.package("tests/mini/aotriton:wheel", extra_options=remote_options(address))
-        assert run.returncode != 0 and "Remote CAS gave wrong digest" in run.stderr
-        assert not b.dist_wheels()
-        # Building without the cache server (README says so) makes a good wheel: the entries B
-        # took from it lack their content locally, so they are misses.
-        run = require_success(b.package("tests/mini/aotriton:wheel"), "machine B without the cache server")
-        assert run.built == ["tests/mini/aotriton:wheel"]
-        (got,) = b.dist_wheels().values()
-        assert got.read_bytes() != blob.read_bytes()
-        assert zipfile.ZipFile(got).testzip() is None
-    finally:
-        a.stop()
-        b.stop()
+
+def of_the_corrupted_case(blob: bytes) -> bool:
+    """Whether a blob is a wheel of this case's aotriton (members are compressed: read them)."""
+    if blob[:4] != b"PK\x03\x04":
+        return False
+    with zipfile.ZipFile(io.BytesIO(blob)) as z:
+        init = "mini_aotriton/__init__.py"
+        return init in z.namelist() and CORRUPTED_CASE.encode() in z.read(init)
+
+
+def test_corrupted_remote_entry_is_detected_not_installed(pair) -> None:
+    # The pair's server; what this case corrupts is only its own build's wheel.
+    a, b, storage = pair.a, pair.b, pair.storage
+    for ws in (a, b):
+        patch_aotriton(ws, "mini_aotriton/__init__.py", "import os", CORRUPTED_CASE)
+    require_success(a.package(AOT, extra_options=remote_options(pair.address)), "machine A")
+    (wheel,) = a.dist_wheels().values()
+    good = wheel.read_bytes()
+    digest = hashlib.sha256(good).hexdigest()
+    blob = storage / "cas" / "objects" / digest[:2] / digest[2:]
+    assert blob.read_bytes() == good, "the server should hold the wheel under its sha256"
+    # Every wheel of this build the server holds (the build's output, and the same wheel with its
+    # build info): same size, one byte flipped, so only a content check can tell.
+    # (The other cases' wheels and those of the auditwheel tool's venv are left alone.)
+    wheels = [p for p in (storage / "cas" / "objects").glob("*/*") if of_the_corrupted_case(p.read_bytes())]
+    assert len(wheels) == 2, wheels
+    for path in wheels:
+        data = path.read_bytes()
+        path.write_bytes(data[:100] + bytes([data[100] ^ 0xFF]) + data[101:])
+
+    # Pants checks every blob against its digest when it reads it. A hit is only checked to
+    # exist (cache_content_behavior = "validate": no source trees pulled), so the bad bytes
+    # are found when the wheel is read for dist/: the run stops there, and nothing is
+    # written or installed.
+    run = b.package(AOT, extra_options=pair.options_b())
+    assert run.returncode != 0 and "Remote CAS gave wrong digest" in run.stderr, run.stderr[-3000:]
+    assert not b.dist_wheels()
+    # Building without the cache server (README says so) makes a good wheel: the entries B
+    # took from it lack their content locally, so they are misses.
+    run = require_success(b.package(AOT), "machine B without the cache server")
+    assert run.built == [AOT]
+    (got,) = b.dist_wheels().values()
+    assert got.read_bytes() != blob.read_bytes()
+    assert zipfile.ZipFile(got).testzip() is None

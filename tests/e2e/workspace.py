@@ -7,12 +7,14 @@ not, which is how tests stand in for "another checkout" or "another machine".
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 import zipfile
 from contextlib import contextmanager
@@ -124,6 +126,11 @@ class Workspace:
         self.root = root
         self.store = store
         self.named_caches = named_caches
+        # Where this copy's Pants makes its sandboxes and its immutable inputs. A pantsd stopped by
+        # a signal leaves its immutable inputs behind (two folders, the wheels its processes
+        # linked: ~5 GB in /tmp a suite run); here `stop` removes them. Short, under /tmp: a build
+        # puts a Unix socket in its sandbox, and such paths end at 107 bytes.
+        self.execution_root = Path(tempfile.mkdtemp(prefix="rocm-e2e-"))
         source = Path.cwd()
         missing = [rel for rel in NEEDED if not (source / rel).exists()]
         assert not missing, (
@@ -218,12 +225,14 @@ class Workspace:
         env["PANTS_ROCM_BUILD_INDEX_URLS"] = "[]"
         env["PANTS_ROCM_BUILD_FIND_LINKS"] = repr([str(FIXTURE_WHEELS)])
         env.update(self.pants_env_extra)
+        self.execution_root.mkdir(exist_ok=True)  # again after a `stop`
         argv = [
             *prefix,
             str(self.root / "pants"),
             "--no-dynamic-ui",
             f"--local-store-dir={self.store}",
             f"--named-caches-dir={self.named_caches}",
+            f"--local-execution-root-dir={self.execution_root}",
             *extra_options,
             *args,
         ]
@@ -274,6 +283,12 @@ class Workspace:
         pids = {int(text) for text in written if text.isdigit()}
         for pid in sorted(pids | set(_processes_in(self.root))):
             stop_process(pid)
+        # What the daemon would have removed had it ended of itself; sandboxes kept on purpose
+        # (`--keep-sandboxes`) stay.
+        for left in self.execution_root.glob("immutable_inputs*"):
+            shutil.rmtree(left, ignore_errors=True)
+        with contextlib.suppress(OSError):  # not empty: a sandbox kept on purpose
+            self.execution_root.rmdir()
 
     def dist_wheels(self, prebuilt: bool = False) -> Dict[str, Path]:
         """The wheels the chain built in dist/, by directory; with `prebuilt`, also the prebuilt
