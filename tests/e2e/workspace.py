@@ -283,12 +283,7 @@ class Workspace:
         pids = {int(text) for text in written if text.isdigit()}
         for pid in sorted(pids | set(_processes_in(self.root))):
             stop_process(pid)
-        # What the daemon would have removed had it ended of itself; sandboxes kept on purpose
-        # (`--keep-sandboxes`) stay.
-        for left in self.execution_root.glob("immutable_inputs*"):
-            shutil.rmtree(left, ignore_errors=True)
-        with contextlib.suppress(OSError):  # not empty: a sandbox kept on purpose
-            self.execution_root.rmdir()
+        remove_daemon_leftovers(self.execution_root)
 
     def dist_wheels(self, prebuilt: bool = False) -> Dict[str, Path]:
         """The wheels the chain built in dist/, by directory; with `prebuilt`, also the prebuilt
@@ -313,6 +308,16 @@ def prune_unused_entries(cache: Path, kept_for: float) -> None:
                 shutil.rmtree(entry, ignore_errors=True)
     finally:
         os.close(fd)  # and the lock with it
+
+
+def remove_daemon_leftovers(execution_root: Path) -> None:
+    """What a pantsd would have removed from its execution root had it ended of itself (its
+    immutable inputs), and the root once empty; sandboxes kept on purpose (`--keep-sandboxes`)
+    stay, for the failure they show."""
+    for left in execution_root.glob("immutable_inputs*"):
+        shutil.rmtree(left, ignore_errors=True)
+    with contextlib.suppress(OSError):  # not empty: a kept sandbox
+        execution_root.rmdir()
 
 
 def stop_process(pid: int, grace: float = 30.0) -> None:

@@ -1,5 +1,6 @@
-"""The harness's pruning of the caches every copy shares (workspace.py): plain pytest on real
-directories and the real `flock`, as the build's own script (machine_caches.sh) holds them."""
+"""The harness's housekeeping (workspace.py): its pruning of the caches every copy shares, on real
+directories and the real `flock`, as the build's own script (machine_caches.sh) holds them; and
+what it removes of a stopped pantsd's execution root."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from e2e.workspace import prune_unused_entries
+from e2e.workspace import prune_unused_entries, remove_daemon_leftovers
 
 KEPT_FOR = 3600.0
 
@@ -47,3 +48,31 @@ def test_nothing_goes_while_a_build_holds_the_cache_shared(tmp_path: Path) -> No
         build.wait()
     prune_unused_entries(cache, KEPT_FOR)
     assert sorted(p.name for p in cache.iterdir()) == ["young-venv"]
+
+
+def execution_root_after_a_daemon(root: Path, kept_sandbox: bool) -> Path:
+    """An execution root as a pantsd stopped by a signal leaves it: the two folders of immutable
+    inputs (its bootstrap scheduler's, empty, and its main one's, holding an installed wheel), and
+    a sandbox `--keep-sandboxes` kept, if asked."""
+    execution_root = root / "rocm-e2e-x"
+    (execution_root / "immutable_inputsAbC123").mkdir(parents=True)
+    wheel = execution_root / "immutable_inputsDeF456" / ".tmpXyZ" / "0f3a" / "torch"
+    wheel.mkdir(parents=True)
+    (wheel / "__init__.py").write_text("")
+    if kept_sandbox:
+        (execution_root / "pants-sandbox-Qr7" / "__run.sh").parent.mkdir()
+        (execution_root / "pants-sandbox-Qr7" / "__run.sh").write_text("#!/bin/sh\n")
+    return execution_root
+
+
+def test_a_stopped_daemons_immutable_inputs_go_and_so_does_its_root(tmp_path: Path) -> None:
+    execution_root = execution_root_after_a_daemon(tmp_path, kept_sandbox=False)
+    remove_daemon_leftovers(execution_root)
+    assert not execution_root.exists()
+
+
+def test_a_kept_sandbox_stays(tmp_path: Path) -> None:
+    execution_root = execution_root_after_a_daemon(tmp_path, kept_sandbox=True)
+    remove_daemon_leftovers(execution_root)
+    assert sorted(p.name for p in execution_root.iterdir()) == ["pants-sandbox-Qr7"]
+    assert (execution_root / "pants-sandbox-Qr7" / "__run.sh").read_text() == "#!/bin/sh\n"
