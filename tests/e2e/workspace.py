@@ -7,7 +7,6 @@ not, which is how tests stand in for "another checkout" or "another machine".
 
 from __future__ import annotations
 
-import contextlib
 import fcntl
 import os
 import re
@@ -17,7 +16,7 @@ import subprocess
 import tempfile
 import time
 import zipfile
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set
@@ -316,7 +315,7 @@ def remove_daemon_leftovers(execution_root: Path) -> None:
     stay, for the failure they show."""
     for left in execution_root.glob("immutable_inputs*"):
         shutil.rmtree(left, ignore_errors=True)
-    with contextlib.suppress(OSError):  # not empty: a kept sandbox
+    with suppress(OSError):  # not empty: a kept sandbox
         execution_root.rmdir()
 
 
