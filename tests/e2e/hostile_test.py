@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import time
 import types
 import uuid
 from pathlib import Path
@@ -24,7 +23,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port
+from e2e.reapi_server import serving
 from e2e.redis_server import redis_server
 from e2e.workspace import Run, Workspace, make_fixture_upstreams, require_success
 from mini import make_upstreams
@@ -187,18 +186,8 @@ def test_the_good_build_still_works_after_them(ws: Workspace) -> None:
 
 @pytest.fixture
 def remote_cache(tmp_path):
-    port, storage = free_port(), tmp_path / "cas"
-    storage.mkdir()
-    (tmp_path / "bgd.yml").write_text(BGD_CONFIG.format(port=port, storage=storage))
-    with open(tmp_path / "bgd.log", "w") as log:
-        server = subprocess.Popen([bgd_binary(), "server", "start", str(tmp_path / "bgd.yml")], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while subprocess.run(["bash", "-c", f"exec 3<>/dev/tcp/127.0.0.1/{port}"], capture_output=True).returncode != 0:
-        assert server.poll() is None and time.time() < deadline, (tmp_path / "bgd.log").read_text()
-        time.sleep(0.2)
-    yield f"grpc://127.0.0.1:{port}", storage
-    server.terminate()
-    server.wait(timeout=30)
+    with serving(tmp_path) as served:
+        yield served
 
 
 def files_holding(secrets: Dict[str, str], *roots: Path) -> List[str]:

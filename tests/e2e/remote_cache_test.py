@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import io
-import socket
 import subprocess
-import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,36 +13,11 @@ from typing import Dict, List
 import pytest
 
 import run as bench  # bench/run.py: its counting proxy and disk measure
-from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port
+from e2e.reapi_server import free_port, serving
 from e2e.workspace import Run, Upstreams, Workspace, make_fixture_upstreams, require_success
 
 VLLM = "tests/mini/vllm:wheel"
 AOT = "tests/mini/aotriton:wheel"
-
-
-@contextlib.contextmanager
-def serving(root: Path):
-    """A BuildGrid cache server storing under root/cas: its address and that folder."""
-    port = free_port()
-    storage = root / "cas"
-    storage.mkdir(parents=True)
-    config = root / "bgd.yml"
-    config.write_text(BGD_CONFIG.format(port=port, storage=storage))
-    log = open(root / "bgd.log", "w")
-    server = subprocess.Popen([bgd_binary(), "server", "start", str(config)], stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        assert server.poll() is None, (root / "bgd.log").read_text()
-        time.sleep(0.2)
-    try:
-        yield f"grpc://127.0.0.1:{port}", storage
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
-        log.close()
 
 
 def remote_options(address: str):
