@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from e2e.workspace import CACHE_ROOT, Workspace, make_fixture_upstreams
+from e2e.workspace import CACHE_ROOT, Workspace, borrowed
 from kernels import make_mirror
 
 CHOICES = "components/flash_attention:choices"
@@ -22,12 +22,10 @@ PATCHED = 'upstream_archive(name="sdist", pin="flash-attention-sdist", patches=[
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory, batch_store):
-    root = tmp_path_factory.mktemp("choices")
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
-    workspace.pants_env_extra["PANTS_ROCM_BUILD_MIRRORS"] = repr(make_mirror.mirror(CACHE_ROOT / "kernel-mirror"))
-    yield workspace
-    workspace.stop()
+def ws(tmp_path_factory, batch_copy):
+    with borrowed(batch_copy, tmp_path_factory.mktemp("choices") / "upstreams") as workspace:
+        workspace.pants_env_extra["PANTS_ROCM_BUILD_MIRRORS"] = repr(make_mirror.mirror(CACHE_ROOT / "kernel-mirror"))
+        yield workspace
 
 
 def test_without_our_patch_gfx1151_is_generic_and_the_test_names_the_changed_choices(ws: Workspace) -> None:

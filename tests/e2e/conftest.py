@@ -4,8 +4,11 @@ tests/e2e/BUILD gives one `batch_compatibility_tag`)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterator
 
 import pytest
+
+from e2e.workspace import Workspace, make_fixture_upstreams
 
 
 @pytest.fixture(scope="session")
@@ -17,6 +20,18 @@ def batch_store(tmp_path_factory) -> Path:
     still about this run. For files whose cases never depend on the store being empty before
     them: a file that proves a cold build keeps a store of its own."""
     return tmp_path_factory.mktemp("batch-store")
+
+
+@pytest.fixture(scope="session")
+def batch_copy(tmp_path_factory, batch_store) -> Iterator[Workspace]:
+    """The copy every file of this batch borrows in turn (workspace.py's `borrowed`), on
+    `batch_store`: one pantsd for the batch, where each file's own cost a Pants start (~12 s of
+    CPU) and a walk of the chain. For the same files as `batch_store`, whose cases also never
+    depend on a pantsd of their own (a first start, a restart)."""
+    root = tmp_path_factory.mktemp("batch-copy")
+    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
+    yield workspace
+    workspace.stop()
 
 
 @pytest.fixture

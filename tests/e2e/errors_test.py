@@ -18,7 +18,7 @@ from typing import Callable, Dict
 import pytest
 
 from e2e.wheels import unkeyed
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import Workspace, borrowed, require_success
 from mini import make_upstreams
 
 PINS_DIR = "tests/mini/pins"
@@ -32,13 +32,10 @@ GOOD_BUILD: Dict[str, str] = {}  # what the fixture's good build printed
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory, batch_store):
-    root = tmp_path_factory.mktemp("errors")
-    upstreams = make_fixture_upstreams(root / "upstreams")
-    workspace = Workspace(root / "checkout", upstreams, batch_store, root / "named")
-    GOOD_BUILD["stderr"] = require_success(workspace.package(VLLM), "the good build every case starts from").stderr
-    yield workspace
-    workspace.stop()
+def ws(tmp_path_factory, batch_copy):
+    with borrowed(batch_copy, tmp_path_factory.mktemp("errors") / "upstreams") as workspace:
+        GOOD_BUILD["stderr"] = require_success(workspace.package(VLLM), "the good build every case starts from").stderr
+        yield workspace
 
 
 def snapshot(ws: Workspace) -> Dict[str, bytes]:

@@ -25,7 +25,7 @@ import pytest
 
 from e2e.reapi_server import serving
 from e2e.redis_server import redis_server
-from e2e.workspace import Run, Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import Run, Workspace, borrowed, make_fixture_upstreams, require_success
 from mini import make_upstreams
 
 PINS_DIR = "tests/mini/pins"
@@ -63,14 +63,11 @@ def submodule_at(repo: Path, url: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory, batch_store):
-    root = tmp_path_factory.mktemp("hostile")
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
-    workspace.path("hostile").mkdir()
-    workspace.write("hostile/BUILD", HOSTILE_BUILD)
-    require_success(workspace.package(AOT), "the good build every case starts from")
-    yield workspace
-    workspace.stop()
+def ws(tmp_path_factory, batch_copy):
+    with borrowed(batch_copy, tmp_path_factory.mktemp("hostile") / "upstreams") as workspace:
+        workspace.write("hostile/BUILD", HOSTILE_BUILD)
+        require_success(workspace.package(AOT), "the good build every case starts from")
+        yield workspace
 
 
 def dist(ws: Workspace) -> Dict[str, bytes]:

@@ -30,7 +30,7 @@ import pytest
 
 from e2e.install_set import install_into_fresh_venv, run_in_set
 from e2e.wheels import unkeyed
-from e2e.workspace import CACHE_ROOT, FIXTURE_WHEELS, RECIPE_WHEELS, Workspace, make_fixture_upstreams
+from e2e.workspace import CACHE_ROOT, FIXTURE_WHEELS, RECIPE_WHEELS, Workspace, borrowed
 from kernels import make_mirror
 from mini import make_upstreams
 
@@ -39,16 +39,14 @@ BUILD = "tests/kernels/BUILD"
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory, batch_store):
-    root = tmp_path_factory.mktemp("kernels")
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
-    # The files ./setup mirrored, checked again by sha256 (nothing is downloaded twice).
-    table = make_mirror.mirror(CACHE_ROOT / "kernel-mirror")
-    workspace.pants_env_extra["PANTS_ROCM_BUILD_MIRRORS"] = repr(table)
-    # flash-attention's real recipe (:wheel-from-sdist) installs its locks' wheels from there.
-    workspace.pants_env_extra["PANTS_ROCM_BUILD_FIND_LINKS"] = repr([str(FIXTURE_WHEELS), str(RECIPE_WHEELS)])
-    yield workspace
-    workspace.stop()
+def ws(tmp_path_factory, batch_copy):
+    with borrowed(batch_copy, tmp_path_factory.mktemp("kernels") / "upstreams") as workspace:
+        # The files ./setup mirrored, checked again by sha256 (nothing is downloaded twice).
+        table = make_mirror.mirror(CACHE_ROOT / "kernel-mirror")
+        workspace.pants_env_extra["PANTS_ROCM_BUILD_MIRRORS"] = repr(table)
+        # flash-attention's real recipe (:wheel-from-sdist) installs its locks' wheels from there.
+        workspace.pants_env_extra["PANTS_ROCM_BUILD_FIND_LINKS"] = repr([str(FIXTURE_WHEELS), str(RECIPE_WHEELS)])
+        yield workspace
 
 
 def test_a_tile_over_gfx1151_lds_fails_there_and_compiles_for_gfx950(ws: Workspace) -> None:

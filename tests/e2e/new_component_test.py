@@ -8,7 +8,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success, user_git as git
+from e2e.workspace import Workspace, borrowed, require_success, user_git as git
 from mini import make_upstreams
 
 NAME, PIN = "greet", "mini-greet"
@@ -42,9 +42,8 @@ rocm_wheel(
 """
 
 
-def test_a_new_miniature_component_as_the_docs_say(tmp_path: Path, batch_store: Path) -> None:
-    ws = Workspace(tmp_path / "checkout", make_fixture_upstreams(tmp_path / "upstreams"), batch_store, tmp_path / "named")
-    try:
+def test_a_new_miniature_component_as_the_docs_say(tmp_path: Path, batch_copy: Workspace) -> None:
+    with borrowed(batch_copy, tmp_path / "upstreams") as ws:
         repo = tmp_path / "upstreams" / NAME
         repo.mkdir()
         make_upstreams.git(repo, "init", "-q", "-b", "main")
@@ -80,5 +79,3 @@ def test_a_new_miniature_component_as_the_docs_say(tmp_path: Path, batch_store: 
         with zipfile.ZipFile(wheel) as z:
             assert "ARCH = 'gfx1151'" in z.read("mini_greet/__init__.py").decode()
             assert any(n.startswith("mini_greet/_C") and n.endswith(".so") for n in z.namelist())
-    finally:
-        ws.stop()

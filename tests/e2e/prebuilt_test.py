@@ -30,7 +30,7 @@ from typing import Dict, List, Mapping, Sequence, Tuple
 import pytest
 
 from e2e.http_server import serving
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import Workspace, borrowed, require_success
 from mini import kpack_writer
 
 PINS_DIR = "tests/mini/pins"
@@ -71,21 +71,19 @@ def prebuilt_table(index_url: str, track: str = ">=1,<2", **resolved: str) -> st
 
 
 @pytest.fixture(scope="module")
-def index(tmp_path_factory, batch_store):
-    """A PEP 503 index on 127.0.0.1 with the mini torch and aotriton wheels a first checkout built."""
+def index(tmp_path_factory, batch_copy):
+    """A PEP 503 index on 127.0.0.1 with the mini torch and aotriton wheels a first checkout built
+    (the batch's copy, before this file's checkout borrows it)."""
     root = tmp_path_factory.mktemp("index")
-    builder = Workspace(root / "builder", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
-    try:
-        require_success(builder.package("tests/mini/torch:wheel"), "the wheels for the index")
-    finally:
-        builder.stop()
     files = root / "serve" / "files"
     files.mkdir(parents=True)
     wheels = {}
-    for wheel in builder.dist_wheels(prebuilt=True).values():
-        (files / wheel.name).write_bytes(wheel.read_bytes())
-        project = wheel.name.split("-")[0].replace("_", "-")
-        wheels.setdefault(project, []).append(wheel.name)
+    with borrowed(batch_copy, root / "upstreams") as builder:
+        require_success(builder.package("tests/mini/torch:wheel"), "the wheels for the index")
+        for wheel in builder.dist_wheels(prebuilt=True).values():
+            (files / wheel.name).write_bytes(wheel.read_bytes())
+            project = wheel.name.split("-")[0].replace("_", "-")
+            wheels.setdefault(project, []).append(wheel.name)
     torch = wheels["mini-torch"][0]
     # Two more files the pin must not take: a version outside `track`, and one for another Python.
     for other in (torch.replace("-1.0.0+", "-2.0.0+"), re.sub(r"cp311-cp311", "cp312-cp312", torch.replace("-1.0.0+", "-1.5.0+"))):
@@ -101,14 +99,12 @@ def index(tmp_path_factory, batch_store):
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory, index, batch_store):
+def ws(tmp_path_factory, index, batch_copy):
     index_url = index[0]
-    root = tmp_path_factory.mktemp("prebuilt")
-    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
-    add_variants(workspace)
-    workspace.write(PINS, workspace.read(PINS) + prebuilt_table(index_url))
-    yield workspace
-    workspace.stop()
+    with borrowed(batch_copy, tmp_path_factory.mktemp("prebuilt") / "upstreams") as workspace:
+        add_variants(workspace)
+        workspace.write(PINS, workspace.read(PINS) + prebuilt_table(index_url))
+        yield workspace
 
 
 PIP_ENV = {"PIP_CONFIG_FILE": "/dev/null", "PATH": "/usr/bin:/bin"}

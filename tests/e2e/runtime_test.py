@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from e2e.install_set import install_into_fresh_venv, python311, run_in_set
-from e2e.workspace import FIXTURE_WHEELS, Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import FIXTURE_WHEELS, Workspace, borrowed, require_success
 
 VLLM = "tests/mini/vllm:wheel"
 INSTALL = "dist/tests.mini.vllm.install"
@@ -25,11 +25,9 @@ SIX = "six-1.16.0-py2.py3-none-any.whl"
 
 
 @pytest.fixture(scope="module")
-def ws(tmp_path_factory, batch_store):
-    root = tmp_path_factory.mktemp("runtime")
-    workspace = Workspace(root / "ws", make_fixture_upstreams(root / "upstreams"), batch_store, root / "named")
-    yield workspace
-    workspace.stop()
+def ws(tmp_path_factory, batch_copy):
+    with borrowed(batch_copy, tmp_path_factory.mktemp("runtime") / "upstreams") as workspace:
+        yield workspace
 
 
 def test_1_a_runtime_env_conflict_stops_package_before_any_build(ws: Workspace) -> None:

@@ -19,7 +19,7 @@ import zipfile
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set
+from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Set, Tuple
 
 from mini import make_upstreams
 
@@ -54,6 +54,7 @@ SHARED_MACHINE_CACHES = {"rocm_build_venvs": CACHE_ROOT / "e2e-build-venvs", "ro
 SHARED_ENTRIES_KEPT_FOR = 3600.0
 _PRUNED: Set[Path] = set()  # the shared caches this process has pruned
 PINS_DIR = "tests/mini/pins"  # the miniature chain's pins directory, one file per pin
+PANTS_OWN = (".pids", ".pants.d")  # what Pants keeps in a build root (its daemon's pid and socket, its logs)
 BUILD_LINE = re.compile(r"Completed: Building rocm_wheel (\S+)")
 
 
@@ -101,6 +102,21 @@ def file_copy(tmp_path_factory: Any, name: str) -> Iterator["Workspace"]:
     finally:
         workspace.stop()
 
+
+@contextmanager
+def borrowed(copy: "Workspace", upstreams_root: Path) -> Iterator["Workspace"]:
+    """`copy` for one test file of a batch (conftest.py's `batch_copy`): pinning fixture upstreams
+    of the file's own, made at `upstreams_root` (the commits its cases add stay its own), and put
+    back as it was made afterwards (`Workspace.restore`). The files of a batch share its pantsd
+    (~12 s of CPU to start) besides the store, as one user's tasks in a checkout do."""
+    made = copy.upstreams
+    copy.upstreams = make_fixture_upstreams(upstreams_root)
+    copy.write_pins()
+    try:
+        yield copy
+    finally:
+        copy.restore()
+        copy.upstreams = made
 
 # The lines of Pants' traceback when its client gave up waiting for a new pantsd to write its
 # pid or open its socket (pants/pantsd/pants_daemon_client.py: 60 s each, a constant).
@@ -162,6 +178,8 @@ class Workspace:
         self._before: Dict[Path, Optional[bytes]] = {}
         # The folders `put_back` watches, and the files each held then.
         self._watched: Dict[Path, Set[Path]] = {}
+        # Every file of the copy as made, for `restore`.
+        self._made = {path: path.read_bytes() for path in walk_tree(self.root)[1]}
 
     def write_pins(self, upstreams: Optional[Upstreams] = None) -> None:
         """tests/mini/pins/ pinning the fixture repositories (these, or `upstreams`)."""
@@ -213,6 +231,13 @@ class Workspace:
         self._before.clear()
         shutil.rmtree(self.path("dist"), ignore_errors=True)
         self.pants_env_extra = {}
+
+    def restore(self) -> None:
+        """This copy as it was made, for the next test file that borrows it (conftest.py's
+        `borrowed`): `reset`, then `put_tree_back`. Its pantsd, store and named caches stay, as a
+        user's do between two tasks in one checkout."""
+        self.reset()
+        put_tree_back(self.root, self._made)
 
     def read(self, rel: str) -> str:
         return self.path(rel).read_text()
@@ -289,6 +314,44 @@ class Workspace:
         ones written beside them (the mini SDK's), which carry no rocm_build_info.json."""
         found = {p.parent.name: p for p in sorted((self.root / "dist").glob("*/*.whl"))}
         return {d: p for d, p in found.items() if prebuilt or _built_by_us(p)}
+
+
+def put_tree_back(root: Path, made: Mapping[Path, bytes]) -> None:
+    """`root` holding exactly the files `made` (path: bytes): each back to its bytes, every other
+    file and folder gone (patch workspaces, recipes a test added, dist/), whoever wrote them;
+    Pants' own folders and Python's bytecode untouched (`walk_tree`)."""
+    folders, files = walk_tree(root)
+    for path in files:
+        if path not in made:
+            path.unlink()
+    for folder in reversed(folders):  # the deepest first
+        if not any(folder.iterdir()):
+            folder.rmdir()
+    for path, data in made.items():
+        if path.is_file() and not path.is_symlink() and path.read_bytes() == data:
+            continue
+        path.unlink(missing_ok=True)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+
+
+def walk_tree(root: Path) -> Tuple[List[Path], List[Path]]:
+    """The folders and the files (links too) of a copy at `root`, but Pants' own folders there and
+    Python's bytecode (the plugin's, which pantsd imports from rules/)."""
+    folders: List[Path] = []
+    files: List[Path] = []
+    for folder, dirs, names in os.walk(root):
+        kept = []
+        for name in dirs:
+            path = Path(folder, name)
+            if path.is_symlink():
+                files.append(path)
+            elif name != "__pycache__" and not (path.parent == root and name in PANTS_OWN):
+                kept.append(name)
+        dirs[:] = kept
+        folders.extend(Path(folder, name) for name in kept)
+        files.extend(Path(folder, name) for name in names)
+    return folders, files
 
 
 def prune_unused_entries(cache: Path, kept_for: float) -> None:

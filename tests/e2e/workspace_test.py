@@ -1,6 +1,7 @@
 """The harness's housekeeping (workspace.py): its pruning of the caches every copy shares, on real
 directories and the real `flock`, as the build's own script (machine_caches.sh) holds them; and
-what it removes of a stopped pantsd's execution root."""
+what it removes of a stopped pantsd's execution root; how a copy one file of a batch changed is
+put back for the next."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from e2e.workspace import prune_unused_entries, remove_daemon_leftovers
+from e2e.workspace import prune_unused_entries, put_tree_back, remove_daemon_leftovers, walk_tree
 
 KEPT_FOR = 3600.0
 
@@ -76,3 +77,35 @@ def test_a_kept_sandbox_stays(tmp_path: Path) -> None:
     remove_daemon_leftovers(execution_root)
     assert sorted(p.name for p in execution_root.iterdir()) == ["pants-sandbox-Qr7"]
     assert (execution_root / "pants-sandbox-Qr7" / "__run.sh").read_text() == "#!/bin/sh\n"
+
+
+def test_a_borrowed_copy_is_put_back_as_made_and_pants_own_folders_stay(tmp_path: Path) -> None:
+    root = tmp_path / "checkout"
+    (root / "tests/mini/pins").mkdir(parents=True)
+    (root / "tests/mini/pins/mini-vllm.toml").write_text("[mini-vllm]\n")
+    (root / "rules/rocm_build/__pycache__").mkdir(parents=True)
+    (root / "rules/rocm_build/register.py").write_text("def rules(): ...\n")
+    made = {path: path.read_bytes() for path in walk_tree(root)[1]}
+    assert sorted(str(p.relative_to(root)) for p in made) == ["rules/rocm_build/register.py", "tests/mini/pins/mini-vllm.toml"]
+    # What a file's cases leave: an edited pin, a removed file, a patch workspace (a git
+    # checkout, with a link), a new recipe; and what Pants and Python keep there.
+    (root / "tests/mini/pins/mini-vllm.toml").write_text("[mini-vllm]\ncommit = 'x'\n")
+    (root / "rules/rocm_build/register.py").unlink()
+    (root / "work/mini-vllm/.git").mkdir(parents=True)
+    (root / "work/mini-vllm/.git/HEAD").write_text("ref: refs/heads/main\n")
+    (root / "work/elsewhere").symlink_to(tmp_path)
+    (root / "tests/mini/greet").mkdir()
+    (root / "tests/mini/greet/BUILD").write_text("rocm_wheel()\n")
+    for own in (".pids/abc/pantsd/pid", ".pants.d/pants.log", "rules/rocm_build/__pycache__/register.cpython-39.pyc"):
+        (root / own).parent.mkdir(parents=True, exist_ok=True)
+        (root / own).write_text("kept\n")
+    put_tree_back(root, made)
+    left = sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+    assert left == [
+        ".pants.d", ".pants.d/pants.log", ".pids", ".pids/abc", ".pids/abc/pantsd", ".pids/abc/pantsd/pid",
+        "rules", "rules/rocm_build", "rules/rocm_build/__pycache__", "rules/rocm_build/__pycache__/register.cpython-39.pyc",
+        "rules/rocm_build/register.py", "tests", "tests/mini", "tests/mini/pins", "tests/mini/pins/mini-vllm.toml",
+    ]
+    assert (root / "tests/mini/pins/mini-vllm.toml").read_text() == "[mini-vllm]\n"
+    assert (root / "rules/rocm_build/register.py").read_text() == "def rules(): ...\n"
+    assert tmp_path.exists()  # the link went, not what it pointed at
