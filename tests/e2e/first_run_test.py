@@ -24,6 +24,9 @@ import subprocess
 import tomllib
 import zipfile
 from pathlib import Path
+from typing import Iterator
+
+import pytest
 
 from e2e.git_http_server import serving_git
 from e2e.http_server import serving
@@ -62,10 +65,20 @@ def unresolved_clone(ws: Workspace, index_url: str, box: str) -> dict:
     return resolved
 
 
-def test_a_first_run_resolves_every_pin_builds_in_the_pinned_image_then_needs_no_server(tmp_path: Path) -> None:
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
+@pytest.fixture(scope="module")
+def clone(tmp_path_factory) -> Iterator[Workspace]:
+    """The clone both cases start from, as made (`Workspace.restore` after each): one Pants start
+    and one build of update-pins' program for the file. The first case needs its store new (it
+    counts what the first `package` built)."""
+    root = tmp_path_factory.mktemp("first-run")
+    ws = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    yield ws
+    ws.stop()
+
+
+def test_a_first_run_resolves_every_pin_builds_in_the_pinned_image_then_needs_no_server(clone: Workspace, tmp_path: Path) -> None:
+    ws, upstreams = clone, clone.upstreams
     rust = make_rust_upstream(upstreams.root, upstreams.root)  # mini-rust and greeting.git beside the others
-    ws = Workspace(tmp_path / "checkout", upstreams, tmp_path / "store", tmp_path / "named")
     try:
         with serving_git(upstreams.root) as (git_url, fetched), serving(upstreams.root / "index") as (index_url, served), \
                 registry(tmp_path / "registry") as host, serving(crates_io(tmp_path / "crates.io", rust.crate)) as (crates_url, crates):  # fmt: skip
@@ -110,13 +123,12 @@ def test_a_first_run_resolves_every_pin_builds_in_the_pinned_image_then_needs_no
         rebuilt = require_success(ws.package(VLLM, RUST), "package with no server")
         assert rebuilt.built == []
     finally:
-        ws.stop()
+        ws.restore()
         untag(tmp_path)
 
 
-def test_a_registry_serving_another_image_for_the_tag_is_refused(tmp_path: Path) -> None:
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    ws = Workspace(tmp_path / "checkout", upstreams, tmp_path / "store", tmp_path / "named")
+def test_a_registry_serving_another_image_for_the_tag_is_refused(clone: Workspace, tmp_path: Path) -> None:
+    ws, upstreams = clone, clone.upstreams
     other = tmp_path / "other"
     other.mkdir()
     (other / "hello").write_text("not the box\n")
@@ -142,7 +154,7 @@ def test_a_registry_serving_another_image_for_the_tag_is_refused(tmp_path: Path)
         ) in run.stdout
         assert ws.read(BOX_BUILD) == pinned
     finally:
-        ws.stop()
+        ws.restore()
         untag(tmp_path)
 
 

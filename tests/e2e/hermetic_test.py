@@ -70,9 +70,9 @@ def edited(ws: Workspace, rel: str, old: str, new: str):
 def test_chain_builds_with_the_network_cut(ws) -> None:
     # The first wheel with the network, so the store holds Pants' own bootstrap downloads.
     require_success(ws.package(AOT), "the first wheel")
-    ws.stop()
     # Then the rest of the chain with no network for Pants itself: every input, the locked
-    # build requirements included, comes from the store or the local fixtures.
+    # build requirements included, comes from the store or the local fixtures. A Pants of its
+    # own in the namespace, beside the copy's pantsd (which the other cases go on using).
     cut = require_success(
         ws.pants("--no-pantsd", "package", VLLM, prefix=("unshare", "--net")), "the chain with the network cut"
     )
