@@ -9,7 +9,7 @@ from __future__ import annotations
 import zipfile
 from pathlib import Path
 
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success, user_git as git
+from e2e.workspace import Workspace, borrowed, require_success, user_git as git
 from mini import make_upstreams
 
 NAME, PIN, PACKAGE = "foolib", "mini-foolib", "foo_rocm"
@@ -61,9 +61,8 @@ rocm_wheel(
 """
 
 
-def test_a_cmake_library_becomes_a_wheel_as_the_docs_say(tmp_path: Path) -> None:
-    ws = Workspace(tmp_path / "checkout", make_fixture_upstreams(tmp_path / "upstreams"), tmp_path / "store", tmp_path / "named")
-    try:
+def test_a_cmake_library_becomes_a_wheel_as_the_docs_say(tmp_path: Path, batch_copy: Workspace) -> None:
+    with borrowed(batch_copy, tmp_path / "upstreams") as ws:
         repo = tmp_path / "upstreams" / NAME
         repo.mkdir()
         make_upstreams.git(repo, "init", "-q", "-b", "main")
@@ -91,5 +90,3 @@ def test_a_cmake_library_becomes_a_wheel_as_the_docs_say(tmp_path: Path) -> None
         with zipfile.ZipFile(wheel) as z:
             names = z.namelist()
         assert f"{PACKAGE}/prefix/lib/libfoo.so" in names and f"{PACKAGE}/prefix/include/foo.h" in names, names
-    finally:
-        ws.stop()

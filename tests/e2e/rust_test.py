@@ -28,14 +28,17 @@ from mini import make_upstreams
 TARGET = "tests/mini/rust:wheel"
 
 
-@pytest.fixture
-def ws(tmp_path):
-    upstreams = make_fixture_upstreams(tmp_path / "upstreams")
-    workspace = Workspace(tmp_path / "checkout", upstreams, tmp_path / "store", tmp_path / "named")
-    rust = make_rust_upstream(tmp_path, tmp_path / "git")
+@pytest.fixture(scope="module")
+def ws(tmp_path_factory):
+    """One copy for both cases (a Pants start fewer). Its store keeps a crate fetched by its
+    checksum, so the case whose crate's bytes differ runs first: after the good one it would find
+    the good bytes there and fetch nothing."""
+    root = tmp_path_factory.mktemp("rust")
+    workspace = Workspace(root / "checkout", make_fixture_upstreams(root / "upstreams"), root / "store", root / "named")
+    rust = make_rust_upstream(root, root / "git")
     workspace.pin_extra("mini-rust", rust.repo, rust.commit)
     workspace.path("tests/mini/rust").mkdir()
-    workspace.crate, workspace.git_host = rust.crate, tmp_path / "git"
+    workspace.crate, workspace.git_host, workspace.rust_repo = rust.crate, root / "git", rust.repo
     yield workspace
     workspace.stop()
 
@@ -45,11 +48,28 @@ def mirrors(ws: Workspace, crates_url: str) -> None:
     ws.pants_env_extra = {"PANTS_ROCM_BUILD_MIRRORS": json.dumps(table)}
 
 
+def test_a_crate_whose_bytes_differ_from_the_lock_stops_the_build_naming_it(ws: Workspace, tmp_path: Path) -> None:
+    ws.write("tests/mini/rust/BUILD", RECIPE.format(extra='    cargo_lock="Cargo.lock",\n'))
+    tampered = ws.crate[:-1] + bytes([ws.crate[-1] ^ 1])  # the same name and version, other bytes
+    with serving(crates_io(tmp_path / "crates.io", tampered)) as (url, _):
+        mirrors(ws, url)
+        package = ws.package(TARGET)
+    assert package.returncode != 0
+    expected = (
+        f"tests/mini/rust:wheel: crate itoa 1.0.1 (Cargo.lock): the file at {url}/crates/itoa/1.0.1/download has sha256 "
+        f"{hashlib.sha256(tampered).hexdigest()}, but the lock's checksum is {hashlib.sha256(ws.crate).hexdigest()}. "
+        "Nothing of it was used. A crates.io crate never changes: the server or a mirror ([rocm-build] mirrors) serves "
+        "other bytes under its name."
+    )
+    assert expected in package.stderr, package.stderr[-3000:]
+    assert not ws.path("dist/tests.mini.rust").exists()
+
+
 def test_a_rust_extension_builds_offline_from_the_crates_its_lock_pins(ws: Workspace, tmp_path: Path) -> None:
     ws.write("tests/mini/rust/BUILD", RECIPE.format(extra=""))
     run = ws.pants("rocm-plan", "--check", TARGET)
     assert run.returncode == 1, run.stdout + run.stderr[-3000:]
-    sha = make_upstreams.git(tmp_path / "mini-rust", "rev-parse", "HEAD")
+    sha = make_upstreams.git(ws.rust_repo, "rev-parse", "HEAD")
     greeting = make_upstreams.git(ws.git_host / "greeting.git", "rev-parse", "HEAD")
     problem = (
         f"tests/mini/rust:wheel: Cargo.lock (mini-rust at {sha}) has cargo fetch 1 registry crate(s) and 1 git source(s) "
@@ -84,21 +104,3 @@ def test_a_rust_extension_builds_offline_from_the_crates_its_lock_pins(ws: Works
     assert answer.stdout == "42 offline\n", answer.stderr
     log = next(ws.path("dist/tests.mini.rust").glob("*.build.log")).read_text()
     assert "== rocm_build: tests/mini/rust:wheel for gfx1151 (network: none)" in log
-
-
-def test_a_crate_whose_bytes_differ_from_the_lock_stops_the_build_naming_it(ws: Workspace, tmp_path: Path) -> None:
-    ws.write("tests/mini/rust/BUILD", RECIPE.format(extra='    cargo_lock="Cargo.lock",\n'))
-    tampered = ws.crate[:-1] + bytes([ws.crate[-1] ^ 1])  # the same name and version, other bytes
-    with serving(crates_io(tmp_path / "crates.io", tampered)) as (url, _):
-        mirrors(ws, url)
-        package = ws.package(TARGET)
-    assert package.returncode != 0
-    expected = (
-        f"tests/mini/rust:wheel: crate itoa 1.0.1 (Cargo.lock): the file at {url}/crates/itoa/1.0.1/download has sha256 "
-        f"{hashlib.sha256(tampered).hexdigest()}, but the lock's checksum is {hashlib.sha256(ws.crate).hexdigest()}. "
-        "Nothing of it was used. A crates.io crate never changes: the server or a mirror ([rocm-build] mirrors) serves "
-        "other bytes under its name."
-    )
-    assert expected in package.stderr, package.stderr[-3000:]
-    assert not ws.path("dist/tests.mini.rust").exists()
-

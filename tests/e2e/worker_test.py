@@ -9,15 +9,14 @@ import os
 import re
 from pathlib import Path
 
-from e2e.workspace import Workspace, make_fixture_upstreams, require_success
+from e2e.workspace import Workspace, borrowed, require_success
 
 AOT = "tests/mini/aotriton:wheel"
 
 
-def test_a_build_links_its_toolchain_and_python_where_the_links_are_missing(tmp_path: Path) -> None:
-    ws = Workspace(tmp_path / "checkout", make_fixture_upstreams(tmp_path / "upstreams"), tmp_path / "store", tmp_path / "named")
+def test_a_build_links_its_toolchain_and_python_where_the_links_are_missing(tmp_path: Path, batch_copy: Workspace) -> None:
     pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
-    try:
+    with borrowed(batch_copy, tmp_path / "upstreams") as ws:
         require_success(ws.package(AOT), "the first build")
         links = [*ws.named_caches.glob("rocm_toolchain_*/root"), *ws.named_caches.glob("rocm_python_*/root")]
         assert len(links) == 2, links
@@ -58,5 +57,3 @@ def test_a_build_links_its_toolchain_and_python_where_the_links_are_missing(tmp_
         assert run.returncode != 0
         assert 'rocm_build: cannot build tests/mini/aotriton:wheel on this machine: nothing answers "CPython 3.11.' in run.stderr
         assert "under any of: /nowhere. Install it at one of those roots, or add its root to [build-isolation] worker_search_path." in run.stderr
-    finally:
-        ws.stop()
