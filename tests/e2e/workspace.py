@@ -118,6 +118,7 @@ def borrowed(copy: "Workspace", upstreams_root: Path) -> Iterator["Workspace"]:
         copy.restore()
         copy.upstreams = made
 
+
 # The lines of Pants' traceback when its client gave up waiting for a new pantsd to write its
 # pid or open its socket (pants/pantsd/pants_daemon_client.py: 60 s each, a constant).
 PANTSD_LAUNCH_TIMEOUTS = ("pantsd_pid = self.await_pid(60)", "listening_port = self.await_socket(60)")
