@@ -24,8 +24,9 @@ import ssl
 import sys
 import tomllib
 import urllib.request
+from functools import partial
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 PINS = ROOT / "components/kernels/pins.toml"
@@ -73,15 +74,44 @@ def local_copy(name: str) -> Optional[Path]:
     return None
 
 
-def fetch(url: Optional[str], name: str, sha256: str, dest: Path) -> None:
-    if dest.is_file() and sha256_of(dest) == sha256:
+def stamp(dest: Path) -> Path:
+    """Beside a checked file: its sha256, size and modification time when it was checked."""
+    return dest.with_name(dest.name + ".checked")
+
+
+def stamp_text(dest: Path, sha256: str) -> str:
+    stat = dest.stat()
+    return f"{sha256} {stat.st_size} {stat.st_mtime_ns}\n"
+
+
+def already_checked(dest: Path, sha256: str) -> bool:
+    """`dest` holds the file of that sha256: checked before and unchanged since (its size and
+    modification time as its stamp has them), or hashed now: re-hashing the ~1 GB of wheels was
+    ~2 s of CPU in each ./setup (two a CI run) and each test file that reuses the mirror. Pants
+    checks every file it takes from the mirror against its pin again."""
+    if not dest.is_file():
+        return False
+    if stamp(dest).is_file() and stamp(dest).read_text() == stamp_text(dest, sha256):
+        return True
+    if sha256_of(dest) != sha256:
+        return False
+    stamp(dest).write_text(stamp_text(dest, sha256))
+    return True
+
+
+def fetch(locate: Callable[[], Optional[str]], name: str, sha256: str, dest: Path) -> None:
+    """`dest` holding the file: kept if checked, else copied from pip's find-links directories or
+    downloaded from the URL `locate` gives. The index is asked only then: asked for each of the 77
+    files first, a complete mirror took ~7 s of round trips to PyPI to lay out again, and the
+    tests that reuse it reached PyPI."""
+    if already_checked(dest, sha256):
         return
     dest.parent.mkdir(parents=True, exist_ok=True)
     part = dest.with_name(dest.name + ".part")
     copy = local_copy(name)
     if copy is not None and sha256_of(copy) == sha256:
         shutil.copyfile(copy, part)
-    elif url is not None:
+    elif (url := locate()) is not None:
         print(f"  downloading {url}", file=sys.stderr)
         with _open(url) as response, open(part, "wb") as out:
             shutil.copyfileobj(response, out, 1 << 20)
@@ -92,6 +122,7 @@ def fetch(url: Optional[str], name: str, sha256: str, dest: Path) -> None:
         part.unlink()
         raise SystemExit(f"make_mirror: {name} has sha256 {got}, but its pin says {sha256}")
     part.replace(dest)
+    stamp(dest).write_text(stamp_text(dest, sha256))
 
 
 def mirror(dest: Path) -> Dict[str, str]:
@@ -105,7 +136,7 @@ def mirror(dest: Path) -> Dict[str, str]:
         if isinstance(pin, dict)
     ]
     for index_url, project, name, sha256 in wheels:
-        fetch(file_url(index_url, project, name), name, sha256, dest / "files" / name)
+        fetch(partial(file_url, index_url, project, name), name, sha256, dest / "files" / name)
         page = dest / "simple" / re.sub(r"[-_.]+", "-", project).lower()
         page.mkdir(parents=True, exist_ok=True)
         link = (dest / "files" / name).as_uri()
@@ -115,7 +146,7 @@ def mirror(dest: Path) -> Dict[str, str]:
         archive = tomllib.loads((ARCHIVES / f"{key}.toml").read_text())[key]
         url, sha256 = archive["url"], archive["sha256"]
         name = url.rsplit("/", 1)[-1]
-        fetch(url, name, sha256, dest / "files" / name)
+        fetch(lambda url=url: url, name, sha256, dest / "files" / name)
         table[url] = (dest / "files" / name).as_uri()
     return table
 
