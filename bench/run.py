@@ -25,10 +25,12 @@ import sys
 import threading
 import time
 import zipfile
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import torch_sized
-from e2e.reapi_server import BGD_CONFIG, bgd_binary, free_port
+from e2e.reapi_server import serving
 from e2e.redis_server import redis_server
 from e2e.workspace import Workspace, make_fixture_upstreams, require_success
 from mini import make_upstreams
@@ -127,8 +129,7 @@ def loopback_transfer_seconds(nbytes: int) -> float:
 
 
 def remote_cache(out: Path) -> None:
-    server, port = buildgrid(out)
-    try:
+    with buildgrid(out) as port:
         options = ["--pants-config-files=pants.remote-cache.toml", f"--remote-store-address=grpc://127.0.0.1:{port}"]
         upstreams = make_fixture_upstreams(out / "upstreams")
         a = Workspace(out / "a" / "checkout", upstreams, out / "a" / "store", out / "a" / "named", shared_caches=OWN_CACHES)
@@ -148,9 +149,6 @@ def remote_cache(out: Path) -> None:
               ["builds run", "wall s", "machine A cold s", "B / A", "CAS bytes", "raw loopback transfer s", "wall / raw"],
               [[len(run.built), f"{seconds:.2f}", f"{cold:.2f}", f"{seconds / cold:.2f}", nbytes,
                 f"{raw:.4f}", f"{seconds / raw:.0f}x"]])  # fmt: skip
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 C_FILE = """\
@@ -559,27 +557,18 @@ class CountingProxy:
         self._listener.close()
 
 
-def buildgrid(out: Path):
-    port = free_port()
-    (out / "cas").mkdir(parents=True)
-    config = out / "bgd.yml"
-    config.write_text(BGD_CONFIG.format(port=port, storage=out / "cas"))
-    server = subprocess.Popen([bgd_binary(), "server", "start", str(config)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # fmt: skip
-    deadline = time.time() + 60
-    while socket.socket().connect_ex(("127.0.0.1", port)) != 0:
-        assert time.time() < deadline and server.poll() is None, "BuildGrid did not start"
-        time.sleep(0.2)
-    return server, port
+@contextmanager
+def buildgrid(out: Path) -> Iterator[int]:
+    """A BuildGrid cache server on loopback storing under out/cas (e2e's `serving`): its port."""
+    with serving(out) as (address, _):
+        yield int(address.rsplit(":", 1)[1])
 
 
 def big_wheel_remote(out: Path, gib: float) -> None:
     """Machine A builds a GB wheel against BuildGrid. Two second machines with empty stores
     then package it from the cache: B through a proxy that counts the bytes the server
     sends, C straight to the server for the wall time (the proxy, Python, slows the stream)."""
-    server, port = buildgrid(out)
-    proxy = CountingProxy(port)
-    try:
+    with buildgrid(out) as port, closing(CountingProxy(port)) as proxy:
         upstreams = make_fixture_upstreams(out / "upstreams")
         repo = out / "upstreams" / "bigwheel"
         sha = torch_sized.fast_import(repo, torch_sized.big_wheel_files(gib), "big wheel")
@@ -617,10 +606,6 @@ def big_wheel_remote(out: Path, gib: float) -> None:
                 f"{proxy.pulled / written:.3f}", "<= 1.2", f"{raw:.2f}", f"{warm / (startup + 2 * raw):.2f}", "<= 1"]])  # fmt: skip
         rules, outputs = package_split(run.stderr)
         print(f"(C's package: {rules:.1f} s to its cache hits, then {outputs:.1f} s downloading the wheel and writing dist/)")
-    finally:
-        proxy.close()
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def disk_bytes(root: Path) -> int:
@@ -643,9 +628,7 @@ def pulled_per_wheel_byte(out: Path, n_files: int) -> None:
     what it pulls beyond the wheel is what its checks read. B first packages the mini aotriton
     from the cache: what any package brings (Pants' tools, the build venv's bootstrap wheels
     from PyPI, ~3 MB) is in its store before the figure, which is then the big tree's cost."""
-    server, port = buildgrid(out)
-    proxy = CountingProxy(port)
-    try:
+    with buildgrid(out) as port, closing(CountingProxy(port)) as proxy:
         upstreams = make_fixture_upstreams(out / "upstreams")
         repo = out / "upstreams" / "tiny"
         sha = torch_sized.fast_import(repo, torch_sized.big_tree_tiny_wheel_files(n_files), f"{n_files} files")
@@ -685,10 +668,6 @@ def pulled_per_wheel_byte(out: Path, n_files: int) -> None:
               ["builds run", "tree bytes", "pack bytes", "dist/ wheel bytes", "B pulled bytes", "bytes pulled per wheel byte",
                "B store growth bytes (after its warm-up)", "store growth / pack", "goal"],
               [[len(run.built), tree, pack, written, pulled, f"{pulled / written:.1f}", grew, f"{grew / pack:.3f}", "< 0.10"]])  # fmt: skip
-    finally:
-        proxy.close()
-        server.terminate()
-        server.wait(timeout=30)
 
 
 _STAMP = re.compile(r"^(\d\d):(\d\d):(\d\d\.\d+) ")
