@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import subprocess
-import time
 from pathlib import Path
 from typing import Iterator, Tuple
+
+from e2e.local_server import free_port, port_open, running
 
 BGD_CONFIG = """\
 server:
@@ -45,12 +44,6 @@ def bgd_binary() -> str:
     return path
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def serving(root: Path) -> Iterator[Tuple[str, Path]]:
     """A BuildGrid cache server storing under root/cas, its log in root/bgd.log: its address and
@@ -60,17 +53,5 @@ def serving(root: Path) -> Iterator[Tuple[str, Path]]:
     storage.mkdir(parents=True)
     config = root / "bgd.yml"
     config.write_text(BGD_CONFIG.format(port=port, storage=storage))
-    with open(root / "bgd.log", "w") as log:
-        server = subprocess.Popen([bgd_binary(), "server", "start", str(config)], stdout=log, stderr=subprocess.STDOUT)
-        try:
-            deadline = time.time() + 60
-            while True:
-                with socket.socket() as s:
-                    if s.connect_ex(("127.0.0.1", port)) == 0:
-                        break
-                assert server.poll() is None and time.time() < deadline, (root / "bgd.log").read_text()
-                time.sleep(0.2)
-            yield f"grpc://127.0.0.1:{port}", storage
-        finally:
-            server.terminate()
-            server.wait(timeout=30)
+    with running([bgd_binary(), "server", "start", str(config)], root / "bgd.log", port_open(port), timeout=60):
+        yield f"grpc://127.0.0.1:{port}", storage

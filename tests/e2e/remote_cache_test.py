@@ -13,7 +13,8 @@ from typing import Dict, List
 import pytest
 
 import run as bench  # bench/run.py: its counting proxy and disk measure
-from e2e.reapi_server import free_port, serving
+from e2e.local_server import free_port
+from e2e.reapi_server import serving
 from e2e.workspace import Run, Upstreams, Workspace, make_fixture_upstreams, require_success
 
 VLLM = "tests/mini/vllm:wheel"

@@ -1,16 +1,20 @@
 """The harness's housekeeping (workspace.py): its pruning of the caches every copy shares, on real
-directories and the real `flock`, as the build's own script (machine_caches.sh) holds them; and
-what it removes of a stopped pantsd's execution root; how a copy one file of a batch changed is
-put back for the next."""
+directories and the real `flock`, as the build's own script (machine_caches.sh) holds them; what
+it removes of a stopped pantsd's execution root; how a copy one file of a batch changed is put
+back for the next; and how a local server is started and stopped (local_server.py)."""
 
 from __future__ import annotations
 
 import os
 import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 
+import pytest
+
+from e2e.local_server import free_port, port_open, running
 from e2e.workspace import prune_unused_entries, put_tree_back, remove_daemon_leftovers, walk_tree
 
 KEPT_FOR = 3600.0
@@ -109,3 +113,18 @@ def test_a_borrowed_copy_is_put_back_as_made_and_pants_own_folders_stay(tmp_path
     assert (root / "tests/mini/pins/mini-vllm.toml").read_text() == "[mini-vllm]\n"
     assert (root / "rules/rocm_build/register.py").read_text() == "def rules(): ...\n"
     assert tmp_path.exists()  # the link went, not what it pointed at
+
+
+def test_a_local_server_answers_while_running_and_is_stopped_on_leaving(tmp_path: Path) -> None:
+    port = free_port()
+    argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1", "--directory", str(tmp_path)]
+    with running(argv, tmp_path / "server.log", port_open(port), timeout=30) as proc:
+        assert port_open(port)()
+    assert proc.poll() is not None and not port_open(port)()
+
+
+def test_a_server_that_exits_fails_naming_it_with_its_log(tmp_path: Path) -> None:
+    argv = [sys.executable, "-c", "print('cannot bind 127.0.0.1'); raise SystemExit(1)"]
+    with pytest.raises(RuntimeError, match=f"^{Path(sys.executable).name} did not start: cannot bind 127.0.0.1\n$"):
+        with running(argv, tmp_path / "server.log", lambda: False, timeout=30):
+            pass
