@@ -64,7 +64,7 @@ def run_official(pants: Path, ws: Workspace, *args: str) -> Run:
         "PYENV_ROOT": os.environ.get("PYENV_ROOT", str(Path.home() / ".pyenv")),
         "NO_SCIE_WARNING": "1",
         # The stand-in for GitHub's pex release (see the module's docstring).
-        "PANTS_PEX_CLI_URL_TEMPLATE": f"file://{CACHE_ROOT}/pex-{{version}}",
+        "PANTS_PEX_CLI_URL_TEMPLATE": offline["url_template"].replace("%(env.ROCM_PANTS_CACHE)s", str(CACHE_ROOT)),
         "PANTS_PEX_CLI_KNOWN_VERSIONS": repr(offline["known_versions"]),
         # As the other tests: locked build requirements from the fixture wheels, no index.
         "PANTS_ROCM_BUILD_INDEX_URLS": "[]",
