@@ -1,5 +1,5 @@
 """Fixtures shared by the end-to-end files Pants runs in one pytest process (a batch: the files
-tests/e2e/BUILD gives one `batch_compatibility_tag`)."""
+tests/e2e/BUILD gives one `batch_compatibility_tag`), and where every e2e file's scratch goes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,13 @@ from typing import Iterator
 
 import pytest
 
+from e2e.scratch import use_ram_scratch
 from e2e.workspace import Workspace, make_fixture_upstreams
+
+
+def pytest_configure(config) -> None:
+    # Before any tmp_path or copy exists: every file of a run's scratch on the RAM disk (scratch.py).
+    use_ram_scratch()
 
 
 @pytest.fixture(scope="session")

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import tempfile
 import types
 import uuid
 from pathlib import Path
@@ -92,7 +93,10 @@ def refused(ws: Workspace, *args: str, pins_extra: str = "", env: Optional[Dict[
 
 
 def markers() -> List[str]:
-    found = subprocess.run(["find", "/tmp", str(Path.home()), "-xdev", "-name", f"*{MARKER}*"],
+    # The fetch's directory is in a nested sandbox, under this process's temporary folder (on the
+    # RAM disk when there is one: e2e/scratch.py).
+    roots = sorted({"/tmp", tempfile.gettempdir(), str(Path.home())})
+    found = subprocess.run(["find", *roots, "-xdev", "-name", f"*{MARKER}*"],
                            capture_output=True, text=True).stdout  # fmt: skip
     return found.split()
 

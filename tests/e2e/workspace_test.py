@@ -1,7 +1,8 @@
 """The harness's housekeeping (workspace.py): its pruning of the caches every copy shares, on real
 directories and the real `flock`, as the build's own script (machine_caches.sh) holds them; what
 it removes of a stopped pantsd's execution root; how a copy one file of a batch changed is put
-back for the next; and how a local server is started and stopped (local_server.py)."""
+back for the next; how a local server is started and stopped (local_server.py); and where the
+scratch goes (scratch.py)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 import pytest
 
 from e2e.local_server import free_port, port_open, running
+from e2e.scratch import filesystem_type, ram_scratch, use_ram_scratch
 from e2e.workspace import prune_unused_entries, put_tree_back, remove_daemon_leftovers, walk_tree
 
 KEPT_FOR = 3600.0
@@ -128,3 +131,50 @@ def test_a_server_that_exits_fails_naming_it_with_its_log(tmp_path: Path) -> Non
     with pytest.raises(RuntimeError, match=f"^{Path(sys.executable).name} did not start: cannot bind 127.0.0.1\n$"):
         with running(argv, tmp_path / "server.log", lambda: False, timeout=30):
             pass
+
+
+def mounts_naming(tmp_path: Path, fs_type: str) -> Path:
+    """A mount table as /proc/self/mounts writes it, with tmp_path's folder mounted as `fs_type`."""
+    table = tmp_path / "mounts"
+    table.write_text(
+        "/dev/vda / ext4 rw,relatime 0 0\n"
+        f"scratch {str(tmp_path).replace(' ', chr(92) + '040')} {fs_type} rw,nosuid 0 0\n"
+        "proc /proc proc rw 0 0\n"
+    )
+    return table
+
+
+def test_the_longest_mount_point_holding_a_path_names_its_filesystem(tmp_path: Path) -> None:
+    table = mounts_naming(tmp_path, "tmpfs")
+    assert filesystem_type(tmp_path / "a" / "b", table) == "tmpfs"
+    assert filesystem_type(tmp_path, table) == "tmpfs"
+    assert filesystem_type(Path(str(tmp_path) + "-sibling"), table) == "ext4"
+    assert filesystem_type(Path("/proc/self"), table) == "proc"
+
+
+def test_scratch_goes_to_a_tmpfs_with_room_and_nowhere_else(tmp_path: Path) -> None:
+    # tmp_path's real free space (statvfs), its filesystem as the table says.
+    assert ram_scratch(tmp_path, needed=1, mounts=mounts_naming(tmp_path, "tmpfs")) == tmp_path
+    assert ram_scratch(tmp_path, needed=2**62, mounts=mounts_naming(tmp_path, "tmpfs")) is None
+    assert ram_scratch(tmp_path, needed=1, mounts=mounts_naming(tmp_path, "ext4")) is None
+    assert ram_scratch(tmp_path / "missing", needed=1, mounts=mounts_naming(tmp_path, "tmpfs")) is None
+
+
+def test_scratch_is_a_folder_of_this_user_on_the_ram_disk_unless_tmpdir_is_set(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)  # put back after the test
+    monkeypatch.setenv("TMPDIR", "/var/tmp")
+    assert use_ram_scratch(tmp_path, mounts_naming(tmp_path, "tmpfs")) is None and tempfile.gettempdir() != str(tmp_path)
+    monkeypatch.delenv("TMPDIR")
+    scratch = use_ram_scratch(tmp_path, mounts_naming(tmp_path, "tmpfs"))
+    assert scratch == tmp_path / f"rocm-tests-{os.getuid()}" and scratch.is_dir() and scratch.stat().st_mode & 0o777 == 0o700
+    assert os.environ["TMPDIR"] == str(scratch) and tempfile.gettempdir() == str(scratch)
+    assert Path(tempfile.mkdtemp(prefix="rocm-e2e-")).parent == scratch
+
+
+def test_a_scratch_folder_that_is_a_link_is_not_used(tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", tempfile.tempdir)
+    monkeypatch.delenv("TMPDIR", raising=False)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / f"rocm-tests-{os.getuid()}").symlink_to(elsewhere)
+    assert use_ram_scratch(tmp_path, mounts_naming(tmp_path, "tmpfs")) is None and "TMPDIR" not in os.environ

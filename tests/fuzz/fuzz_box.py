@@ -6,7 +6,9 @@ finding (a `note` naming the file or variable); each finding one line a field.""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -16,6 +18,7 @@ from rocm_build.scripts import check_box as BOX
 INSTRUMENTED = [BOX]
 # In memory where there is a tmpfs: a run writes the files that changed since the last.
 ROOT = Path(tempfile.mkdtemp(prefix="fuzz-box-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+atexit.register(shutil.rmtree, ROOT, True)  # each run left its box behind in /dev/shm
 WRITTEN: dict = {}
 FILES = (
     "sys/class/kfd/kfd/topology/nodes/1/properties", "sys/class/kfd/kfd/topology/nodes/2/properties", "proc/self/environ",
