@@ -10,7 +10,9 @@ import os
 import time
 import zipfile
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, Iterator, List, Tuple
+
+import pytest
 
 from e2e.c_demo import UNITS, WHEEL, c_component, demo_upstream, everything_written, launcher_stats, machine
 from e2e.redis_server import redis_cli, redis_server
@@ -54,28 +56,44 @@ def launcher(ws: Workspace, name: str) -> Workspace:
     return ws
 
 
-def test_sccache_caches_objects_and_leaves_no_server(tmp_path: Path) -> None:
-    upstreams, repo, first = demo_upstream(tmp_path)
-    before = sccache_processes()
-    a = launcher(machine(tmp_path, upstreams, "a", repo, first, ""), "sccache")
-    try:
-        require_success(a.package(WHEEL), "with sccache")
-        assert launcher_stats(a, "sccache") == {"hits": 0, "misses": UNITS, "errors": 0}, launcher_stats(a, "sccache")
-        assert left_running(before) == []
-        sccache_objects = extension_bytes(a)
-        # The same objects as a ccache build of the same inputs. On a's store: the launcher is
-        # in the build's key and each has a compiler cache of its own, so this is a full ccache
-        # build (its counts say so), and another machine would prove nothing more.
-        require_success(launcher(a, "ccache").package(WHEEL), "with ccache")
-        assert launcher_stats(a, "ccache")["cache_miss"] == UNITS, launcher_stats(a, "ccache")
-        assert extension_bytes(a) == sccache_objects and sccache_objects
+def remote_storage(ws: Workspace, address: str) -> Workspace:
+    ws.pants_env_extra = {**ws.pants_env_extra, "PANTS_COMPILER_CACHE_CCACHE_REMOTE_STORAGE": address}
+    return ws
 
-        launcher(a, "sccache").pin_extra("demo", repo, make_upstreams.commit(repo, {"csrc/u0.c": "int u0(int x) { return x - 1; }\n"}, "one unit"))
-        require_success(a.package(WHEEL), "one unit changed")
-        assert launcher_stats(a, "sccache") == {"hits": UNITS - 1, "misses": 1, "errors": 0}, launcher_stats(a, "sccache")
-        assert left_running(before) == []
-    finally:
-        a.stop()
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory) -> Iterator[Tuple[Path, str, Workspace]]:
+    """The demo upstream (its repository, its first commit) and machine a, which both the local
+    case and the Redis case build on: each pins commits of its own, so neither finds the other's
+    build in a's store (the remote storage is not in the build's key: it changes where objects
+    are kept, not what is built); and sccache with remote storage keeps nothing on the machine
+    (the local case's first build misses all)."""
+    root = tmp_path_factory.mktemp("sccache")
+    upstreams, repo, first = demo_upstream(root)
+    a = machine(root, upstreams, "a", repo, first, "")
+    yield repo, first, a
+    a.stop()
+
+
+def test_sccache_caches_objects_and_leaves_no_server(demo) -> None:
+    repo, first, a = demo
+    before = sccache_processes()
+    launcher(remote_storage(a, ""), "sccache").pin_extra("demo", repo, first)
+    require_success(a.package(WHEEL), "with sccache")
+    assert launcher_stats(a, "sccache") == {"hits": 0, "misses": UNITS, "errors": 0}, launcher_stats(a, "sccache")
+    assert left_running(before) == []
+    sccache_objects = extension_bytes(a)
+    # The same objects as a ccache build of the same inputs. On a's store: the launcher is
+    # in the build's key and each has a compiler cache of its own, so this is a full ccache
+    # build (its counts say so), and another machine would prove nothing more.
+    require_success(launcher(a, "ccache").package(WHEEL), "with ccache")
+    assert launcher_stats(a, "ccache")["cache_miss"] == UNITS, launcher_stats(a, "ccache")
+    assert extension_bytes(a) == sccache_objects and sccache_objects
+
+    launcher(a, "sccache").pin_extra("demo", repo, make_upstreams.commit(repo, {"csrc/u0.c": "int u0(int x) { return x - 1; }\n"}, "one unit"))
+    require_success(a.package(WHEEL), "one unit changed")
+    assert launcher_stats(a, "sccache") == {"hits": UNITS - 1, "misses": 1, "errors": 0}, launcher_stats(a, "sccache")
+    assert left_running(before) == []
 
 
 def test_sccache_in_a_build_image(tmp_path: Path) -> None:
@@ -90,20 +108,22 @@ def test_sccache_in_a_build_image(tmp_path: Path) -> None:
     assert launcher_stats(ws, "sccache") == {"hits": 0, "misses": UNITS, "errors": 0}, launcher_stats(ws, "sccache")
 
 
-def test_a_second_machine_reuses_objects_through_redis(tmp_path: Path) -> None:
+def test_a_second_machine_reuses_objects_through_redis(demo, tmp_path: Path) -> None:
     # The same Redis server as ccache's remote storage ([compiler-cache] ccache_remote_storage),
     # reached from builds that have no network through the forwarder's socket and a relay on
-    # the build's own loopback.
+    # the build's own loopback. Machine a is the local case's; b is new, its sccache store empty.
     password = "sccache-s3cret"
-    upstreams, repo, first = demo_upstream(tmp_path)
+    repo, _, a = demo
+    # The first commit's units again, and a file the build does not compile: a build new to a.
+    for_a = make_upstreams.commit(repo, {"csrc/u0.c": c_component(0)["csrc/u0.c"], "NOTES": "machine a's build\n"}, "the units again")
     second = make_upstreams.commit(repo, {"csrc/u0.c": c_component(1)["csrc/u0.c"]}, "one unit changed")
-    a = b = None
+    b = None
     before = sccache_processes()
     try:
         with redis_server(tmp_path / "redis", password) as port:
             address = f"redis://:{password}@127.0.0.1:{port}"
-            a = launcher(machine(tmp_path, upstreams, "a", repo, first, address), "sccache")
-            b = launcher(machine(tmp_path, upstreams, "b", repo, second, address), "sccache")
+            launcher(remote_storage(a, address), "sccache").pin_extra("demo", repo, for_a)
+            b = launcher(machine(tmp_path, a.upstreams, "b", repo, second, address), "sccache")
             run_a = require_success(a.package(WHEEL), "machine a")
             assert launcher_stats(a, "sccache") == {"hits": 0, "misses": UNITS, "errors": 0}, launcher_stats(a, "sccache")
             assert int(redis_cli(port, password, "DBSIZE")) >= UNITS
@@ -113,6 +133,6 @@ def test_a_second_machine_reuses_objects_through_redis(tmp_path: Path) -> None:
                 assert password not in run.stdout + run.stderr + everything_written(ws)
         assert left_running(before) == []
     finally:
-        for ws in (a, b):
-            if ws:
-                ws.stop()
+        remote_storage(a, "")
+        if b:
+            b.stop()
