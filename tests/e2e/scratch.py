@@ -6,7 +6,7 @@ Why: the suite creates and deletes files by the million (each nested Pants proce
 sandbox of its own). On a disk-backed ext4 without a journal, as this workplace's root is,
 every new inode is checked against the ones deleted in the last `dirty_expire_centisecs`
 (ext4's `recently_deleted`), so under that churn each file created costs more: 12 % of a whole
-run's CPU was in `__ext4_new_inode` (perf, docs/performance.md). On tmpfs it costs nothing.
+run's CPU samples were in `__ext4_new_inode` (perf, docs/performance.md). On tmpfs it costs nothing.
 A user's TMPDIR wins: set, it is used as it is.
 """
 
@@ -55,8 +55,11 @@ def use_ram_scratch(root: Path = RAM_DISK, mounts: Path = MOUNTS) -> Optional[Pa
     if ram is None:
         return None
     scratch = ram / f"rocm-tests-{os.getuid()}"
-    scratch.mkdir(mode=0o700, exist_ok=True)
-    if scratch.is_symlink() or scratch.stat().st_uid != os.getuid():  # a shared folder: not another user's
+    try:
+        scratch.mkdir(mode=0o700, exist_ok=True)
+        if scratch.is_symlink() or scratch.stat().st_uid != os.getuid():  # a shared folder: not another user's
+            return None
+    except OSError:  # a dangling link or a file there
         return None
     os.environ["TMPDIR"] = str(scratch)
     tempfile.tempdir = None  # gettempdir() reads TMPDIR again
