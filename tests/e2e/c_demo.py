@@ -28,7 +28,12 @@ def machine(tmp_path: Path, upstreams, name: str, repo: Path, sha: str, address:
     ws.path("ccache_demo").mkdir()
     ws.write("ccache_demo/BUILD", 'upstream_repo(name="src", pin="demo", pins_file="tests/mini/pins")\n'
              'rocm_wheel(name="wheel", source=":src", toolchain="tests/mini:llvm", gpu_targets=["gfx1151"]' + fields + ')\n')  # fmt: skip
-    ws.pants_env_extra = {"PANTS_COMPILER_CACHE_CCACHE_REMOTE_STORAGE": address}
+    return remote_storage(ws, address)
+
+
+def remote_storage(ws: Workspace, address: str) -> Workspace:
+    """The compiler cache's remote storage of `ws`'s builds ("" none), kept beside its other variables."""
+    ws.pants_env_extra = {**ws.pants_env_extra, "PANTS_COMPILER_CACHE_CCACHE_REMOTE_STORAGE": address}
     return ws
 
 

@@ -14,7 +14,7 @@ from typing import Dict, Iterator, List, Tuple
 
 import pytest
 
-from e2e.c_demo import UNITS, WHEEL, c_component, demo_upstream, everything_written, launcher_stats, machine
+from e2e.c_demo import UNITS, WHEEL, c_component, demo_upstream, everything_written, launcher_stats, machine, remote_storage
 from e2e.redis_server import redis_cli, redis_server
 from e2e.workspace import Workspace, require_success
 from mini import make_upstreams
@@ -53,11 +53,6 @@ def extension_bytes(ws: Workspace) -> Dict[str, bytes]:
 
 def launcher(ws: Workspace, name: str) -> Workspace:
     ws.pants_env_extra = {**ws.pants_env_extra, "PANTS_COMPILER_CACHE_LAUNCHER": name}
-    return ws
-
-
-def remote_storage(ws: Workspace, address: str) -> Workspace:
-    ws.pants_env_extra = {**ws.pants_env_extra, "PANTS_COMPILER_CACHE_CCACHE_REMOTE_STORAGE": address}
     return ws
 
 
