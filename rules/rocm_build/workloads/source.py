@@ -2,7 +2,7 @@
 
 Which kind of source it is comes from the kinds' union (upstream/sources.py): a tree (an
 `upstream_repo` or `upstream_archive`, fetched and patched as a rocm_wheel's source is), or
-wheels for the venv (a `rocm_wheel`, a `prebuilt_wheel`, or a `target` grouping them).
+a wheel for its venv (a `rocm_wheel` or a `prebuilt_wheel`; a group of wheels goes in `dependencies`).
 """
 
 from __future__ import annotations
@@ -75,8 +75,7 @@ def tree_source(upstream: ResolvedUpstream) -> Dict[str, Any]:
 
 async def wheels_under_test(address: Address, what: str, union_membership: UnionMembership) -> List[Dict[str, Any]]:
     """A wheel source's wheels: one the chain builds with the source its build info records;
-    another kind (a prebuilt wheel, pinned by sha256, or a group of wheels) by its venv wheels'
-    file names. Which it is, its kind of source says (upstream/sources.py)."""
+    a prebuilt wheel (pinned by sha256) by its venv wheel's file name. Which it is, its kind of source says (upstream/sources.py)."""
     targets = await Get(Targets, Addresses([address]))
     if len(targets) == 1 and as_dependency(union_membership.get(SourceFieldSet), targets[0]) == BUILT_WHEEL:
         built = await Get(BuiltRocmWheel, WheelRequest(address))
@@ -113,7 +112,7 @@ async def workload_source(request: WorkloadSourceRequest, union_membership: Unio
             f"{what} names {address.spec}, a `{source.alias}`; it takes an `{UpstreamArchiveTarget.alias}` or "
             f"`{UpstreamRepoTarget.alias}` ({field.wheel_refused})"
         )
-    # A `rocm_wheel` or `prebuilt_wheel` (or what groups them): the venv installs it.
+    # A `rocm_wheel` or `prebuilt_wheel`: the venv installs it.
     return WorkloadSource(EMPTY_DIGEST, (), (address,), json.dumps(await wheels_under_test(address, what, union_membership), sort_keys=True))
 
 
