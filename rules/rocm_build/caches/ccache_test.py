@@ -19,6 +19,7 @@ from rocm_build.caches import ccache
 from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CcacheRemote
 from rocm_build.sandbox_scripts import script_bytes
 from rocm_build.scripts import ccache_remote
+from rocm_build.testutil.ports import closed_port
 
 
 @pytest.mark.parametrize(
@@ -55,12 +56,6 @@ def test_a_bad_address_is_refused(address, why) -> None:
     with pytest.raises(ccache_remote.BadAddress, match=re.escape(why)) as e:
         ccache_remote.parse(address)
     assert "s3cret" not in str(e.value)
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -7,7 +7,6 @@ a server lost and a scheduler down are tests/e2e/sccache_dist_test.py's."""
 from __future__ import annotations
 
 import json
-import socket
 import stat
 from pathlib import Path
 from types import SimpleNamespace
@@ -25,16 +24,11 @@ from rocm_build.caches.sccache_dist import FARM_CACHE, DistToolchain, DistToolch
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR
 from rocm_build.testutil.engine import Asked, drive
+from rocm_build.testutil.ports import closed_port
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
 
 OPTION = "[sccache] dist_scheduler_url (PANTS_SCCACHE_DIST_SCHEDULER_URL)"
 TOKEN = "s3cret-token"
-
-
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

@@ -2,7 +2,7 @@
 the real host tools and mirror step (upstream/mirror_table.py): what runs and what it sees, and
 that its key holds what it pins and the script, never the mirror table. The fetches it serves
 run end to end in tests/e2e/first_run_test.py and rust_test.py (through mirrors) and
-remote_cache_test.py (a download taken from the cache)."""
+remote_cache_test.py (a second machine takes the fetch from the cache)."""
 
 from __future__ import annotations
 
