@@ -15,11 +15,11 @@ import pytest
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
+from e2e.local_server import free_port  # a port nothing listens on: a server that is down
 from rocm_build.caches import ccache
 from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CcacheRemote
 from rocm_build.sandbox_scripts import script_bytes
 from rocm_build.scripts import ccache_remote
-from rocm_build.testutil.ports import closed_port
 
 
 @pytest.mark.parametrize(
@@ -70,7 +70,7 @@ def rule_runner(tmp_path: Path) -> RuleRunner:
 def test_the_address_goes_to_a_private_file_in_a_named_cache_and_a_silent_server_is_a_warning(
     rule_runner: RuleRunner, tmp_path: Path, caplog
 ) -> None:
-    port = closed_port()
+    port = free_port()
     # set_options drops the runner's bootstrap args: name the named caches again, or the rule
     # would write to the real ones.
     named = f"--named-caches-dir={tmp_path / 'named'}"

@@ -19,12 +19,12 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.process import FallibleProcessResult
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
+from e2e.local_server import free_port  # a port nothing listens on: a server that is down
 from rocm_build.caches import sccache_dist
 from rocm_build.caches.sccache_dist import FARM_CACHE, DistToolchain, DistToolchainRequest, SccacheFarm, pack_dist_toolchain
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR
 from rocm_build.testutil.engine import Asked, drive
-from rocm_build.testutil.ports import closed_port
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
 
 OPTION = "[sccache] dist_scheduler_url (PANTS_SCCACHE_DIST_SCHEDULER_URL)"
@@ -57,7 +57,7 @@ def test_a_scheduler_that_does_not_answer_is_a_warning_and_the_token_stays_in_a_
 ) -> None:
     token_file = tmp_path / "token"
     token_file.write_text(f"{TOKEN}\n")
-    url = f"http://127.0.0.1:{closed_port()}"
+    url = f"http://127.0.0.1:{free_port()}"
     found = farm(rule_runner, named, f"--sccache-dist-scheduler-url={url}", f"--sccache-dist-token-file={token_file}")
     assert (found.shown, found.servers) == (url, 0)
     assert found.problem.startswith("cannot connect: [Errno 111] Connection refused")
