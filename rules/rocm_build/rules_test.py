@@ -24,6 +24,7 @@ from pants.engine.unions import UnionRule
 from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import register
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 
 ALL_RULES = register.rules()
 # What the plugin's rules produce, and the union members it registers: the types a caller cannot
@@ -72,4 +73,4 @@ def test_every_module_with_rules_is_found() -> None:
 def test_a_module_rules_alone_build_a_rule_graph(module: ModuleType) -> None:
     rules = list(module.rules())
     # Raises where the list is incomplete, naming the rule and the type nothing returns.
-    RuleRunner(rules=[*rules, *queries(rules)], target_types=register.target_types())
+    isolated_rule_runner(rules=[*rules, *queries(rules)], target_types=register.target_types())

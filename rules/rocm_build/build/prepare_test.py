@@ -14,7 +14,7 @@ import zipfile
 from pathlib import Path
 
 from pants.engine.addresses import Address
-from pants.testutil.rule_runner import QueryRule, RuleRunner
+from pants.testutil.rule_runner import QueryRule
 
 from e2e.git_http_server import serving_git
 from e2e.http_server import serving
@@ -23,6 +23,7 @@ from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
 from rocm_build.locks import lockfile
 from rocm_build.build import build
 from rocm_build.prepare.inputs import BuildHost, BuildHostRequest, PreparedWheelBuild
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.wheel.build_spec import WheelBuildSpec, WheelRequest
@@ -71,7 +72,7 @@ def test_a_first_build_downloads_its_independent_inputs_at_once(tmp_path: Path) 
         dists=(lockfile.LockedDist("mini-dep", "1.0", wheel_sha, DEP),), left_out=(),
         regenerate="pants lock-build-requirements components/mini:wheel",
     )  # fmt: skip
-    runner = RuleRunner(
+    runner = isolated_rule_runner(
         rules=[
             *build.rules(),
             QueryRule(WheelBuildSpec, [WheelRequest]),
@@ -80,11 +81,10 @@ def test_a_first_build_downloads_its_independent_inputs_at_once(tmp_path: Path) 
             QueryRule(PreparedWheelBuild, [WheelRequest]),
         ],
         target_types=[RocmWheelTarget, UpstreamRepoTarget, UpstreamArchiveTarget, RocmToolchainTarget],
-        isolated_local_store=True,
         # PyPI traffic (the bootstrap wheels) passes an intercepting proxy (pants.toml's `ca_certs_path`).
         ca_certs_path="/etc/ssl/certs/ca-certificates.crt",
+        named_caches=tmp_path / "named",  # a first run: no pip cache
         bootstrap_args=[
-            f"--named-caches-dir={tmp_path / 'named'}",  # a first run: no pip cache
             # Every download is a process (git, pip, fetch_archive.py), and Pants runs as many
             # processes at once as the machine has cores: as on a build box, not CI's 2 cores.
             "--process-execution-local-parallelism=4",

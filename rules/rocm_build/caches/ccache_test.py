@@ -20,6 +20,7 @@ from rocm_build.caches import ccache
 from rocm_build.caches.ccache import CCACHE_REMOTE_CACHE, CcacheRemote
 from rocm_build.sandbox_scripts import script_bytes
 from rocm_build.scripts import ccache_remote
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 
 
 @pytest.mark.parametrize(
@@ -60,10 +61,9 @@ def test_a_bad_address_is_refused(address, why) -> None:
 
 @pytest.fixture
 def rule_runner(tmp_path: Path) -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[*ccache.rules(), QueryRule(CcacheRemote, [])],
-        bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
-        isolated_local_store=True,
+        named_caches=tmp_path / "named",
     )
 
 

@@ -25,6 +25,7 @@ from rocm_build.caches.sccache_dist import FARM_CACHE, DistToolchain, DistToolch
 from rocm_build.errors import RocmBuildError
 from rocm_build.sandbox_scripts import SCRIPTS_DIR
 from rocm_build.testutil.engine import Asked, drive
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain
 
 OPTION = "[sccache] dist_scheduler_url (PANTS_SCCACHE_DIST_SCHEDULER_URL)"
@@ -38,10 +39,9 @@ def named(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def rule_runner(named: Path) -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[*sccache_dist.rules(), QueryRule(SccacheFarm, [])],
-        bootstrap_args=[f"--named-caches-dir={named}"],
-        isolated_local_store=True,
+        named_caches=named,
     )
 
 

@@ -13,6 +13,7 @@ from rocm_build.checks import shared_patch_sets
 from rocm_build.checks.findings import Findings
 from rocm_build.checks.shared_patch_sets import SharedPatchSetsRequest
 from rocm_build.testutil.git_fixtures import ARCHS_PATCH, ARCHS_SETUP, commit_files, init_repo, pins_toml
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.upstream.target_types import PatchSetTarget, UpstreamArchiveTarget, UpstreamRepoTarget
 
 HEADER = "Why: a\nUpstream: none\nDrop when: c\n\n"
@@ -22,10 +23,9 @@ SRC = Address("components/fa", target_name="src")
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[*shared_patch_sets.rules(), QueryRule(Findings, [SharedPatchSetsRequest])],
         target_types=[UpstreamRepoTarget, UpstreamArchiveTarget, PatchSetTarget],
-        isolated_local_store=True,
     )
 
 

@@ -16,6 +16,7 @@ from pants.util.frozendict import FrozenDict
 from rocm_build.checks.upstream_steps import download_findings, hook_findings
 from rocm_build.rust.cargo import cargo_config
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream import tree_scan_rules, upstream_repo
 from rocm_build.upstream.target_types import PatchSetTarget, UpstreamRepoTarget
@@ -123,7 +124,7 @@ PATCH = """\
 @pytest.fixture
 def rule_runner() -> RuleRunner:
     # What the steps' findings are read from (the findings themselves are plain functions of it).
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[
             *upstream_repo.rules(),
             *tree_scan_rules.rules(),
@@ -135,7 +136,6 @@ def rule_runner() -> RuleRunner:
             QueryRule(ChainVersions, [ChainVersionsRequest]),
         ],
         target_types=[RocmWheelTarget, UpstreamRepoTarget, PatchSetTarget, RocmToolchainTarget],
-        isolated_local_store=True,
     )
 
 

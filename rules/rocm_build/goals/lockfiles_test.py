@@ -21,6 +21,7 @@ from rocm_build.goals.lockfiles import GenerateRocmLockfile, KnownRocmLockNamesR
 from rocm_build.install.chain_stubs import stub_wheel
 from rocm_build.locks.lockfile import resolve_name
 from rocm_build.testutil.git_fixtures import pins_toml
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import UpstreamRepoTarget
 from rocm_build.wheel.target_types import RocmWheelTarget
@@ -39,7 +40,7 @@ rocm_wheel(name='c', source=':b-src', toolchain=':llvm', python='3.12', build_re
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = RuleRunner(
+    runner = isolated_rule_runner(
         # Our members of `generate-lockfiles`, the goal itself, and the two goals whose bytes it must write.
         rules=[
             *lockfiles.rules(),
@@ -50,7 +51,6 @@ def rule_runner() -> RuleRunner:
             QueryRule(UserGenerateLockfiles, [RequestedRocmLockNames]),
         ],
         target_types=[RocmWheelTarget, UpstreamRepoTarget, RocmToolchainTarget],
-        isolated_local_store=True,
         # The engine downloads the build venv's pip (PyPI, through this machine's proxy).
         ca_certs_path="/etc/ssl/certs/ca-certificates.crt",  # as pants.toml says
     )

@@ -10,6 +10,7 @@ from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build.goals import patch_header_lint
 from rocm_build.goals.patch_header_lint import PatchHeadersRequest, PatchSetFieldSet
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.upstream.target_types import PatchSetTarget
 
 DIFF = "--- a/f.py\n+++ b/f.py\n@@ -1 +1 @@\n-a\n+b\n"
@@ -19,7 +20,7 @@ GOOD = "Why: f.py says a.\nUpstream: none (ours).\nDrop when: never.\n\n" + DIFF
 @pytest.fixture
 def rule_runner() -> RuleRunner:
     # The lint member's own rules, and Pants' lint types it answers: no plugin-wide registry.
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[
             *patch_header_lint.rules(),
             QueryRule(Partitions, [PatchHeadersRequest.PartitionRequest]),

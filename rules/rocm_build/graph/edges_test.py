@@ -22,6 +22,7 @@ from rocm_build.graph.edges import inside, nearest_owner, one_edge_each, script_
 from rocm_build.prebuilt import target_generator
 from rocm_build.prebuilt.target_generator import PrebuiltWheelsTarget
 from rocm_build.testutil.git_fixtures import pins_toml
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import PrebuiltWheelTarget, UpstreamRepoTarget
 from rocm_build.wheel.target_types import RocmWheelTarget, WheelDependenciesField
@@ -32,7 +33,7 @@ GIT = {"url": "file:///nowhere", "track": "main", "commit": "a" * 40}
 @pytest.fixture
 def rule_runner() -> RuleRunner:
     # The graph's rules, the generator of `prebuilt_wheels`, and Pants' `files`, which own the input files.
-    runner = RuleRunner(
+    runner = isolated_rule_runner(
         rules=[
             *edges.rules(),
             *declared.rules(),
@@ -46,7 +47,6 @@ def rule_runner() -> RuleRunner:
             FilesGeneratorTarget, FileTarget,
         ],
         objects={"parametrize": Parametrize},
-        isolated_local_store=True,
     )  # fmt: skip
     runner.write_files(
         {

@@ -27,6 +27,7 @@ from rocm_build.install.runtime_set import (
     merged_env,
 )
 from rocm_build.install.sdk_modules import index_requirements, sdk_requirements
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import UpstreamRepoTarget
 from rocm_build.wheel.target_types import RocmWheelTarget
@@ -112,10 +113,9 @@ def test_run_time_lock_format_and_staleness() -> None:
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = RuleRunner(
+    runner = isolated_rule_runner(
         rules=[*runtime_set.rules(), QueryRule(RuntimeSet, [RuntimeSetRequest])],
         target_types=[RocmWheelTarget, UpstreamRepoTarget, RocmToolchainTarget],
-        isolated_local_store=True,
     )
     commit = {"url": "file:///nowhere", "track": "main", "commit": "a" * 40}
     runner.write_files(

@@ -20,6 +20,7 @@ from rocm_build.pins.update.prebuilt_index import requires_rocm
 from rocm_build.prebuilt.wheel_rules import PrebuiltRequest, PrebuiltSpec, missing_device_wheels
 from rocm_build.programs.update_pins import main
 from rocm_build.testutil.git_fixtures import commit_files, git, init_repo, pins_toml
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import PrebuiltWheelTarget, UpstreamRepoTarget
 from rocm_build.wheel import build_spec
@@ -223,10 +224,9 @@ def test_requires_rocm_reads_requirements_and_markers_as_packaging_does() -> Non
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = RuleRunner(
+    runner = isolated_rule_runner(
         rules=[*build_spec.rules(), QueryRule(WheelBuildSpec, [WheelRequest]), QueryRule(PrebuiltSpec, [PrebuiltRequest])],
         target_types=[RocmWheelTarget, UpstreamRepoTarget, PrebuiltWheelTarget, RocmToolchainTarget],
-        isolated_local_store=True,
     )
     tables = {
         "therock-torch": {"project": "torch", "track": f"=={TORCH}"},

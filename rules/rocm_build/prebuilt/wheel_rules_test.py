@@ -10,12 +10,13 @@ import pytest
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
-from pants.testutil.rule_runner import QueryRule, RuleRunner
+from pants.testutil.rule_runner import QueryRule
 
 from rocm_build.pins.tables import PrebuiltPin
 from rocm_build.pins.update.prebuilt_index import IndexFile, fits, newest, requires_rocm
 from rocm_build.prebuilt import wheel_rules
 from rocm_build.prebuilt.wheel_rules import FetchedPrebuilt, PrebuiltRequest, PrebuiltSpec
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.upstream.target_types import PrebuiltWheelTarget
 
 INDEX = "https://rocm.nightlies.amd.com/v2/gfx1151/"
@@ -82,10 +83,9 @@ def test_a_wheel_that_fails_its_own_record_is_refused_naming_target_pin_and_memb
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=httpd.serve_forever, daemon=True).start()
     index_url = f"http://127.0.0.1:{httpd.server_address[1]}/simple/"
-    rule_runner = RuleRunner(
+    rule_runner = isolated_rule_runner(
         rules=[*wheel_rules.rules(), QueryRule(FetchedPrebuilt, [PrebuiltRequest]), QueryRule(DigestContents, [Digest])],
         target_types=[PrebuiltWheelTarget],
-        isolated_local_store=True,
     )
 
     def fetch(code: bytes) -> FetchedPrebuilt:

@@ -22,6 +22,7 @@ from rocm_build.prepare.inputs import BuiltRocmWheel
 from rocm_build.provenance import signing
 from rocm_build.provenance.signing import WheelWithProvenance
 from rocm_build.provenance.statement import BUILD_TYPE, PAYLOAD_TYPE, pae
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 
 WHEEL = "mini_vllm-1.0.0+llvm19gfx1151.k2217db16-cp311-cp311-linux_x86_64.whl"
 SOURCE = {"pin": "mini-vllm", "url": "file:///tmp/rocm-pants-mini/vllm", "commit": "e8" * 20, "patches": [{"path": "tests/mini/patches/vllm/0001.patch", "sha256": "c2" * 32}]}
@@ -52,7 +53,7 @@ INFO = {
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return RuleRunner(rules=[*signing.rules(), QueryRule(Digest, [WheelWithProvenance]), QueryRule(DigestContents, [Digest])])
+    return isolated_rule_runner(rules=[*signing.rules(), QueryRule(Digest, [WheelWithProvenance]), QueryRule(DigestContents, [Digest])])
 
 
 def a_wheel() -> bytes:

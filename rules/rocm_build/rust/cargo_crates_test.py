@@ -47,6 +47,7 @@ from rocm_build.rust.cargo_crates import (
 )
 from rocm_build.rust.cargo_lock import GitCrate, RegistryCrate
 from rocm_build.testutil.engine import Asked, drive
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.upstream.archives import FETCH_ARCHIVE, Unpacked, UnpackRequest
 from rocm_build.upstream.fetch import TREE_DIR, FetchedTree, FetchRequest
 from rocm_build.upstream.source_tree import CheckedOut, CheckoutRequest, SourceTree
@@ -74,13 +75,12 @@ REPO = {"Cargo.toml": WORKSPACE, "README.md": "# greeting\n", "greeting/Cargo.to
 @pytest.fixture(scope="module")
 def engine() -> RuleRunner:
     # Only the intrinsics: one engine for the module, nothing in it depends on a test's files.
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[
             *(QueryRule(Digest, [t]) for t in (CreateDigest, AddPrefix, MergeDigests, RemovePrefix, DigestSubset)),
             QueryRule(DigestContents, [Digest]),
             QueryRule(DigestContents, [DigestSubset]),
         ],
-        isolated_local_store=True,
     )
 
 

@@ -7,10 +7,11 @@ from typing import Optional, Tuple
 
 import pytest
 from pants.engine.rules import collect_rules, rule
-from pants.testutil.rule_runner import QueryRule, RuleRunner
+from pants.testutil.rule_runner import QueryRule
 
 from rocm_build.subsystems.build_isolation import BuildIsolationSubsystem
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 
 
 @dataclass(frozen=True)
@@ -26,7 +27,7 @@ async def read_isolation(isolation: BuildIsolationSubsystem, settings: RocmBuild
 
 
 def isolation(*options: str) -> Isolation:
-    rule_runner = RuleRunner(rules=[*collect_rules(), QueryRule(Isolation, [])])
+    rule_runner = isolated_rule_runner(rules=[*collect_rules(), QueryRule(Isolation, [])])
     rule_runner.set_options(list(options))
     return rule_runner.request(Isolation, [])
 

@@ -7,10 +7,11 @@ from dataclasses import dataclass
 import pytest
 from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.rules import collect_rules, rule
-from pants.testutil.rule_runner import QueryRule, RuleRunner
+from pants.testutil.rule_runner import QueryRule
 
 from rocm_build.subsystems.compiler_cache import CompilerCacheSubsystem
 from rocm_build.subsystems.rocm_build import RocmBuildSubsystem
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 
 
 @dataclass(frozen=True)
@@ -25,7 +26,7 @@ async def read_compiler_cache(compilers: CompilerCacheSubsystem, settings: RocmB
 
 
 def compiler_cache(*options: str) -> CompilerCache:
-    rule_runner = RuleRunner(rules=[*collect_rules(), QueryRule(CompilerCache, [])])
+    rule_runner = isolated_rule_runner(rules=[*collect_rules(), QueryRule(CompilerCache, [])])
     rule_runner.set_options(list(options))
     return rule_runner.request(CompilerCache, [])
 

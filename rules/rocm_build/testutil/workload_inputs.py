@@ -23,6 +23,7 @@ from rocm_build import declared
 from rocm_build.graph import edges
 from rocm_build.prebuilt import target_generator
 from rocm_build.subsystems.host_tools import HostTools
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
 from rocm_build.toolchain.isolation import NetworkIsolation
 from rocm_build.upstream import sources
@@ -110,7 +111,7 @@ def workload_rule_runner(*queries: Any, target_types: Iterable[Type[Target]] = (
     """workloads/'s rules, the stand-ins above, the two small rules of graph/ it reads (the
     declared dependencies, a file's owner) and the prebuilt_wheels generator, with `queries`;
     the target types a test's BUILD files write, and `target_types`."""
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[
             # workloads/' own rules, not their rules() (which bring the real ones of what the
             # stand-ins below stand for: two sources of one product).
@@ -141,5 +142,4 @@ def workload_rule_runner(*queries: Any, target_types: Iterable[Type[Target]] = (
             UpstreamRepoTarget,
             *target_types,
         ],
-        isolated_local_store=True,
     )

@@ -7,6 +7,7 @@ from pants.engine.addresses import Address
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain import rocm_sdk
 from rocm_build.toolchain.rocm_sdk import ResolvedToolchain, ToolchainRequest
 from rocm_build.toolchain.target_types import RocmToolchainTarget
@@ -16,10 +17,9 @@ LLVM = Address("tc", target_name="llvm")
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[*rocm_sdk.rules(), QueryRule(ResolvedToolchain, [ToolchainRequest])],
         target_types=[RocmToolchainTarget],
-        isolated_local_store=True,
     )
 
 

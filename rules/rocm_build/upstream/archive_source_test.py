@@ -20,6 +20,7 @@ from rocm_build.errors import RocmBuildError
 from rocm_build.subsystems import host_tools
 from rocm_build.subsystems.host_tools import HostTools
 from rocm_build.testutil.engine import drive
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.upstream.archive_source import ArchivePackRequest, pack_archive
 from rocm_build.upstream.archives import UnpackedArchive
 from rocm_build.upstream.fetch import PACK_DIR, FetchedTree
@@ -31,7 +32,7 @@ SPEC = SimpleNamespace(url="https://files.example/flash_attn-2.8.3.tar.gz")  # t
 
 @pytest.fixture(scope="module")
 def rule_runner() -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[
             *host_tools.rules(),
             QueryRule(HostTools, []),
@@ -40,7 +41,6 @@ def rule_runner() -> RuleRunner:
             QueryRule(DigestContents, [DigestSubset]),
             *(QueryRule(Digest, [t]) for t in (CreateDigest, AddPrefix, MergeDigests, DigestSubset)),
         ],
-        isolated_local_store=True,
     )
 
 

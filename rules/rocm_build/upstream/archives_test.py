@@ -16,6 +16,7 @@ from pants.engine.fs import Digest, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.upstream import archives
 from rocm_build.upstream.archives import ArchiveRequest, FetchedArchive
 from rocm_build.upstream.target_types import PatchSetTarget, UpstreamArchiveTarget
@@ -53,13 +54,10 @@ def server(tmp_path: Path):
 
 @pytest.fixture
 def rule_runner(tmp_path) -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[*archives.rules(), QueryRule(FetchedArchive, [ArchiveRequest]), QueryRule(DigestContents, [Digest])],
         target_types=[UpstreamArchiveTarget, PatchSetTarget],
-        isolated_local_store=True,
-        # Named caches of its own: the mirror table lives in one (upstream/mirror_table.py), and every
-        # other test that fetches at the same time writes its own table (none) into the shared one.
-        bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
+        named_caches=tmp_path / "named",
     )
 
 

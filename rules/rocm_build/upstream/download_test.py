@@ -20,6 +20,7 @@ from pants.util.logging import LogLevel
 from rocm_build.sandbox_scripts import SCRIPTS_DIR
 from rocm_build.script_modules import script_bytes
 from rocm_build.subsystems.host_tools import REMOTE_CACHE_FIRST_MILLIS, HostTools
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.upstream import download
 from rocm_build.upstream.download import DOWNLOAD_TIMEOUT_SECONDS, DownloadProcess
 
@@ -36,10 +37,9 @@ PACK = DownloadProcess(
 
 @pytest.fixture
 def rule_runner(tmp_path: Path) -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[*download.rules(), QueryRule(Process, [DownloadProcess]), QueryRule(HostTools, []), QueryRule(DigestContents, [Digest])],
-        bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
-        isolated_local_store=True,
+        named_caches=tmp_path / "named",
     )
 
 

@@ -4,6 +4,11 @@ Each Pants session writes the table into a named cache that the fetch processes 
 caches are not part of a process's key; scripts/mirrors.py), so moving to a mirror or off it
 rebuilds nothing and a remote cache entry made through a mirror serves machines without it.
 What a fetch gets is still checked against its pin (commit, sha256).
+
+The named cache holds one table per named caches directory, the latest session's: a Pants with
+another table (or none) that shares the directory replaces it under a running session. Hence each
+unit test's own named caches (testutil/isolated_rule_runner.py); two checkouts with different
+tables run at once need `[GLOBAL] named_caches_dir` apart (docs/pins-and-patches.md).
 """
 
 from __future__ import annotations

@@ -15,6 +15,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build.errors import RocmBuildError
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.upstream import mirror_table
 from rocm_build.upstream.mirror_table import MIRRORS_CACHE, Mirrors
 
@@ -28,10 +29,9 @@ def named_caches(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def rule_runner(named_caches: Path) -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[*mirror_table.rules(), QueryRule(Mirrors, [])],
-        bootstrap_args=[f"--named-caches-dir={named_caches}"],
-        isolated_local_store=True,
+        named_caches=named_caches,
     )
 
 

@@ -11,6 +11,7 @@ from pants.engine.rules import QueryRule
 from pants.testutil.rule_runner import RuleRunner
 
 from rocm_build.prebuilt.target_generator import PrebuiltWheelsTarget
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream import sources
 from rocm_build.upstream.sources import SourceDescription, SourceRequest
@@ -21,7 +22,7 @@ from rocm_build.wheel.target_types import RocmWheelTarget
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = RuleRunner(
+    runner = isolated_rule_runner(
         rules=[*sources.rules(), *source_kind.rules(), QueryRule(SourceDescription, [SourceRequest])],
         target_types=[
             UpstreamRepoTarget, UpstreamArchiveTarget, PrebuiltWheelTarget, PrebuiltWheelsTarget, RocmWheelTarget,

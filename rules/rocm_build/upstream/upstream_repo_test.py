@@ -15,6 +15,7 @@ from pants.engine.rules import rule
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build.testutil.git_fixtures import commit_files, init_repo, pins_toml
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.upstream.patching import with_parents
 from rocm_build.upstream.source_tree import MergedTree, MergedTreeRequest, SourceTree, source_files
 from rocm_build.upstream import upstream_repo
@@ -65,7 +66,7 @@ async def read_files(request: ReadFiles) -> FilesRead:  # source_files is a help
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    return RuleRunner(
+    return isolated_rule_runner(
         rules=[
             *upstream_repo.rules(),
             QueryRule(ResolvedUpstream, [UpstreamRequest]),
@@ -78,7 +79,6 @@ def rule_runner() -> RuleRunner:
             QueryRule(FilesRead, [ReadFiles]),
         ],
         target_types=[UpstreamRepoTarget, UpstreamArchiveTarget, PatchSetTarget],
-        isolated_local_store=True,
     )
 
 

@@ -17,6 +17,7 @@ from pants.engine.internals.scheduler import ExecutionError
 from pants.engine.process import Process
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.toolchain.target_types import RocmToolchainTarget
 from rocm_build.upstream.target_types import UpstreamArchiveTarget, UpstreamRepoTarget
 from rocm_build.wheel import build_process, build_spec
@@ -34,7 +35,7 @@ WHEEL = Address("components/mini", target_name="wheel")
 
 @pytest.fixture
 def rule_runner(tmp_path) -> RuleRunner:
-    runner = RuleRunner(
+    runner = isolated_rule_runner(
         # The process, and the spec it is made from (the tests build the rest of its request).
         rules=[
             *build_process.rules(),
@@ -45,11 +46,10 @@ def rule_runner(tmp_path) -> RuleRunner:
             QueryRule(DigestContents, [Digest]),
         ],
         target_types=[RocmWheelTarget, UpstreamRepoTarget, UpstreamArchiveTarget, RocmToolchainTarget],
-        isolated_local_store=True,
         # PyPI traffic here passes an intercepting proxy (pants.toml's `ca_certs_path`).
         ca_certs_path="/etc/ssl/certs/ca-certificates.crt",
         # Named caches of its own: the sccache test links a toolchain into one.
-        bootstrap_args=[f"--named-caches-dir={tmp_path / 'named'}"],
+        named_caches=tmp_path / "named",
     )
     runner.write_files(
         {

@@ -15,6 +15,7 @@ from pants.testutil.rule_runner import QueryRule, RuleRunner
 
 from rocm_build.scripts.wheel_zip import record_line
 from rocm_build.subsystems import bootstrap_wheels
+from rocm_build.testutil.isolated_rule_runner import isolated_rule_runner
 from rocm_build.testutil.workload_inputs import isolation_stand_in
 from rocm_build.toolchain import interpreters
 from rocm_build.toolchain.interpreters import BuildPython, BuildPythonRequest
@@ -43,7 +44,7 @@ def tiny_wheel() -> bytes:
 
 @pytest.fixture
 def rule_runner() -> RuleRunner:
-    runner = RuleRunner(
+    runner = isolated_rule_runner(
         rules=[
             # The module's own rules and the real ones of what it asks for, but the network
             # setting's (on, as a stand-in: the install runs in a network namespace of its own).
@@ -57,7 +58,6 @@ def rule_runner() -> RuleRunner:
             QueryRule(DigestContents, [Digest]),
             QueryRule(DigestEntries, [Digest]),
         ],
-        isolated_local_store=True,
         # PyPI traffic (the pinned pip) passes an intercepting proxy (pants.toml's `ca_certs_path`).
         ca_certs_path="/etc/ssl/certs/ca-certificates.crt",
     )
