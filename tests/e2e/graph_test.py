@@ -114,6 +114,14 @@ def test_a_wheel_built_from_an_archive_depends_on_both_its_locks_and_only_the_wh
     assert not [a for a in from_sdist if "setuptools" in a]
 
 
+# What the locks of a wheel built from an archive select: it, the kernel test of what it builds,
+# and the choices tests that import that test's workload.
+FROM_SDIST = [
+    "components/flash_attention:choices", "components/flash_attention:choices-unpatched", "components/flash_attention:kernels",
+    "components/flash_attention:wheel-from-sdist",
+]
+
+
 @pytest.mark.parametrize(
     "path, edit, selected",
     [
@@ -127,24 +135,23 @@ def test_a_wheel_built_from_an_archive_depends_on_both_its_locks_and_only_the_wh
         # A run-time lock: the wheel whose install set it locks, and those built on it.
         ("3rdparty/run/py3.11/mini-flash_attention.lock", "# touched\n", CHAIN[2:]),
         # A workload's module: its kernel test and the choices test whose workload imports it.
-        ("components/vllm/kernels_workload.py", "# touched\n", ["components/vllm:kernels", "components/vllm:choices"]),
+        ("components/vllm/kernels_workload.py", "# touched\n",
+         ["components/vllm:kernels", "components/vllm:choices", "components/vllm:choices-unpatched"]),
         ("components/flash_attention/kernels_workload.py", "# touched\n",
-         ["components/flash_attention:kernels", "components/flash_attention:choices"]),
+         ["components/flash_attention:kernels", "components/flash_attention:choices", "components/flash_attention:choices-unpatched"]),
         # The real components: a patch selects both upstreams it patches, their wheels and the
-        # kernel and choice tests of the patched sdist.
+        # kernel and choice tests of the patched sdist (and the unpatched sdist's choices test,
+        # whose workload imports the kernel test's).
         ("patches/vllm/0001-hip-archs-gfx1151.edit.toml", "# touched\n",
-         ["components/vllm:choices", "components/vllm:kernels", "components/vllm:sdist", "components/vllm:src",
-          "components/vllm:wheel", "components/vllm:wheel-on-therock"]),
+         ["components/vllm:choices", "components/vllm:choices-unpatched", "components/vllm:kernels", "components/vllm:sdist",
+          "components/vllm:src", "components/vllm:wheel", "components/vllm:wheel-on-therock"]),
         ("components/pins/vllm.toml", "# moved\n", ["components/vllm:src", "components/vllm:wheel", "components/vllm:wheel-on-therock"]),
         ("components/archives/flash-attention-sdist.toml", "# moved\n",
-         ["components/flash_attention:choices", "components/flash_attention:kernels", "components/flash_attention:sdist",
-          "components/flash_attention:wheel-from-sdist"]),
-        # The locks of a wheel built from an archive: it, the kernel test of what it builds, and the
-        # choices test that imports that test's workload.
-        ("3rdparty/build/py3.11/flash-attention-sdist.lock", "# touched\n",
-         ["components/flash_attention:choices", "components/flash_attention:kernels", "components/flash_attention:wheel-from-sdist"]),
-        ("3rdparty/run/py3.11/flash-attention-sdist.wheel-from-sdist.lock", "# touched\n",
-         ["components/flash_attention:choices", "components/flash_attention:kernels", "components/flash_attention:wheel-from-sdist"]),
+         ["components/flash_attention:choices", "components/flash_attention:choices-unpatched", "components/flash_attention:kernels",
+          "components/flash_attention:sdist", "components/flash_attention:sdist-unpatched", "components/flash_attention:wheel-from-sdist"]),
+        # The locks of a wheel built from an archive (FROM_SDIST).
+        ("3rdparty/build/py3.11/flash-attention-sdist.lock", "# touched\n", FROM_SDIST),
+        ("3rdparty/run/py3.11/flash-attention-sdist.wheel-from-sdist.lock", "# touched\n", FROM_SDIST),
     ],
     ids=["patch", "pin", "prebuilt pin", "build lock", "run-time lock", "vllm workload module", "flash-attention workload module",
          "real patch", "real pin", "archive pin", "archive wheel's build lock", "archive wheel's run-time lock"],
@@ -193,7 +200,7 @@ def e2e_tests(files: List[str]) -> List[str]:
     [
         ("patches/vllm/0001-hip-archs-gfx1151.edit.toml",
          ["components/vllm:src", "components/vllm:wheel", "components/vllm:wheel-on-therock"],
-         ["components/vllm:choices", "components/vllm:kernels", *e2e_tests(READ_COMPONENTS)]),
+         ["components/vllm:choices", "components/vllm:choices-unpatched", "components/vllm:kernels", *e2e_tests(READ_COMPONENTS)]),
         # A moved pin: the git upstream and its wheels, the end-to-end files that copy components/,
         # and the two plugin tests that read the pins as the docs name them; not their siblings.
         ("components/pins/vllm.toml",
