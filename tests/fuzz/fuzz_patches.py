@@ -5,9 +5,11 @@ no path it lets through may be absolute or climb out of the tree."""
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
+import shutil
 import sys
 import tempfile
 
@@ -16,6 +18,7 @@ from rocm_build.scripts import apply_patches as APPLY
 
 INSTRUMENTED = [APPLY]
 WORK = tempfile.mkdtemp(prefix="fuzz-patches-")
+atexit.register(shutil.rmtree, WORK, True)  # as fuzz_box's: each run left one in /tmp
 DIFF, EDIT = os.path.join(WORK, "0001-fix.patch"), os.path.join(WORK, "0002-fix.edit.toml")
 
 SEEDS = [

@@ -18,7 +18,6 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-import tempfile
 import types
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,9 +75,10 @@ class Outcome:
     crashes: Sequence[Path]  # the inputs that crashed, to turn into regression tests
 
 
-def fuzz_for(target: types.ModuleType, seconds: int) -> Outcome:
-    """Fuzzes `target` for `seconds` in a forked child (libFuzzer ends its process)."""
-    work = Path(tempfile.mkdtemp(prefix=f"fuzz-{target.__name__.rsplit('.', 1)[-1]}-"))
+def fuzz_for(target: types.ModuleType, seconds: int, work: Path) -> Outcome:
+    """Fuzzes `target` for `seconds` in a forked child (libFuzzer ends its process), its seeds,
+    log and any crashing inputs in `work` (a test's tmp_path: pytest keeps its last runs' and
+    removes older ones, where a folder of our own in /tmp stayed after every run)."""
     corpus = work / "corpus"
     write_seeds(corpus, target.SEEDS)
     log = work / "fuzz.log"

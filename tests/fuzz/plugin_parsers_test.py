@@ -15,14 +15,14 @@ from rocm_build.pins.update.prebuilt_index import IndexFile, newest, requires_ro
 SECONDS = 12  # per target; CI's whole fuzz budget is under a minute
 
 
-def test_fuzz_pins_files() -> None:
-    outcome = fuzz_for(fuzz_pins, SECONDS)
+def test_fuzz_pins_files(tmp_path) -> None:
+    outcome = fuzz_for(fuzz_pins, SECONDS, tmp_path)
     assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
     assert "Done" in outcome.output, outcome.output[-2000:]  # it ran to its time limit
 
 
-def test_fuzz_patch_headers() -> None:
-    outcome = fuzz_for(fuzz_patch_headers, SECONDS)
+def test_fuzz_patch_headers(tmp_path) -> None:
+    outcome = fuzz_for(fuzz_patch_headers, SECONDS, tmp_path)
     assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
     assert "Done" in outcome.output, outcome.output[-2000:]
 
@@ -33,8 +33,8 @@ def test_the_patch_header_seeds_hold() -> None:
         fuzz_patch_headers.test_one_input(seed)
 
 
-def test_fuzz_package_index_client() -> None:
-    outcome = fuzz_for(fuzz_index, SECONDS)
+def test_fuzz_package_index_client(tmp_path) -> None:
+    outcome = fuzz_for(fuzz_index, SECONDS, tmp_path)
     assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
     assert "Done" in outcome.output, outcome.output[-2000:]
 
