@@ -27,7 +27,7 @@ device_wheels() {
 }
 
 install_therock() {
-  local cache venv tmp
+  local cache venv tmp scratch
   cache="$(realpath .rocm)"
   venv="$cache/therock-venv"
   exec 9>"$cache/install.lock"
@@ -36,10 +36,15 @@ install_therock() {
     # Left by a run that was killed midway; nobody else installs while we hold the lock.
     rm -rf "$cache"/therock-venv.tmp.*
     tmp="$cache/therock-venv.tmp.$$"
+    # pip's own scratch (its build tracker, the wheels it unpacks) beside the venv, not in /tmp:
+    # an install killed midway leaves it where the next one removes it (the glob above).
+    scratch="$tmp.pip"
+    mkdir -p "$scratch"
     echo "installing rocm[$extras]==$version from $index_url" >&2
-    "$python" -m venv "$tmp" && "$tmp/bin/python" -m pip install -q --retries 1 --timeout 20 \
+    "$python" -m venv "$tmp" && TMPDIR="$scratch" "$tmp/bin/python" -m pip install -q --retries 1 --timeout 20 \
       --disable-pip-version-check --index-url "$index_url" \
-      "rocm[$extras]==$version" >&2 || { rm -rf "$tmp"; exit 3; }
+      "rocm[$extras]==$version" >&2 || { rm -rf "$tmp" "$scratch"; exit 3; }
+    rm -rf "$scratch"
     sdk_ready "$tmp" || { echo "the installed rocm package has no usable rocm_sdk" >&2; rm -rf "$tmp"; exit 3; }
     device_wheels "$tmp/bin/python" || { rm -rf "$tmp"; exit 3; }
     rm -rf "$venv"

@@ -191,7 +191,9 @@ def test_an_install_killed_midway_is_redone(tmp_path, index) -> None:
     os.killpg(run.pid, signal.SIGKILL)
     run.wait()
     assert not (cache / "therock-venv").exists()  # nothing half-installed in place
-    assert [p.name for p in cache.glob("therock-venv.tmp.*")]  # only the temporary dir
+    # Only the temporary dir, and pip's scratch beside it, not in /tmp (the env has no TMPDIR).
+    assert sorted(p.name for p in cache.glob("therock-venv.tmp.*")) == [f"therock-venv.tmp.{run.pid}", f"therock-venv.tmp.{run.pid}.pip"]
+    assert [p.name for p in (cache / f"therock-venv.tmp.{run.pid}.pip").iterdir() if p.name.startswith("pip-")]
 
     index.delay = 0.0
     again = start_locate(sandbox(tmp_path, "again", cache), index)
