@@ -71,10 +71,7 @@ def test_the_address_goes_to_a_private_file_in_a_named_cache_and_a_silent_server
     rule_runner: RuleRunner, tmp_path: Path, caplog
 ) -> None:
     port = free_port()
-    # set_options drops the runner's bootstrap args: name the named caches again, or the rule
-    # would write to the real ones.
-    named = f"--named-caches-dir={tmp_path / 'named'}"
-    rule_runner.set_options([f"--compiler-cache-ccache-remote-storage=redis://:pw@127.0.0.1:{port}", named])
+    rule_runner.set_options([f"--compiler-cache-ccache-remote-storage=redis://:pw@127.0.0.1:{port}"])
     remote = rule_runner.request(CcacheRemote, [])
     assert remote.shown == f"redis://127.0.0.1:{port}"
     assert remote.problem.startswith("cannot connect: [Errno 111] Connection refused")
@@ -84,13 +81,13 @@ def test_the_address_goes_to_a_private_file_in_a_named_cache_and_a_silent_server
     assert json.loads(stored.read_text())["url"] == "redis+unix://pw@localhost@SOCKET@"
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     # Unset: builds find nothing and use only their local cache.
-    rule_runner.set_options([named])
+    rule_runner.set_options([])
     assert rule_runner.request(CcacheRemote, []) == CcacheRemote("", "")
     assert not stored.exists()
 
 
-def test_a_bad_address_names_the_option(rule_runner: RuleRunner, tmp_path: Path) -> None:
-    rule_runner.set_options(["--compiler-cache-ccache-remote-storage=memcached://cache:11211", f"--named-caches-dir={tmp_path / 'named'}"])
+def test_a_bad_address_names_the_option(rule_runner: RuleRunner) -> None:
+    rule_runner.set_options(["--compiler-cache-ccache-remote-storage=memcached://cache:11211"])
     with pytest.raises(ExecutionError) as e:
         rule_runner.request(CcacheRemote, [])
     assert (

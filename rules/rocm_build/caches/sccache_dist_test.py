@@ -45,10 +45,8 @@ def rule_runner(named: Path) -> RuleRunner:
     )
 
 
-def farm(rule_runner: RuleRunner, named: Path, *options: str) -> SccacheFarm:
-    # set_options drops the runner's bootstrap args: name the named caches again, or the rule
-    # would write to the real ones.
-    rule_runner.set_options([*options, f"--named-caches-dir={named}"])
+def farm(rule_runner: RuleRunner, *options: str) -> SccacheFarm:
+    rule_runner.set_options(list(options))
     return rule_runner.request(SccacheFarm, [])
 
 
@@ -58,7 +56,7 @@ def test_a_scheduler_that_does_not_answer_is_a_warning_and_the_token_stays_in_a_
     token_file = tmp_path / "token"
     token_file.write_text(f"{TOKEN}\n")
     url = f"http://127.0.0.1:{free_port()}"
-    found = farm(rule_runner, named, f"--sccache-dist-scheduler-url={url}", f"--sccache-dist-token-file={token_file}")
+    found = farm(rule_runner, f"--sccache-dist-scheduler-url={url}", f"--sccache-dist-token-file={token_file}")
     assert (found.shown, found.servers) == (url, 0)
     assert found.problem.startswith("cannot connect: [Errno 111] Connection refused")
     assert f"sccache-dist scheduler {url} ({OPTION}) cannot be used: cannot connect" in caplog.text
@@ -69,13 +67,13 @@ def test_a_scheduler_that_does_not_answer_is_a_warning_and_the_token_stays_in_a_
     assert stat.S_IMODE(stored.stat().st_mode) == 0o600
     # No farm: the settings go, and builds compile locally without a word.
     caplog.clear()
-    assert farm(rule_runner, named) == SccacheFarm("", 0, "")
+    assert farm(rule_runner) == SccacheFarm("", 0, "")
     assert not stored.exists() and caplog.text == ""
 
 
 def errors(rule_runner: RuleRunner, named: Path, *options: str) -> List[str]:
     with pytest.raises(ExecutionError) as raised:
-        farm(rule_runner, named, *options)
+        farm(rule_runner, *options)
     assert all(isinstance(e, RocmBuildError) for e in raised.value.wrapped_exceptions)
     return [str(e) for e in raised.value.wrapped_exceptions]
 

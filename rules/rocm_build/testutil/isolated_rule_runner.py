@@ -12,18 +12,33 @@ the mirror step with no mirrors removed the table the outer `pants test ::` had 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from pants.testutil.rule_runner import RuleRunner
 from pants.util.dirutil import safe_mkdtemp
 
 
+class _OwnNamedCachesRuleRunner(RuleRunner):
+    """Its named caches named again on every `set_options`: Pants' set_options makes the options
+    from the args it is given alone, so a rule that reads `named_caches_dir` (ccache's, sccache's
+    farm) would read and write the developer's folder while the runner's processes use this one."""
+
+    def __init__(self, named_caches: Path, **options: Any) -> None:
+        self.named_caches_arg = f"--named-caches-dir={named_caches}"
+        super().__init__(**options)
+
+    def set_options(self, args: Iterable[str], *, env: Optional[Mapping[str, str]] = None, env_inherit: Optional[set] = None) -> None:
+        super().set_options([self.named_caches_arg, *args], env=env, env_inherit=env_inherit)
+
+
 def isolated_rule_runner(*, named_caches: Optional[Path] = None, bootstrap_args: Iterable[str] = (), **options: Any) -> RuleRunner:
     """A RuleRunner (`options` go to it) whose processes see a store and named caches no other
-    Pants shares: `named_caches` where a test reads what its processes left there, else a
-    temporary directory removed at exit (as Pants removes an isolated store's)."""
+    Pants shares, before and after `set_options`: `named_caches` where a test reads what its
+    processes left there, else a temporary directory removed at exit (as Pants removes an
+    isolated store's)."""
     named = named_caches if named_caches is not None else Path(safe_mkdtemp(prefix="rule_runner_named_caches."))
-    return RuleRunner(
+    return _OwnNamedCachesRuleRunner(
+        named,
         bootstrap_args=[f"--named-caches-dir={named}", *bootstrap_args],
         isolated_local_store=True,
         **options,
