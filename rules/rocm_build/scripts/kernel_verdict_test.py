@@ -11,6 +11,7 @@ import pytest
 
 from rocm_build.sandbox_scripts import script_bytes
 from rocm_build.scripts import kernel_verdict
+from rocm_build.workloads.sandbox import DRIVER
 
 KERNEL = {
     "name": "attn_fwd", "case": "fwd_fp16_d128", "key": "BLOCK_M=128 | warps=4", "arch": "gfx1151",
@@ -92,7 +93,7 @@ def test_the_report_and_the_output_name_what_was_compiled_first(tmp_path) -> Non
     # triton_kernels.py copies the rule's `under_test` (expected.json) into report.json; the
     # verdict prints it before the venv's triton and torch.
     (tmp_path / "expected.json").write_text(json.dumps(expected(under_test=UNDER_TEST, expected_failures={})))
-    for name in ("triton_kernels.py", "amdgpu_elf.py", "kernel_verdict.py"):
+    for name in ("kernel_verdict.py", *DRIVER):  # as the sandbox has them
         (tmp_path / name).write_bytes(script_bytes(name))
     # As the sandbox imports it (triton only in its main): the module beside its siblings.
     read = "import json, sys, triton_kernels; print(json.dumps([triton_kernels.read_under_test(p or None) for p in sys.argv[1:]]))"

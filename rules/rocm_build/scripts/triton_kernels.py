@@ -2,7 +2,7 @@
 
 Usage:
     python triton_kernels.py --workload PATH/TO/workload.py --target gfx1151 [--target gfx942 ...] \
-        --report report.json [--under-test expected.json]
+        --report report.json [--under-test expected.json] [--jobs N]
 
 No GPU and no ROCm are needed: Triton's AMD backend (in PyPI's triton wheel) compiles and links
 AMDGPU code objects in process. For each target this script installs a compile-only HIP driver
@@ -15,13 +15,15 @@ The workload is a Python file defining `cases()`, which returns an iterable of
 (name, callable). `cases()` is called once per target, after that target's driver is active,
 so a workload can reset any arch-dependent state of its upstream there. Each case runs in
 try/except: an exception is recorded as a failure of that case on that target and the next
-case runs.
+case runs. With `--jobs N` the cases are spread over N processes and their reports merged into
+the one a single process writes (kernel_shards.py), so cases must not rest on each other's state.
 
 Each compiled kernel is reported with its arch read from the code object's ELF header and its
 register, spill and scratch use read from the code object's AMDGPU metadata note (MessagePack,
 decoded here), and its LDS use from Triton's metadata. The report is JSON:
     {"targets": {"gfx1151": {"kernels": [...], "failures": [...], "autotune_pruned": [...],
-                             "seconds": N, "case_seconds": {case: N}, "limits": {...}}},
+                             "seconds": N, "cases": [case, ...], "case_seconds": {case: N},
+                             "limits": {...}}},
      "triton": VERSION, "torch": VERSION, "under_test": [...]}
 `under_test` is what the test's rule says it compiles (the `under_test` of the --under-test file:
 each the target, its wheel file or tree, the pin and each patch's sha256, and `line`, as
@@ -43,6 +45,7 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,6 +54,7 @@ import warnings
 from typing import Any, Callable, Iterable
 
 from amdgpu_elf import amdgpu_arch
+from kernel_shards import merge_reports, parse_shard, pruned_key, runs_case
 
 
 # --------------------------------------------------------------------------------------------
@@ -227,7 +231,7 @@ class Recorder:
     kernels: list[dict] = dataclasses.field(default_factory=list)
     failures: list[dict] = dataclasses.field(default_factory=list)
     pruned: list[dict] = dataclasses.field(default_factory=list)
-    seen: set[str] = dataclasses.field(default_factory=set)
+    seen: set[str] = dataclasses.field(default_factory=set)  # Triton's hashes, and pruned configs
 
     def start_target(self, target: str) -> None:
         self.target, self.case = target, ""
@@ -244,6 +248,7 @@ class Recorder:
         meta = compiled.metadata
         record = {
             "name": compiled.name,
+            "triton_hash": compiled.hash,  # what a specialization is, to Triton's caches
             "case": self.case,
             "target": self.target,
             "key": specialization_key(compiled),
@@ -282,7 +287,8 @@ class Recorder:
             record["resource"] = exc.name
         if during == "case":
             self.failures.append(record)
-        else:
+        elif pruned_key(record) not in self.seen:  # each config once, with the first case that tried it
+            self.seen.add(pruned_key(record))
             self.pruned.append(record)
         return record
 
@@ -544,7 +550,7 @@ def load_workload(path: str) -> Any:
 
 
 def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder,
-               scratch: str) -> dict:
+               scratch: str, shard: tuple[int, int] = (0, 1)) -> dict:
     swap.install(driver_class(target, ARCHS[target], recorder))
     clear_triton_caches()
     # A fresh file cache per target: nothing read from ~/.triton or from an earlier target,
@@ -559,7 +565,9 @@ def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder,
         recorder.add_failure(exc)
         cases = []
     case_seconds: dict[str, float] = {}
-    for name, call in cases:
+    for index, (name, call) in enumerate(cases):
+        if not runs_case(shard, index):
+            continue  # another process's (--jobs)
         recorder.case = name
         case_started = time.monotonic()
         try:
@@ -573,6 +581,7 @@ def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder,
             case_seconds[name] = round(time.monotonic() - case_started, 2)
     return {
         "limits": dataclasses.asdict(ARCHS[target]),
+        "cases": [name for name, _ in cases],
         "case_seconds": case_seconds,
         "kernels": recorder.kernels,
         "failures": recorder.failures,
@@ -609,6 +618,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--target", action="append", required=True, help="gfx arch, repeatable")
     parser.add_argument("--report", required=True, help="where to write the JSON report")
     parser.add_argument("--under-test", help="a JSON file whose `under_test` names what is compiled (expected.json)")
+    parser.add_argument("--jobs", type=int, default=1, help="processes to spread the cases over (Pants' share of the cores)")
+    parser.add_argument("--shard", type=parse_shard, default=(0, 1), help="I/N: run every Nth case from the Ith (--jobs sets it)")
     return parser.parse_args(argv)
 
 
@@ -629,6 +640,8 @@ def main(argv: list[str] | None = None) -> int:
     if not os.path.isfile(args.workload):
         print(f"no workload at {args.workload}", file=sys.stderr)
         return 2
+    if args.jobs > 1:
+        return run_shards(args)
     # Before triton is imported: its home (dump, override and default cache dirs) and
     # cache dir point at a scratch dir, never ~/.triton.
     scratch = tempfile.mkdtemp(prefix="triton-kernels-")
@@ -658,17 +671,46 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     try:
         for target in args.target:
-            result = run_target(workload, target, swap, recorder, scratch)
+            result = run_target(workload, target, swap, recorder, scratch, args.shard)
             report["targets"][target] = result
-            print(summary(target, result))
+            if args.shard == (0, 1):  # a shard's part is summed up by the process that merges it
+                print(summary(target, result))
     finally:
         knobs.runtime.jit_post_compile_hook = None
         swap.restore()
         shutil.rmtree(scratch, ignore_errors=True)
-    with open(args.report, "w") as out:
+    write_report(args.report, report)
+    return 0
+
+
+def run_shards(args: argparse.Namespace) -> int:
+    """This script once per shard of the cases (--shard I/N), side by side, each writing its
+    report beside args.report; then their merged report there, as one process writes it."""
+    parts = [f"{args.report}.{i}-of-{args.jobs}" for i in range(args.jobs)]
+    common = [sys.executable, os.path.abspath(__file__), "--workload", args.workload]
+    common += [arg for target in args.target for arg in ("--target", target)]
+    common += ["--under-test", args.under_test] if args.under_test else []
+    shards = [subprocess.Popen([*common, "--shard", f"{i}/{args.jobs}", "--report", part]) for i, part in enumerate(parts)]
+    codes = [shard.wait() for shard in shards]
+    if any(codes):
+        print(f"a process of the cases failed (exit codes of shards 0..{args.jobs - 1}: {codes})", file=sys.stderr)
+        return 2
+    reports = []
+    for part in parts:
+        with open(part) as f:
+            reports.append(json.load(f))
+        os.remove(part)
+    report = merge_reports(reports)
+    for target, result in report["targets"].items():
+        print(summary(target, result))
+    write_report(args.report, report)
+    return 0
+
+
+def write_report(path: str, report: dict[str, Any]) -> None:
+    with open(path, "w") as out:
         json.dump(report, out, indent=1, sort_keys=True, default=str)
         out.write("\n")
-    return 0
 
 
 if __name__ == "__main__":

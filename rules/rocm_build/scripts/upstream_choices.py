@@ -47,7 +47,7 @@ def load_driver() -> Any:
     """scripts/triton_kernels.py (its ARCHS, driver_class, DriverSwap, Recorder, load_workload),
     beside this script, loaded under a name no upstream imports."""
     here = os.path.dirname(os.path.abspath(__file__))
-    sys.path.insert(0, here)  # for its `from amdgpu_elf import ...`
+    sys.path.insert(0, here)  # for its imports of amdgpu_elf and kernel_shards
     try:
         spec = importlib.util.spec_from_file_location("_rocm_compile_only_driver", os.path.join(here, "triton_kernels.py"))
         module = importlib.util.module_from_spec(spec)

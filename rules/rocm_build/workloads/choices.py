@@ -53,7 +53,7 @@ class UpstreamChoicesTestRequest(TestRequest):
 @rule(desc="Running an upstream_choices_test", level=LogLevel.DEBUG)
 async def run_choices_test(batch: UpstreamChoicesTestRequest.Batch, test: TestSubsystem) -> TestResult:
     field_set = batch.single_element
-    run = await Get(WorkloadTestRun, WorkloadTest(field_set, field_set.timeout.calculate_from_global_options(test)))
+    run = await Get(WorkloadTestRun, WorkloadTest.of(field_set, test))
     return run.test_result(field_set, test)
 
 

@@ -31,7 +31,9 @@ class TritonKernelTestSubsystem(WorkloadTestSubsystem):
 @dataclass(frozen=True)
 class TritonKernelTestFieldSet(WorkloadTestFieldSet):
     required_fields = (WorkloadField, ExpectedFailuresField)
-    kind = WorkloadKind("kernel_test.sh", "kernel_verdict.py", "report.json", "Compiling the Triton kernels")
+    # A large upstream's cases (flash-attention's: 28, ~100 s on one core) over up to 4 processes
+    # where cores are idle; each process imports torch, triton and the upstream (~1 GB).
+    kind = WorkloadKind("kernel_test.sh", "kernel_verdict.py", "report.json", "Compiling the Triton kernels", processes=4)
 
     expected_failures: ExpectedFailuresField
     fail_on_spills: FailOnSpillsField
@@ -48,7 +50,7 @@ class TritonKernelTestRequest(TestRequest):
 @rule(desc="Running a triton_kernel_test", level=LogLevel.DEBUG)
 async def run_kernel_test(batch: TritonKernelTestRequest.Batch, test: TestSubsystem) -> TestResult:
     field_set = batch.single_element
-    run = await Get(WorkloadTestRun, WorkloadTest(field_set, field_set.timeout.calculate_from_global_options(test)))
+    run = await Get(WorkloadTestRun, WorkloadTest.of(field_set, test))
     return run.test_result(field_set, test)
 
 

@@ -18,7 +18,7 @@ from pants.core.goals.test import TestFieldSet, TestResult, TestSubsystem, TestT
 from pants.core.util_rules import source_files
 from pants.core.util_rules.source_files import SourceFiles, SourceFilesRequest
 from pants.engine.fs import AddPrefix, CreateDigest, Digest, FileContent, MergeDigests, RemovePrefix, Snapshot
-from pants.engine.process import FallibleProcessResult, Process
+from pants.engine.process import FallibleProcessResult, Process, ProcessCacheScope
 from pants.engine.rules import Get, MultiGet, collect_rules, rule
 from pants.engine.target import SourcesField
 from pants.option.option_types import SkipOption
@@ -51,7 +51,9 @@ from rocm_build.workloads import installed, source, venv
 
 EXPECTED = "expected.json"
 # What every workload runs on: the sandbox (kernel_venv.sh) and the compile-only driver.
-DRIVER = ("kernel_venv.sh", "no_network.sh", "triton_kernels.py", "amdgpu_elf.py")
+DRIVER = ("kernel_venv.sh", "no_network.sh", "triton_kernels.py", "amdgpu_elf.py", "kernel_shards.py")
+# Pants' share of the cores, where a kind spreads its cases over processes: its script's argument.
+CONCURRENCY = "{pants_concurrency}"
 
 
 class WorkloadTestSubsystem(Subsystem):
@@ -68,6 +70,9 @@ class WorkloadKind:
     judge: str  # scripts/<judge>: what the script judges the workload's outcome with
     report: str  # the file the process writes, kept in dist/test/<target>/
     doing: str  # the process's description: "<doing> of <target> for <gpu targets>"
+    # At most this many processes for the cases, as Pants shares out idle cores: more than 1 and
+    # the script gets the number Pants gives (CONCURRENCY) as its argument.
+    processes: int = 1
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,11 @@ class WorkloadTestFieldSet(TestFieldSet):
 class WorkloadTest:
     field_set: WorkloadTestFieldSet
     timeout_seconds: Optional[int] = None  # the target's `timeout`, with [test]'s defaults applied
+    force: bool = False  # `pants test --force`: run again, whatever the caches hold
+
+    @classmethod
+    def of(cls, field_set: WorkloadTestFieldSet, test: TestSubsystem) -> "WorkloadTest":
+        return cls(field_set, field_set.timeout.calculate_from_global_options(test), test.force)
 
 
 @rule(desc="Setting up a workload test", level=LogLevel.DEBUG)
@@ -133,7 +143,8 @@ async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation
         Get(Digest, script_files(kind.script, kind.judge, *DRIVER)),
     )
     return Process(
-        argv=(tools.bash.path, f"{SCRIPTS_DIR}/{kind.script}"),
+        argv=(tools.bash.path, f"{SCRIPTS_DIR}/{kind.script}", *([CONCURRENCY] if kind.processes > 1 else [])),
+        concurrency_available=kind.processes if kind.processes > 1 else 0,
         env=workload_env(field_set, python, targets, isolation),
         input_digest=await Get(Digest, MergeDigests(sandbox)),
         output_files=(kind.report,),
@@ -142,6 +153,8 @@ async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation
         description=f"{kind.doing} of {owner} for {', '.join(targets)}",
         level=LogLevel.INFO,
         timeout_seconds=request.timeout_seconds,
+        # As Pants' own test runners: a failure is never cached, and --force runs it again.
+        cache_scope=ProcessCacheScope.PER_SESSION if request.force else ProcessCacheScope.SUCCESSFUL,
     )
 
 

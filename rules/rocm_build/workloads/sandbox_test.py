@@ -11,7 +11,7 @@ import pytest
 from pants.engine.addresses import Address
 from pants.engine.fs import Digest, DigestContents
 from pants.engine.internals.scheduler import ExecutionError
-from pants.engine.process import Process
+from pants.engine.process import Process, ProcessCacheScope
 from pants.engine.target import WrappedTarget, WrappedTargetRequest
 from pants.testutil.rule_runner import QueryRule, RuleRunner
 
@@ -50,7 +50,7 @@ SDIST_UNDER_TEST = {
 }  # fmt: skip
 # Each wheel of the venv installed once (installed.py, a stand-in here), linked in under site/.
 WHEELS = ["site/torch-1.0-py3-none-any", "site/torch_below-1.0-py3-none-any", "site/triton-1.0-py3-none-any"]
-DRIVER = [f"{SCRIPTS_DIR}/{s}" for s in ("amdgpu_elf.py", "kernel_venv.sh", "no_network.sh", "triton_kernels.py")]
+DRIVER = [f"{SCRIPTS_DIR}/{s}" for s in ("amdgpu_elf.py", "kernel_shards.py", "kernel_venv.sh", "no_network.sh", "triton_kernels.py")]
 
 
 @pytest.fixture
@@ -68,10 +68,12 @@ def rule_runner() -> RuleRunner:
     return runner
 
 
-def process(rule_runner: RuleRunner, name: str, kind: Type[WorkloadTestFieldSet], timeout=None) -> Tuple[Process, Dict[str, bytes]]:
+def process(
+    rule_runner: RuleRunner, name: str, kind: Type[WorkloadTestFieldSet], timeout=None, force=False
+) -> Tuple[Process, Dict[str, bytes]]:
     """The test's Process and its sandbox's files, each installed wheel's under its link."""
     target = rule_runner.request(WrappedTarget, [WrappedTargetRequest(Address("up", target_name=name), "test")]).target
-    made = rule_runner.request(Process, [WorkloadTest(kind.create(target), timeout)])
+    made = rule_runner.request(Process, [WorkloadTest(kind.create(target), timeout, force)])
     files = {fc.path: fc.content for fc in rule_runner.request(DigestContents, [made.input_digest])}
     for link, digest in made.immutable_input_digests.items():
         assert link not in files, link  # a link, never also a file
@@ -93,10 +95,14 @@ def env(targets: str, **extra: str) -> Dict[str, str]:
 
 def test_a_kernel_test_runs_its_script_on_the_venv_the_tree_and_its_expected_failures(rule_runner) -> None:
     made, files = process(rule_runner, "kernels", TritonKernelTestFieldSet, timeout=600)
-    assert made.argv == (BASH, f"{SCRIPTS_DIR}/kernel_test.sh")
+    # Its cases over as many processes (up to 4) as Pants gives it cores, which Pants fills in
+    # after the cache's key is made: the key holds the template, not the machine's number.
+    assert made.argv == (BASH, f"{SCRIPTS_DIR}/kernel_test.sh", "{pants_concurrency}")
+    assert made.concurrency_available == 4
     assert dict(made.env) == env("gfx1151 gfx950", ROCM_KERNEL_WORKLOAD="kernels_workload.py", FLASH_ATTENTION_TRITON_AMD_ENABLE="TRUE")
     assert made.output_files == ("report.json",)
     assert made.timeout_seconds == 600
+    assert made.cache_scope == ProcessCacheScope.SUCCESSFUL  # a failure runs again, as pytest's do
     assert made.description == "Compiling the Triton kernels of up:kernels for gfx1151, gfx950"
     assert dict(made.append_only_caches) == {PYTHON.cache_name: ".python"}
     # The group's wheels, a built wheel with the one below it; the archive's tree at src/'s root.
@@ -117,6 +123,9 @@ def test_a_kernel_test_runs_its_script_on_the_venv_the_tree_and_its_expected_fai
 def test_a_choices_test_gets_the_modules_its_workload_imports_and_the_patches_of_its_tree(rule_runner) -> None:
     made, files = process(rule_runner, "choices", UpstreamChoicesTestFieldSet)
     assert made.argv == (BASH, f"{SCRIPTS_DIR}/choices_test.sh")
+    assert made.concurrency_available == 0  # one process reads the choices
+    # `pants test --force` runs it again whatever the caches hold, as it does pytest's.
+    assert process(rule_runner, "choices", UpstreamChoicesTestFieldSet, force=True)[0].cache_scope == ProcessCacheScope.PER_SESSION
     assert dict(made.env) == env("gfx1151 gfx942", ROCM_KERNEL_WORKLOAD="choices_workload.py")
     assert made.output_files == ("choices.json",)
     assert made.description == "Reading the run-time choices of up:choices for gfx1151, gfx942"

@@ -155,7 +155,9 @@ class TritonKernelTestTarget(Target):
         spills, scratch and LDS, also as JSON (dist/test/...). A compile error or a resource
         overflow fails the test, naming kernel, specialization, target, required and limit, unless
         `{ExpectedFailuresField.alias}` lists it. Cached: it runs again only when a wheel, the
-        workload or the target changes.
+        workload or the target changes (or with `--force`). The cases run in as many processes
+        as Pants gives the test cores (up to 4), so they must not rest on each other's state;
+        the report is the one a single process writes.
 
         Example (tests/kernels/BUILD; components/flash_attention/BUILD and components/vllm/BUILD
         compile those upstreams' kernels from their `{WorkloadSourceField.alias}`):
