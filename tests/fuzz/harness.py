@@ -1,10 +1,11 @@
-"""Running a fuzz target with atheris: seconds in a test (CI), hours by hand.
+"""Running a fuzz target with atheris: a fixed number of inputs in a test (CI), hours by hand.
 
 A target module defines `test_one_input(data: bytes)`, which feeds the bytes to our parsers
 and lets only their intended error types pass, `SEEDS` (inputs that reach deep into the
-parser, so a short run gets past the syntax) and `INSTRUMENTED`, the modules whose coverage
-guides the fuzzer (only ours: instrumenting all of Pants would take most of a short run). Anything else the parser raises is a crash:
-libFuzzer stops and writes the input as `crash-<sha1>` under the artifact prefix.
+parser, so a short run gets past the syntax), `RUNS` (how many inputs the suite's run tries)
+and `INSTRUMENTED`, the modules whose coverage guides the fuzzer (only ours: instrumenting all
+of Pants would take most of a short run). Anything else the parser raises is a crash: libFuzzer
+stops and writes the input as `crash-<sha1>` under the artifact prefix.
 
 By hand (hours, with a corpus that grows across runs; crashes land in the artifact prefix):
     mkdir -p /tmp/fuzz/crashes
@@ -75,17 +76,17 @@ class Outcome:
     crashes: Sequence[Path]  # the inputs that crashed, to turn into regression tests
 
 
-def fuzz_for(target: types.ModuleType, seconds: int, work: Path) -> Outcome:
-    """Fuzzes `target` for `seconds` in a forked child (libFuzzer ends its process), its seeds,
-    log and any crashing inputs in `work` (a test's tmp_path: pytest keeps its last runs' and
-    removes older ones, where a folder of our own in /tmp stayed after every run)."""
+def fuzz_for(target: types.ModuleType, work: Path) -> Outcome:
+    """Fuzzes `target` with its `RUNS` inputs in a forked child (libFuzzer ends its process), its
+    seeds, log and any crashing inputs in `work` (a test's tmp_path: pytest keeps its last runs'
+    and removes older ones, where a folder of our own in /tmp stayed after every run)."""
     corpus = work / "corpus"
     write_seeds(corpus, target.SEEDS)
     log = work / "fuzz.log"
-    # A fixed seed: the suite's run is the same sequence of inputs every time (a loaded machine
-    # gets through less of it), so a red run is reproducible and never a draw; new ground is
-    # for the long runs by hand (above), which take libFuzzer's random seed.
-    argv = [target.__name__, "-seed=1", f"-max_total_time={seconds}", "-timeout=10", "-rss_limit_mb=2048",
+    # A fixed seed and a number of inputs, not a time: the suite's run is the same inputs every
+    # time, however loaded the machine, so a red run is reproducible and never a draw; new ground
+    # is for the long runs by hand (above), which take libFuzzer's random seed.
+    argv = [target.__name__, "-seed=1", f"-runs={target.RUNS}", "-timeout=10", "-rss_limit_mb=2048",
             f"-artifact_prefix={work}/", str(corpus)]  # fmt: skip
     sys.stdout.flush()
     sys.stderr.flush()

@@ -12,17 +12,16 @@ from rocm_build.pins.tables import PinsError, parse_pins
 from rocm_build.pins.text_fields import set_commit_in_text, set_fields_in_text
 from rocm_build.pins.update.prebuilt_index import IndexFile, newest, requires_rocm
 
-SECONDS = 12  # per target; CI's whole fuzz budget is under a minute
 
 
 def test_fuzz_pins_files(tmp_path) -> None:
-    outcome = fuzz_for(fuzz_pins, SECONDS, tmp_path)
+    outcome = fuzz_for(fuzz_pins, tmp_path)
     assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
-    assert "Done" in outcome.output, outcome.output[-2000:]  # it ran to its time limit
+    assert "Done" in outcome.output, outcome.output[-2000:]  # it ran all its inputs
 
 
 def test_fuzz_patch_headers(tmp_path) -> None:
-    outcome = fuzz_for(fuzz_patch_headers, SECONDS, tmp_path)
+    outcome = fuzz_for(fuzz_patch_headers, tmp_path)
     assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
     assert "Done" in outcome.output, outcome.output[-2000:]
 
@@ -34,7 +33,7 @@ def test_the_patch_header_seeds_hold() -> None:
 
 
 def test_fuzz_package_index_client(tmp_path) -> None:
-    outcome = fuzz_for(fuzz_index, SECONDS, tmp_path)
+    outcome = fuzz_for(fuzz_index, tmp_path)
     assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
     assert "Done" in outcome.output, outcome.output[-2000:]
 

@@ -9,12 +9,11 @@ import pytest
 from fuzz import fuzz_box, fuzz_bundles, fuzz_kpack, fuzz_patches
 from fuzz.harness import fuzz_for
 
-SECONDS = 12
 
 
 @pytest.mark.parametrize("target", [fuzz_patches, fuzz_kpack, fuzz_bundles, fuzz_box], ids=lambda t: t.__name__.rsplit(".", 1)[-1])
 def test_fuzz_script_parsers(target, tmp_path) -> None:
-    outcome = fuzz_for(target, SECONDS, tmp_path)
+    outcome = fuzz_for(target, tmp_path)
     assert outcome.exit_code == 0 and not outcome.crashes, outcome.output[-6000:]
     assert "Done" in outcome.output, outcome.output[-2000:]
 
