@@ -19,7 +19,7 @@ from typing import Dict
 import pytest
 
 from e2e.http_server import serving
-from e2e.workspace import FIXTURE_WHEELS, Workspace, file_copy, require_success
+from e2e.workspace import FIXTURE_WHEELS, Workspace, file_copy, mirror_table_state, require_success
 
 VLLM = "tests/mini/vllm:wheel"
 AOT = "tests/mini/aotriton:wheel"
@@ -123,6 +123,9 @@ def update_pins(ws: Workspace, *args: str):
 
 
 def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
+    # The programs below start Pants of their own (the lock refreshes): they use the copy's caches
+    # as its own Pants does, and leave the user's named caches (the outer run's mirror table) alone.
+    user_table = mirror_table_state()
     require_success(ws.package(VLLM), "the chain")
     before, lock_text, pins_text = dist_files(ws), ws.read(LOCK), ws.read(VLLM_PIN)
     old = ws.upstreams.commits["vllm"]
@@ -161,6 +164,7 @@ def test_moved_pin_makes_the_lock_stale_until_it_is_regenerated(ws) -> None:
         assert "refreshing 1 lock(s): ./pants generate-lockfiles --resolve=build:py3.11/mini-vllm" in moved.stdout
         assert f"# pin: mini-vllm {newer}\n" in ws.read(LOCK)
         assert require_success(ws.package(VLLM), "after update-pins").built == [VLLM]
+        assert mirror_table_state() == user_table
     finally:
         ws.upstreams.commits["vllm"] = old
         ws.write(VLLM_PIN, pins_text)

@@ -41,6 +41,9 @@ RECIPE_WHEELS = CACHE_ROOT / "recipe-wheels"
 # workspace's first build of a tool venv (auditwheel's) took ~60 s with it cold, in every
 # workspace of the suite and the bench; nothing a test checks lives there.
 SHARED_PEX_ROOT = CACHE_ROOT / "e2e-pex-root"
+# Where a Pants given no named caches folder keeps them (Pants' default): the user's, and the
+# outer `pants test ::`'s, which no copy's Pants may write (see `_argv_env`).
+USER_NAMED_CACHES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pants" / "named_caches"
 # The build's named caches whose entries are named by what they hold (the build venvs and the
 # checked-out source trees: build_process.py's VENV_CACHE and SOURCE_TREES_CACHE), shared by the
 # suite's workspaces as pex_root is. An entry is made aside and renamed into place, and pruned only
@@ -249,18 +252,17 @@ class Workspace:
         # Locked build requirements come from the fixture wheels ./setup fetched: no index.
         env["PANTS_ROCM_BUILD_INDEX_URLS"] = "[]"
         env["PANTS_ROCM_BUILD_FIND_LINKS"] = repr([str(FIXTURE_WHEELS)])
+        # The copy's store, named caches and sandboxes as variables, not flags: a program the copy
+        # runs (update-pins, lock-build-requirements, patch-workspace) starts a Pants of its own,
+        # which gets the environment and none of its parent's flags. With flags, those used the
+        # user's default named caches and wrote an empty mirror table there, under the outer
+        # `pants test ::` that had written its own (its next fetch went to the origin).
+        env["PANTS_LOCAL_STORE_DIR"] = str(self.store)
+        env["PANTS_NAMED_CACHES_DIR"] = str(self.named_caches)
+        env["PANTS_LOCAL_EXECUTION_ROOT_DIR"] = str(self.execution_root)
         env.update(self.pants_env_extra)
         self.execution_root.mkdir(exist_ok=True)  # again after a `stop`
-        argv = [
-            *prefix,
-            str(self.root / "pants"),
-            "--no-dynamic-ui",
-            f"--local-store-dir={self.store}",
-            f"--named-caches-dir={self.named_caches}",
-            f"--local-execution-root-dir={self.execution_root}",
-            *extra_options,
-            *args,
-        ]
+        argv = [*prefix, str(self.root / "pants"), "--no-dynamic-ui", *extra_options, *args]
         return argv, env
 
     def pants(self, *args: str, extra_options: Sequence[str] = (), timeout: int = 900, prefix: Sequence[str] = ()) -> Run:
@@ -428,6 +430,13 @@ def user_git(repo: Path, *args: str) -> str:
     """git as the user runs it in a patch workspace."""
     env = {**os.environ, **USER_GIT_ENV}
     return subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True, text=True).stdout.strip()
+
+
+def mirror_table_state() -> Optional[Dict[str, int]]:
+    """The user's named mirror table as files and their mtimes (None: no such folder): a Pants
+    that wrote there changes it."""
+    folder = USER_NAMED_CACHES / "rocm_build_mirrors"
+    return {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} if folder.is_dir() else None
 
 
 def require_success(run: Run, what: str) -> Run:

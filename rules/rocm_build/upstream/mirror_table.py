@@ -7,8 +7,9 @@ What a fetch gets is still checked against its pin (commit, sha256).
 
 The named cache holds one table per named caches directory, the latest session's: a Pants with
 another table (or none) that shares the directory replaces it under a running session. Hence each
-unit test's own named caches (testutil/isolated_rule_runner.py); two checkouts with different
-tables run at once need `[GLOBAL] named_caches_dir` apart (docs/pins-and-patches.md).
+unit test's own named caches (testutil/isolated_rule_runner.py), and the end-to-end copies' as
+variables their programs' own Pants inherit (tests/e2e/workspace.py); two checkouts with
+different tables run at once need `[GLOBAL] named_caches_dir` apart (docs/pins-and-patches.md).
 """
 
 from __future__ import annotations
