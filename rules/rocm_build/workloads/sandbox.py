@@ -109,6 +109,24 @@ class WorkloadTest:
         return cls(field_set, field_set.timeout.calculate_from_global_options(test), test.force)
 
 
+@dataclass(frozen=True)
+class WorkloadVenvRequest:
+    """The wheels some addresses stand for in a test's venv (venv.py), each installed (installed.py)."""
+
+    named: Tuple[VenvWheelsRequest, ...]
+    python: BuildPython
+
+
+@rule(desc="Installing a workload test's venv", level=LogLevel.DEBUG)
+async def install_workload_venv(request: WorkloadVenvRequest) -> InstalledWheels:
+    # Each address a request of its own (venv.py), asked for together; the files merged, so two
+    # addresses that stand for the same wheel give one install (and two different files of one
+    # name, an error).
+    venv = await MultiGet(Get(VenvWheels, VenvWheelsRequest, each) for each in request.named)
+    wheels = await Get(Digest, MergeDigests(w.digest for w in venv))
+    return await Get(InstalledWheels, InstallWheelsRequest(wheels, request.python))
+
+
 @rule(desc="Setting up a workload test", level=LogLevel.DEBUG)
 async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation: NetworkIsolation) -> Process:
     field_set = request.field_set
@@ -116,20 +134,22 @@ async def setup_workload_test(request: WorkloadTest, tools: HostTools, isolation
     owner = field_set.address.spec
     targets = tuple(field_set.gpu_targets.value or ())
     check_gpu_targets(targets, owner, WorkloadGpuTargetsField.alias)
-    python, source, declared, workload = await MultiGet(
+    python, declared, workload = await MultiGet(
         Get(BuildPython, BuildPythonRequest(field_set.python.value or "3.11", owner)),
-        Get(WorkloadSource, WorkloadSourceRequest(field_set.source)),
         Get(DeclaredDependencies, DeclaredDependenciesRequest(field_set.dependencies)),
         Get(SourceFiles, SourceFilesRequest([field_set.workload, *field_set.modules()])),
     )
-    # The venv's wheels: each address a request of its own (venv.py), asked for together.
-    named = [
-        *(VenvWheelsRequest(a, f"the `{field_set.source.alias}` field of {owner}") for a in source.wheels),
-        *(VenvWheelsRequest(t.address, f"the `dependencies` of {owner}") for t in declared),
-    ]
-    venv = await MultiGet(Get(VenvWheels, VenvWheelsRequest, each) for each in named)
-    venv_wheels = await Get(Digest, MergeDigests(w.digest for w in venv))
-    installed = await Get(InstalledWheels, InstallWheelsRequest(venv_wheels, python))
+    from_dependencies = tuple(VenvWheelsRequest(t.address, f"the `dependencies` of {owner}") for t in declared)
+    # The `dependencies`' wheels are installed while the source is made (a patched tree or a
+    # built wheel is a chain of processes, each queued for a slot behind whatever was asked for
+    # before it), not after it; the venv's installs below find them done, as the engine
+    # memoizes each wheel's install.
+    source, _ = await MultiGet(
+        Get(WorkloadSource, WorkloadSourceRequest(field_set.source)),
+        Get(InstalledWheels, WorkloadVenvRequest(from_dependencies, python)),
+    )
+    from_source = tuple(VenvWheelsRequest(a, f"the `{field_set.source.alias}` field of {owner}") for a in source.wheels)
+    installed = await Get(InstalledWheels, WorkloadVenvRequest((*from_source, *from_dependencies), python))
     # What is under test (the upstream's wheel or tree: version, pin, patch digests) goes into the
     # report and the output with what the kind expects (workloads/source.py, under_test).
     expected = {
