@@ -1,10 +1,12 @@
 """A triton_kernel_test's cases in several processes, and their reports merged into the one a
 single process writes.
 
-`triton_kernels.py --jobs N` runs N copies of itself (`--shard I/N`), each compiling every Nth
-case of the workload (by its index in `cases()`) for every gpu target, and merges their reports
-here. Pants gives the test its share of the machine's cores (`{pants_concurrency}`), so on a
-box with idle cores a large upstream's compile is spread over them.
+`triton_kernels.py --jobs N` runs N copies of itself (`--claims DIR`), each taking the workload's
+next case (by its index in `cases()`) for a gpu target whenever it is done with one, and merges
+their reports here. A process that drew long cases takes fewer, so they end together (a fixed
+share of every Nth case left one process working alone for the last 20 s of flash-attention's
+28). Pants gives the test its share of the machine's cores (`{pants_concurrency}`), so on a box
+with idle cores a large upstream's compile is spread over them.
 
 The merged report is the serial one. In one process a later case reuses the kernels an earlier
 case compiled (Triton keeps them in memory), so the serial report lists each specialization once,
@@ -19,22 +21,31 @@ Standard library only.
 
 from __future__ import annotations
 
+import fcntl
 import json
-from typing import Any, Callable, Dict, Iterable, List, Tuple
+import os
+from typing import Any, Callable, Dict, Iterable, Iterator, List, Optional
 
 
-def parse_shard(text: str) -> Tuple[int, int]:
-    """`I/N` -> (I, N), with 0 <= I < N."""
-    index, _, count = text.partition("/")
-    shard = (int(index), int(count))
-    if not 0 <= shard[0] < shard[1]:
-        raise ValueError(f"shard {text}: expected I/N with 0 <= I < N")
-    return shard
-
-
-def runs_case(shard: Tuple[int, int], index: int) -> bool:
-    """Whether shard (I, N) runs the case at `index`: every Nth, so long and short cases mix."""
-    return index % shard[1] == shard[0]
+def claimed_cases(count: int, claims: Optional[str], target: str) -> Iterator[int]:
+    """The indices of the cases this process runs for `target`: all of them in order without
+    `claims`; with it, the next unclaimed one each time, until none is left. The processes share
+    a counter per target in the folder `claims`, read and raised under an exclusive lock."""
+    if claims is None:
+        yield from range(count)
+        return
+    counter = os.path.join(claims, f"{target}.next")
+    while True:
+        with open(counter, "a+") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)  # released when the file is closed
+            f.seek(0)
+            index = int(f.read() or 0)
+            f.seek(0)
+            f.truncate()
+            f.write(str(index + 1))
+        if index >= count:
+            return
+        yield index
 
 
 def merge_reports(reports: List[Dict[str, Any]]) -> Dict[str, Any]:

@@ -6,10 +6,12 @@ process compiles it again under b) and both autotune into the same config that d
 from __future__ import annotations
 
 import copy
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
 
 import pytest
 
-from rocm_build.scripts.kernel_shards import merge_reports, parse_shard, runs_case
+from rocm_build.scripts.kernel_shards import claimed_cases, merge_reports
 
 CASES = ["a", "b", "c"]
 LIMITS = {"lds_bytes": 65536}
@@ -33,7 +35,7 @@ def report(target_result: dict) -> dict:
     return {"targets": {"gfx1151": target_result}, "triton": "3.7.1", "torch": "2.13.0", "under_test": [{"line": "up"}]}
 
 
-# Shard 0 of 2 ran a and c; shard 1 ran b.
+# One process took a and c; the other took b.
 SHARD_0 = report(result(
     [kernel("attn", "a", "h1", "s1", False), kernel("norm", "a", "h2", "s2", True), kernel("attn", "c", "h4", "s4", True)],
     [LISTING, {"case": "c", "during": "case", "kernel": "attn", "type": "OutOfResources", "message": "lds"}],
@@ -71,14 +73,20 @@ def test_one_process_is_its_own_report() -> None:
     assert merge_reports([SERIAL]) == SERIAL
 
 
-@pytest.mark.parametrize("jobs", [1, 2, 3, 4, 7])
-def test_every_case_is_run_by_exactly_one_shard(jobs: int) -> None:
-    for index in range(29):
-        assert [i for i in range(jobs) if runs_case((i, jobs), index)] == [index % jobs]
+def test_without_claims_a_process_runs_every_case_in_order() -> None:
+    assert list(claimed_cases(5, None, "gfx1151")) == [0, 1, 2, 3, 4]
 
 
-def test_a_shard_is_i_of_n() -> None:
-    assert parse_shard("1/4") == (1, 4)
-    for bad in ("4/4", "-1/2", "1"):
-        with pytest.raises(ValueError):
-            parse_shard(bad)
+def claim_all(claims: str, count: int) -> list:
+    return list(claimed_cases(count, claims, "gfx1151"))
+
+
+@pytest.mark.parametrize("jobs", [2, 4])
+def test_processes_claiming_side_by_side_take_each_case_once_each_in_order(tmp_path: Path, jobs: int) -> None:
+    # Real processes and the real lock: 200 cases drawn as fast as they go.
+    with ProcessPoolExecutor(jobs) as pool:
+        taken = list(pool.map(claim_all, [str(tmp_path)] * jobs, [200] * jobs))
+    assert sorted(i for each in taken for i in each) == list(range(200))
+    assert all(each == sorted(each) for each in taken)  # a process's records stay in case order
+    # Each gpu target has its own counter: the next target starts again at its first case.
+    assert claim_all(str(tmp_path), 200) == [] and list(claimed_cases(3, str(tmp_path), "gfx950"))[:1] == [0]

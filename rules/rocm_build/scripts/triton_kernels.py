@@ -54,7 +54,7 @@ import warnings
 from typing import Any, Callable, Iterable
 
 from amdgpu_elf import amdgpu_arch
-from kernel_shards import merge_reports, parse_shard, pruned_key, runs_case
+from kernel_shards import claimed_cases, merge_reports, pruned_key
 
 
 # --------------------------------------------------------------------------------------------
@@ -550,7 +550,7 @@ def load_workload(path: str) -> Any:
 
 
 def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder,
-               scratch: str, shard: tuple[int, int] = (0, 1)) -> dict:
+               scratch: str, claims: str | None = None) -> dict:
     swap.install(driver_class(target, ARCHS[target], recorder))
     clear_triton_caches()
     # A fresh file cache per target: nothing read from ~/.triton or from an earlier target,
@@ -565,9 +565,8 @@ def run_target(workload: Any, target: str, swap: DriverSwap, recorder: Recorder,
         recorder.add_failure(exc)
         cases = []
     case_seconds: dict[str, float] = {}
-    for index, (name, call) in enumerate(cases):
-        if not runs_case(shard, index):
-            continue  # another process's (--jobs)
+    for index in claimed_cases(len(cases), claims, target):  # with --claims, those no other process took
+        name, call = cases[index]
         recorder.case = name
         case_started = time.monotonic()
         try:
@@ -619,7 +618,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--report", required=True, help="where to write the JSON report")
     parser.add_argument("--under-test", help="a JSON file whose `under_test` names what is compiled (expected.json)")
     parser.add_argument("--jobs", type=int, default=1, help="processes to spread the cases over (Pants' share of the cores)")
-    parser.add_argument("--shard", type=parse_shard, default=(0, 1), help="I/N: run every Nth case from the Ith (--jobs sets it)")
+    parser.add_argument("--claims", help="a folder the processes of --jobs take each next case from (--jobs sets it)")
     return parser.parse_args(argv)
 
 
@@ -671,9 +670,9 @@ def main(argv: list[str] | None = None) -> int:
     }  # fmt: skip
     try:
         for target in args.target:
-            result = run_target(workload, target, swap, recorder, scratch, args.shard)
+            result = run_target(workload, target, swap, recorder, scratch, args.claims)
             report["targets"][target] = result
-            if args.shard == (0, 1):  # a shard's part is summed up by the process that merges it
+            if not args.claims:  # one process's part is summed up by the process that merges them
                 print(summary(target, result))
     finally:
         knobs.runtime.jit_post_compile_hook = None
@@ -684,16 +683,21 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_shards(args: argparse.Namespace) -> int:
-    """This script once per shard of the cases (--shard I/N), side by side, each writing its
-    report beside args.report; then their merged report there, as one process writes it."""
+    """This script --jobs times side by side, each taking the next case from a shared folder of
+    claims (kernel_shards.py) and writing its report beside args.report; then their merged
+    report there, as one process writes it."""
+    claims = tempfile.mkdtemp(prefix="case-claims-", dir=os.path.dirname(os.path.abspath(args.report)))
     parts = [f"{args.report}.{i}-of-{args.jobs}" for i in range(args.jobs)]
-    common = [sys.executable, os.path.abspath(__file__), "--workload", args.workload]
+    common = [sys.executable, os.path.abspath(__file__), "--workload", args.workload, "--claims", claims]
     common += [arg for target in args.target for arg in ("--target", target)]
     common += ["--under-test", args.under_test] if args.under_test else []
-    shards = [subprocess.Popen([*common, "--shard", f"{i}/{args.jobs}", "--report", part]) for i, part in enumerate(parts)]
-    codes = [shard.wait() for shard in shards]
+    try:
+        processes = [subprocess.Popen([*common, "--report", part]) for part in parts]
+        codes = [process.wait() for process in processes]
+    finally:
+        shutil.rmtree(claims, ignore_errors=True)
     if any(codes):
-        print(f"a process of the cases failed (exit codes of shards 0..{args.jobs - 1}: {codes})", file=sys.stderr)
+        print(f"a process of the cases failed (exit codes of the {args.jobs}: {codes})", file=sys.stderr)
         return 2
     reports = []
     for part in parts:
