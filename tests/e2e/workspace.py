@@ -31,7 +31,8 @@ WORKSPACE_FILES = ("pants", "pants.toml", "pants.remote-cache.toml", "pants.offl
 NEEDED = ("pants", "pants.toml", "pants.offline.toml", "BUILD", "3rdparty/python", "rules", "tests/mini", "components/BUILD")
 # The whole repository (//:repository): a test that asks Pants about every target of it.
 REPOSITORY_FILES = (*(f for f in WORKSPACE_FILES if not f.startswith("tests/")), "pants.remote-execution.toml", "README.md", "setup", "docs", "bench", "tests")
-CACHE_ROOT = Path(os.environ.get("ROCM_PANTS_CACHE") or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "rocm-pants")
+USER_CACHE = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+CACHE_ROOT = Path(os.environ.get("ROCM_PANTS_CACHE") or USER_CACHE / "rocm-pants")
 FIXTURE_WHEELS = CACHE_ROOT / "fixture-wheels"
 # The real recipe's locked wheels (./setup: components/flash_attention:wheel-from-sdist's locks),
 # apart from the fixture wheels so the miniature chain's resolves never see them.
@@ -43,7 +44,7 @@ RECIPE_WHEELS = CACHE_ROOT / "recipe-wheels"
 SHARED_PEX_ROOT = CACHE_ROOT / "e2e-pex-root"
 # Where a Pants given no named caches folder keeps them (Pants' default): the user's, and the
 # outer `pants test ::`'s, which no copy's Pants may write (see `_argv_env`).
-USER_NAMED_CACHES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "pants" / "named_caches"
+USER_NAMED_CACHES = USER_CACHE / "pants" / "named_caches"
 # The build's named caches whose entries are named by what they hold (the build venvs and the
 # checked-out source trees: build_process.py's VENV_CACHE and SOURCE_TREES_CACHE), shared by the
 # suite's workspaces as pex_root is. An entry is made aside and renamed into place, and pruned only
